@@ -1,0 +1,131 @@
+"""The training configuration: one dataclass whose fields are the CLI flags (each with its help line), plus the
+validation that runs in the main process before any worker starts."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from a3c.errors import UserError
+
+
+def _default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+def flag(default: Any = dataclasses.MISSING, *, help: str, factory: Any = dataclasses.MISSING, **cli: Any) -> Any:
+    """A dataclass field that carries its CLI help text (and extra argparse options) in its metadata."""
+    metadata = {"help": help, "cli": cli}
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class Config:
+    """Every setting of a training run. Field names are the CLI flags with '-' for '_'."""
+
+    env: str = flag("CartPole-v1", help="gymnasium env id: a registered id, 'envs/Name-v0', or 'module:Name-v0'")
+    workers: int = flag(factory=_default_workers, help="number of worker processes; the default is the number of cores")
+    envs_per_worker: int = flag(8, help="envs each worker steps together under one batched forward pass")
+    total_steps: int = flag(500_000, help="stop after this many env steps, summed over all workers and envs")
+    seed: int = flag(1, help="base seed: worker `rank` seeds torch, numpy and its envs from seed + rank")
+    run_dir: str | None = flag(None, help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)")
+    exp_name: str = flag("a3c", help="experiment name, used in the default run directory name")
+    n_steps: int = flag(5, help="rollout length: env steps per env between two updates of a worker")
+    gamma: float = flag(0.99, help="discount factor, in (0, 1]")
+    gae_lambda: float = flag(1.0, help="GAE lambda in [0, 1]; 1.0 gives the classic n-step A3C returns")
+    lr: float = flag(1e-3, help="learning rate of the shared optimizer")
+    ent_coef: float = flag(0.01, help="entropy bonus coefficient")
+    vf_coef: float = flag(0.5, help="value loss coefficient")
+    max_grad_norm: float = flag(0.5, help="clip each worker's gradient to this global L2 norm")
+    optimizer: str = flag("adam", help="shared optimizer", choices=("adam", "rmsprop"))
+    hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso")
+    start_method: str | None = flag(
+        None,
+        help="multiprocessing start method (default: forkserver on Linux, spawn elsewhere)",
+        choices=("fork", "forkserver", "spawn"),
+    )
+    env_kwargs: dict[str, Any] = flag(factory=dict, help="keyword arguments for gymnasium.make, as key=value ...")
+    stop_when_solved: bool = flag(False, help="stop once the 100-episode mean return reaches the env's threshold")
+    checkpoint_every: int = flag(100_000, help="write checkpoints/step-N.pt every this many steps (0: final only)")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["hidden_sizes"] = list(self.hidden_sizes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "hidden_sizes" in values:
+            values["hidden_sizes"] = tuple(values["hidden_sizes"])
+        return cls(**values)
+
+    def resolved_start_method(self) -> str:
+        if self.start_method is not None:
+            return self.start_method
+        return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+    def validate(self) -> Config:
+        """Raise UserError naming the first out-of-range setting and its valid range; return self when all is well."""
+        checks: list[tuple[bool, str]] = [
+            (self.workers >= 1, f"--workers must be at least 1 (got {self.workers})"),
+            (self.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {self.envs_per_worker})"),
+            (self.total_steps >= 1, f"--total-steps must be at least 1 (got {self.total_steps})"),
+            (self.n_steps >= 1, f"--n-steps must be at least 1 (got {self.n_steps})"),
+            (0.0 < self.gamma <= 1.0, f"--gamma must be in (0, 1] (got {self.gamma})"),
+            (0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1] (got {self.gae_lambda})"),
+            (math.isfinite(self.lr) and self.lr > 0.0, f"--lr must be a positive number (got {self.lr})"),
+            (math.isfinite(self.ent_coef) and self.ent_coef >= 0.0, f"--ent-coef must be >= 0 (got {self.ent_coef})"),
+            (math.isfinite(self.vf_coef) and self.vf_coef >= 0.0, f"--vf-coef must be >= 0 (got {self.vf_coef})"),
+            (self.max_grad_norm > 0.0, f"--max-grad-norm must be > 0 (got {self.max_grad_norm})"),
+            (
+                len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
+                f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",
+            ),
+            (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
+            (self.optimizer in ("adam", "rmsprop"), f"--optimizer must be adam or rmsprop (got {self.optimizer!r})"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message)
+        methods = multiprocessing.get_all_start_methods()
+        if self.start_method is not None and self.start_method not in methods:
+            raise UserError(
+                f"--start-method {self.start_method} is not available here; use one of {', '.join(methods)}"
+            )
+        return self
+
+
+def parse_scalar(text: str) -> Any:
+    """'3' -> 3, '0.5' -> 0.5, 'true'/'false' -> bool, 'none' -> None, anything else stays a string."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
+    """Parse ``key=value`` strings into typed keyword arguments for gymnasium.make."""
+    kwargs: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise UserError(
+                f"--env-kwargs takes key=value pairs with a Python name as key (got {item!r}); e.g. latency=0.01"
+            )
+        kwargs[key] = parse_scalar(value)
+    return kwargs

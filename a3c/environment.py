@@ -1,0 +1,96 @@
+"""Making environments from an id and checking that their spaces are ones the trainer supports.
+
+Ids can be registered gymnasium ids, ids of this project's `envs/` namespace, or `module:Name-v0` (gymnasium imports
+the module, which registers the id). Every failure a user can cause becomes a UserError with a suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from a3c.errors import UserError
+
+
+def _register_project_envs() -> None:
+    importlib.import_module("envs")  # registers the `envs/` namespace on import
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the model and the trainer need to know about an environment."""
+
+    env_id: str
+    obs_dim: int
+    n_actions: int
+    reward_threshold: float | None
+    max_episode_steps: int | None
+
+
+def _close_ids(env_id: str) -> str:
+    ids = [str(k) for k in gym.registry.keys()]
+    close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
+    if not close:
+        lowered = env_id.lower()
+        close = [i for i in ids if lowered.split("/")[-1].split("-")[0] in i.lower()][:3]
+    return f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.pprint_registry() for the ids"
+
+
+def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
+    """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs)."""
+    _register_project_envs()
+    kwargs = dict(env_kwargs or {})
+    if ":" in env_id:
+        module = env_id.split(":", 1)[0]
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise UserError(
+                f"env module {module!r} does not import ({err}); check the module name and PYTHONPATH"
+            ) from None
+    try:
+        return gym.make(env_id, **kwargs)
+    except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
+        raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
+    except gym.error.Error as err:
+        raise UserError(f"cannot make env {env_id!r}: {err}") from None
+    except TypeError as err:
+        if kwargs and ("argument" in str(err) or "keyword" in str(err)):
+            raise UserError(f"env {env_id!r} rejects --env-kwargs {kwargs}: {err}; check the names and types") from None
+        raise
+
+
+def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
+    """Check the spaces (Box observations, Discrete actions) and describe them; UserError for anything else."""
+    obs_space, act_space = env.observation_space, env.action_space
+    if not isinstance(obs_space, gym.spaces.Box) or not np.issubdtype(obs_space.dtype, np.number):
+        raise UserError(
+            f"env {env_id!r} has observation space {obs_space}, which is not supported; "
+            "a3c supports Box observations (wrap others with gymnasium.wrappers.FlattenObservation)"
+        )
+    if not isinstance(act_space, gym.spaces.Discrete):
+        raise UserError(
+            f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete actions"
+        )
+    spec = env.spec
+    return EnvSpec(
+        env_id=env_id,
+        obs_dim=int(np.prod(obs_space.shape)),
+        n_actions=int(act_space.n),
+        reward_threshold=None if spec is None else spec.reward_threshold,
+        max_episode_steps=None if spec is None else spec.max_episode_steps,
+    )
+
+
+def describe_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvSpec:
+    """Make the env once (in the main process, before any worker starts) to validate it and read its spaces."""
+    env = make_env(env_id, env_kwargs)
+    try:
+        return spec_of(env, env_id)
+    finally:
+        env.close()

@@ -1,0 +1,23 @@
+"""User-facing errors: the one exception type that means "the user can fix this", and the CLI wrapper that turns
+it into one line on stderr and exit code 2 (no traceback). Anything else is a bug and still raises."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A problem the user caused (bad flag, unknown env, bad checkpoint...); the message names it and the fix."""
+
+
+def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "a3c") -> int:
+    """Run ``main(argv)``; a UserError becomes ``prog: error: message`` on stderr and exit code 2."""
+    try:
+        return main(argv)
+    except UserError as err:
+        message = " ".join(str(err).split())  # exactly one line, whatever the message held
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,112 @@
+"""Shared optimizers over one flat parameter tensor: SharedAdam and SharedRMSprop.
+
+All state (moments and the step count) is created eagerly at construction and can be moved to shared memory, so a
+worker process that receives the optimizer updates the same state as every other worker (Hogwild: no lock).
+The step count is a tensor with one slot per worker: each worker increments only its own slot, so the total,
+``steps.sum()``, is exact without a lock, and it doubles as the global update counter for measuring policy lag.
+
+The update rules are those of torch.optim.Adam / torch.optim.RMSprop (the single-tensor code path), written with
+plain tensor operations: this keeps the first ``step()`` in a worker from importing torch.optim's compile
+machinery (hundreds of modules and tens of MB per process).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+class _SharedOptimizer:
+    state_names: tuple[str, ...] = ()
+
+    def __init__(self, params: torch.Tensor, lr: float, slots: int) -> None:
+        if params.dim() != 1:
+            raise ValueError("shared optimizers work on one flat parameter tensor")
+        self.params = params
+        self.lr = lr
+        self.steps = torch.zeros(slots, dtype=torch.int64)
+        self.state = {name: torch.zeros_like(params) for name in self.state_names}
+
+    def share_memory_(self) -> _SharedOptimizer:
+        self.steps.share_memory_()
+        for tensor in self.state.values():
+            tensor.share_memory_()
+        return self
+
+    def step_count(self) -> int:
+        """Total optimizer steps taken by all workers."""
+        return int(self.steps.sum())
+
+    def step(self, grad: torch.Tensor, slot: int = 0) -> None:
+        """Apply ``grad`` (this process's own flat gradient) to the shared parameters."""
+        self.steps[slot] += 1
+        self._update(grad, self.step_count())
+
+    def _update(self, grad: torch.Tensor, t: int) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"lr": self.lr, "steps": self.steps.clone(), **{k: v.clone() for k, v in self.state.items()}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Copy in place, so shared memory stays shared. The step slots may differ in number (another worker count):
+        the total is kept, in slot 0."""
+        steps = torch.as_tensor(state["steps"], dtype=torch.int64)
+        self.steps.zero_()
+        if steps.numel() == self.steps.numel():
+            self.steps.copy_(steps)
+        else:
+            self.steps[0] = steps.sum()
+        for name in self.state_names:
+            self.state[name].copy_(state[name])
+
+
+class SharedAdam(_SharedOptimizer):
+    """Adam (Kingma & Ba), identical to torch.optim.Adam(amsgrad=False, weight_decay=0, foreach=False)."""
+
+    state_names = ("exp_avg", "exp_avg_sq")
+
+    def __init__(
+        self,
+        params: torch.Tensor,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        slots: int = 1,
+    ) -> None:
+        super().__init__(params, lr, slots)
+        self.betas, self.eps = betas, eps
+
+    def _update(self, grad: torch.Tensor, t: int) -> None:
+        beta1, beta2 = self.betas
+        exp_avg, exp_avg_sq = self.state["exp_avg"], self.state["exp_avg_sq"]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_size = self.lr / (1 - beta1**t)
+        denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(self.eps)
+        self.params.addcdiv_(exp_avg, denom, value=-step_size)
+
+
+class SharedRMSprop(_SharedOptimizer):
+    """RMSprop, identical to torch.optim.RMSprop(momentum=0, centered=False, weight_decay=0, foreach=False)."""
+
+    state_names = ("square_avg",)
+
+    def __init__(
+        self, params: torch.Tensor, lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5, slots: int = 1
+    ) -> None:
+        super().__init__(params, lr, slots)
+        self.alpha, self.eps = alpha, eps
+
+    def _update(self, grad: torch.Tensor, t: int) -> None:
+        square_avg = self.state["square_avg"]
+        square_avg.mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
+        self.params.addcdiv_(grad, square_avg.sqrt().add_(self.eps), value=-self.lr)
+
+
+def make_optimizer(name: str, params: torch.Tensor, lr: float, slots: int) -> _SharedOptimizer:
+    """The shared optimizer called ``name`` ('adam' or 'rmsprop'), its state in shared memory."""
+    optimizers = {"adam": SharedAdam, "rmsprop": SharedRMSprop}
+    return optimizers[name](params, lr=lr, slots=slots).share_memory_()

@@ -1,0 +1,93 @@
+"""The run directory: where a run's files live and how each is written (config.json, episodes.csv, summary.json).
+Only the main process writes here."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from a3c.board import FIELDS, Episode
+from a3c.config import Config
+from a3c.errors import UserError
+
+CSV_COLUMNS: tuple[str, ...] = ("worker", "index", *FIELDS)
+
+
+def default_run_dir(config: Config, now: float | None = None) -> Path:
+    env = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.env)
+    return Path("runs") / f"{env}__{config.exp_name}__{config.seed}__{int(now or time.time())}"
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class RunDirectory:
+    """Paths of one run, and the writers for its plain files."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.config_json = self.path / "config.json"
+        self.episodes_csv = self.path / "episodes.csv"
+        self.summary_json = self.path / "summary.json"
+        self.checkpoints = self.path / "checkpoints"
+        self.plots = self.path / "plots"
+
+    @classmethod
+    def create(cls, config: Config) -> RunDirectory:
+        """Make a new run directory (an existing empty one is fine; a non-empty one is a user error)."""
+        path = Path(config.run_dir) if config.run_dir else default_run_dir(config)
+        if path.exists() and not path.is_dir():
+            raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
+        if path.is_dir() and any(path.iterdir()):
+            raise UserError(f"--run-dir {path} is not empty; choose a new directory (or --resume {path} to continue)")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"cannot create --run-dir {path}: {err.strerror}; choose a writable path") from None
+        run = cls(path)
+        run.checkpoints.mkdir(exist_ok=True)
+        run.plots.mkdir(exist_ok=True)
+        return run
+
+    def write_config(self, config: Config) -> None:
+        write_json_atomic(self.config_json, config.to_dict())
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json_atomic(self.summary_json, summary)
+
+
+class EpisodeLog:
+    """episodes.csv, appended to as episodes are read from the board (flushed on every append)."""
+
+    def __init__(self, path: Path) -> None:
+        new = not path.exists() or path.stat().st_size == 0
+        self.file = open(path, "a", newline="")
+        self.writer = csv.writer(self.file)
+        if new:
+            self.writer.writerow(CSV_COLUMNS)
+            self.file.flush()
+
+    def append(self, episodes: list[Episode]) -> None:
+        if not episodes:
+            return
+        for ep in episodes:
+            values = [repr(float(v)) for v in ep.values]
+            values[FIELDS.index("length")] = str(int(ep["length"]))
+            values[FIELDS.index("global_step")] = str(int(ep["global_step"]))
+            self.writer.writerow([ep.worker, ep.index, *values])
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()

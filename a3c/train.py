@@ -1,0 +1,64 @@
+"""`python -m a3c.train`: command-line flags -> Config (validated before any process starts) -> Trainer.run()."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from collections.abc import Sequence
+
+from a3c.config import Config, parse_env_kwargs
+from a3c.errors import UserError, run_cli
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
+        raise UserError(f"{message}; see python -m a3c.train --help")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="python -m a3c.train",
+        description="Train an A3C agent on a gymnasium environment.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    hints = typing.get_type_hints(Config)
+    defaults = Config()
+    for f in dataclasses.fields(Config):
+        name = "--" + f.name.replace("_", "-")
+        hint = hints[f.name]
+        extra = dict(f.metadata["cli"])
+        default = getattr(defaults, f.name)
+        if hint is bool:
+            parser.add_argument(name, action="store_true", help=f.metadata["help"])
+            continue
+        if f.name == "env_kwargs":
+            parser.add_argument(name, nargs="*", default=[], metavar="KEY=VALUE", help=f.metadata["help"])
+            continue
+        origin = typing.get_origin(hint)
+        if origin is tuple:
+            parser.add_argument(name, nargs="+", type=int, default=list(default), help=f.metadata["help"])
+            continue
+        if origin in (typing.Union, types.UnionType):
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        parser.add_argument(name, type=hint, default=default, help=f.metadata["help"], **extra)
+    return parser
+
+
+def parse_config(argv: Sequence[str] | None = None) -> Config:
+    args = vars(build_parser().parse_args(argv))
+    args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"])
+    args["hidden_sizes"] = tuple(args["hidden_sizes"])
+    return Config(**args).validate()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from a3c.trainer import Trainer  # imported here so that --help and flag errors answer fast
+
+    return Trainer(parse_config(argv)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, prog="a3c.train"))
