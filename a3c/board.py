@@ -117,8 +117,10 @@ class BoardReader:
                 continue
             slots = np.arange(start, end) % cap
             chunk = rows[w, slots, :].copy()  # ... then the rows below it
-            # rows the writer may have overwritten while we copied them (it got `cap` ahead) are dropped, counted
-            overwritten = max(0, int(written[w]) - cap - start)
+            # Rows the writer may have overwritten while we copied them are dropped and counted. Once the counter
+            # reads n, the writer may already be writing index n, into the slot of index n - cap: so every index
+            # below n - cap + 1 is suspect.
+            overwritten = max(0, int(written[w]) + 1 - cap - start)
             if overwritten:
                 overwritten = min(overwritten, end - start)
                 self.lost += overwritten

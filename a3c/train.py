@@ -34,6 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
         if hint is bool:
             parser.add_argument(name, action="store_true", help=f.metadata["help"])
             continue
+        if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port)
+            parser.add_argument(
+                name, nargs="?", const=0, type=int, default=None, metavar="PORT", help=f.metadata["help"]
+            )
+            continue
         if f.name == "env_kwargs":
             parser.add_argument(name, nargs="*", default=[], metavar="KEY=VALUE", help=f.metadata["help"])
             continue
@@ -55,9 +60,10 @@ def parse_config(argv: Sequence[str] | None = None) -> Config:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from a3c.trainer import Trainer  # imported here so that --help and flag errors answer fast
+    config = parse_config(argv)
+    from a3c.trainer import Trainer  # imported after parsing, so that --help and flag errors answer fast
 
-    return Trainer(parse_config(argv)).run()
+    return Trainer(config).run()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,113 @@
+"""End to end: a real training run in a subprocess, its run directory, its episodes and its TensorBoard tags."""
+
+import csv
+import json
+import subprocess
+import sys
+from collections import defaultdict
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+WORKERS, N_STEPS, ENVS = 3, 5, 2
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("runs") / "smoke"
+    cmd = [
+        sys.executable,
+        "-m",
+        "a3c.train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        str(WORKERS),
+        "--envs-per-worker",
+        str(ENVS),
+        "--n-steps",
+        str(N_STEPS),
+        "--total-steps",
+        "6000",
+        "--run-dir",
+        str(run_dir),
+        "--seed",
+        "3",
+        "--checkpoint-every",
+        "3000",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return run_dir
+
+
+def test_run_directory_holds_everything(finished_run):
+    for name in ("config.json", "episodes.csv", "summary.json", "checkpoints/latest.pt", "plots/loss_history.png"):
+        assert (finished_run / name).is_file(), name
+    assert list(finished_run.glob("events.out.tfevents.*"))
+    assert list((finished_run / "checkpoints").glob("step-*.pt"))
+    config = json.loads((finished_run / "config.json").read_text())
+    assert config["workers"] == WORKERS and config["env"] == "CartPole-v1"
+
+
+def test_summary_counts_steps_exactly(finished_run):
+    summary = json.loads((finished_run / "summary.json").read_text())
+    for key in (
+        "env",
+        "workers",
+        "total_steps",
+        "wall_time_s",
+        "steps_per_s",
+        "episodes",
+        "mean_return_100",
+        "solved_at_step",
+        "solved_at_s",
+        "startup_s",
+        "restarts",
+        "skipped_updates",
+    ):
+        assert key in summary, key
+    rollout = N_STEPS * ENVS
+    # every worker stops before a rollout once the target is reached: at most one rollout each past it
+    assert 6000 <= summary["total_steps"] <= 6000 + WORKERS * rollout
+    assert summary["total_steps"] % rollout == 0
+    assert summary["startup_s"] > 0 and summary["steps_per_s"] > 0
+
+
+def test_episodes_csv_contiguous_per_worker(finished_run):
+    with open(finished_run / "episodes.csv") as f:
+        rows = list(csv.DictReader(f))
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert len(rows) == summary["episodes"] > 0
+    indexes = defaultdict(list)
+    for row in rows:
+        indexes[int(row["worker"])].append(int(row["index"]))
+    assert sorted(indexes) == list(range(WORKERS))
+    for idx in indexes.values():
+        assert idx == list(range(len(idx)))  # contiguous, none twice
+    assert all(float(r["length"]) >= 1 and float(r["return"]) >= 1 for r in rows)
+
+
+def test_event_file_holds_the_tags(finished_run):
+    acc = EventAccumulator(str(finished_run), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    expected = {
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "losses/loss",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "perf/updates_per_s",
+        "perf/policy_lag",
+        "perf/grad_norm",
+        "perf/skipped_updates",
+        "perf/restarts",
+    }
+    expected |= {f"workers/{r}/episodic_return" for r in range(WORKERS)}
+    expected |= {f"workers/{r}/episode_loss" for r in range(WORKERS)}
+    assert expected <= tags, expected - tags
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert len(acc.Scalars("charts/episodic_return")) == summary["episodes"]
