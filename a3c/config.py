@@ -53,6 +53,9 @@ class Config:
     env_kwargs: dict[str, Any] = flag(factory=dict, help="keyword arguments for gymnasium.make, as key=value ...")
     stop_when_solved: bool = flag(False, help="stop once the 100-episode mean return reaches the env's threshold")
     checkpoint_every: int = flag(100_000, help="write checkpoints/step-N.pt every this many steps (0: final only)")
+    tensorboard: int | None = flag(
+        None, help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
+    )
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -90,6 +93,10 @@ class Config:
                 f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",
             ),
             (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
+            (
+                self.tensorboard is None or 0 <= self.tensorboard <= 65535,
+                f"--tensorboard takes a port in 0..65535 (got {self.tensorboard})",
+            ),
             (self.optimizer in ("adam", "rmsprop"), f"--optimizer must be adam or rmsprop (got {self.optimizer!r})"),
         ]
         for ok, message in checks:

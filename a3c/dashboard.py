@@ -1,20 +1,84 @@
 """The main process's view of a running job: reads new rows off the episode board and the per-worker stats, and
 writes them to episodes.csv, TensorBoard (tags of shared/DESIGN.md, x axis = global env step) and the progress bar.
-Called about four times a second by the trainer; TensorBoard is flushed every tick."""
+Called about four times a second by the trainer; TensorBoard is flushed every tick.
+
+Besides the scalars it writes, once, a custom-scalars layout (every worker's return in one multi-line chart, every
+worker's loss in another, the aggregates beside them); every ``plot_every_s`` the tutorial's loss-history figure,
+rendered in a background thread so that the tick never waits for matplotlib, to plots/loss_history.png and as the
+image ``plots/loss_history``; and at the end of the run the hparams summary (the resolved configuration and the final
+metrics) into the run's own event file, so that TensorBoard shows it for the run itself and not for a sub-run.
+
+Policy lag (global optimizer steps between a worker pulling the weights and its gradient being applied) is measured
+by the worker on every update: ``perf/policy_lag`` is the mean over the updates since the last tick and
+``perf/policy_lag_max`` the largest, taken from the per-worker maxima of the logging interval that is ending (the
+trainer advances the interval right after each tick, see ``Dashboard.__init__``).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
 from a3c.board import BoardReader, Episode, EpisodeBoard, Stat
-from a3c.plots import loss_history_figure, save_figure
+from a3c.plots import figure_png, loss_history_figure, png_size, write_bytes_atomic
 from a3c.run_dir import EpisodeLog, RunDirectory
+
+PLOT_EVERY_S = 30.0
+LOSS_HISTORY_TAG = "plots/loss_history"
+# final metrics of the hparams table: summary.json key -> scalar tag
+HPARAM_METRICS: dict[str, str] = {
+    "mean_return_100": "final/mean_return_100",
+    "steps_per_s": "final/steps_per_s",
+    "solved_at_step": "final/solved_at_step",
+}
+
+
+def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
+    """The custom-scalars dashboard: per category, charts side by side; each chart lists tag regexes."""
+    return {
+        "return": {
+            "every worker": ["Multiline", [r"^workers/\d+/episodic_return$"]],
+            "all workers": ["Multiline", ["^charts/episodic_return$"]],
+            "episode length": ["Multiline", ["^charts/episodic_length$"]],
+        },
+        "loss": {
+            "every worker (episode mean)": ["Multiline", [r"^workers/\d+/episode_loss$"]],
+            "all workers": ["Multiline", ["^losses/loss$", "^losses/policy_loss$", "^losses/value_loss$"]],
+            "entropy": ["Multiline", ["^losses/entropy$"]],
+        },
+        "perf": {
+            "policy lag (mean, max)": ["Multiline", ["^perf/policy_lag$", "^perf/policy_lag_max$"]],
+            "steps per second": ["Multiline", ["^charts/SPS$"]],
+            "updates per second": ["Multiline", ["^perf/updates_per_s$"]],
+            "gradient norm (before clipping)": ["Multiline", ["^perf/grad_norm$"]],
+            "faults": ["Multiline", ["^perf/skipped_updates$", "^perf/restarts$", "^perf/lost_episodes$"]],
+        },
+    }
+
+
+def hparam_values(config: Mapping[str, Any]) -> dict[str, int | float | str]:
+    """Config values as TensorBoard hparams accept them: numbers stay numbers, everything else becomes text."""
+    out: dict[str, int | float | str] = {}
+    for key, value in config.items():
+        if isinstance(value, bool) or value is None:
+            out[key] = str(value)
+        elif isinstance(value, (int, float, str)):
+            out[key] = value
+        else:
+            out[key] = json.dumps(value, sort_keys=True)
+    return out
 
 
 class Dashboard:
@@ -26,8 +90,15 @@ class Dashboard:
         reward_threshold: float | None,
         start_time: float,
         restarts: int = 0,
+        interval: Callable[[], int] | None = None,
+        plot_every_s: float = PLOT_EVERY_S,
     ) -> None:
+        """``interval`` returns the logging interval the workers tag their lag maxima with (the store's
+        ``interval``); the trainer advances it right after each tick, so at a tick the interval that is ending is
+        the current one. Without it, the newest interval found in the stats is used."""
         self.run, self.board, self.start_time = run, board, start_time
+        self.interval = interval
+        self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
         self.writer = SummaryWriter(log_dir=str(run.path), flush_secs=1)
         self.reader = BoardReader(board)
@@ -41,6 +112,11 @@ class Dashboard:
         self.loss_times: dict[int, list[float]] = {r: [] for r in range(board.workers)}
         self.restarts = restarts
         self._last = (time.time(), board.global_step(), self._stats().copy())
+        self._lag_interval_done = -1  # the newest interval whose lag maximum was written
+        self._plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a3c-plot")
+        self._plot: Future[tuple[bytes, int]] | None = None
+        self._next_plot = time.time() + plot_every_s
+        self.writer.add_custom_scalars(custom_scalars_layout())
         self.bar = tqdm(
             total=total_steps,
             unit="step",
@@ -83,6 +159,7 @@ class Dashboard:
             ):
                 self.solved_at_step, self.solved_at_s = step, ep["wall_time"]
         self._write_perf()
+        self._refresh_plot()
         w.flush()
         return episodes
 
@@ -100,6 +177,9 @@ class Dashboard:
             lag = (stats[:, Stat.LAG_SUM].sum() - last_stats[:, Stat.LAG_SUM].sum()) / updates
             norm = (stats[:, Stat.GRAD_NORM_SUM].sum() - last_stats[:, Stat.GRAD_NORM_SUM].sum()) / updates
             w.add_scalar("perf/policy_lag", lag, step)
+            lag_max = self._lag_max(stats)
+            if lag_max is not None:
+                w.add_scalar("perf/policy_lag_max", lag_max, step)
             w.add_scalar("perf/grad_norm", norm, step)
             active = stats[:, Stat.UPDATES] > 0
             for tag, col in (
@@ -119,12 +199,74 @@ class Dashboard:
         )
         self._last = (now, step, stats)
 
-    def save_loss_history(self, path: Path | None = None) -> Path:
-        path = path or self.run.plots / "loss_history.png"
-        save_figure(loss_history_figure(self.loss_history, self.loss_times, title=str(self.run.path.name)), path)
-        return path
+    def _lag_max(self, stats: np.ndarray) -> float | None:
+        """The largest policy lag of the interval that is ending, over the workers that updated in it."""
+        tagged = stats[:, Stat.LAG_MAX_INTERVAL]
+        interval = self.interval() if self.interval is not None else int(tagged.max())
+        if interval <= self._lag_interval_done:
+            return None
+        in_interval = (tagged == interval) & (stats[:, Stat.UPDATES] > 0)
+        if not in_interval.any():
+            return None
+        self._lag_interval_done = interval
+        return float(stats[in_interval, Stat.LAG_MAX].max())
+
+    # -- the loss-history figure -------------------------------------------------------------------------------
+    def _snapshot(self) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+        return (
+            {r: np.asarray(v, dtype=float) for r, v in self.loss_history.items()},
+            {r: np.asarray(v, dtype=float) for r, v in self.loss_times.items()},
+        )
+
+    def _render(self, losses: dict[int, np.ndarray], times: dict[int, np.ndarray], step: int) -> tuple[bytes, int]:
+        png = figure_png(loss_history_figure(losses, times, title=f"{self.run.path.name}, step {step:,}"))
+        write_bytes_atomic(png, self.run.plots / "loss_history.png")
+        return png, step
+
+    def _publish_image(self, png: bytes, step: int) -> None:
+        height, width = png_size(png)
+        image = Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=png)
+        self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=LOSS_HISTORY_TAG, image=image)]), step)
+
+    def _collect_plot(self, wait: bool) -> None:
+        if self._plot is None or not (wait or self._plot.done()):
+            return
+        future, self._plot = self._plot, None
+        try:
+            self._publish_image(*future.result())
+        except OSError as err:  # a full disk must not stop training; the figure is refreshed again later
+            print(f"a3c: could not write plots/loss_history.png: {err}", file=sys.stderr)
+
+    def _refresh_plot(self) -> None:
+        """Every plot_every_s: hand a copy of the loss history to the plot thread; publish a finished figure."""
+        self._collect_plot(wait=False)
+        now = time.time()
+        if self._plot is None and self.episodes and now >= self._next_plot:
+            self._plot = self._plotter.submit(self._render, *self._snapshot(), self.board.global_step())
+            self._next_plot = now + self.plot_every_s
+
+    def save_loss_history(self) -> Path:
+        """Render the figure now (waiting for a refresh in flight): plots/loss_history.png and the TB image."""
+        self._collect_plot(wait=True)
+        self._publish_image(*self._render(*self._snapshot(), self.board.global_step()))
+        return self.run.plots / "loss_history.png"
+
+    # -- end of run --------------------------------------------------------------------------------------------
+    def write_hparams(self, config: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
+        """The resolved configuration with the final metrics, in the run's own event file (TensorBoard's HPARAMS
+        tab lists the run itself). Metrics that have no value (not solved) are declared but left empty."""
+        experiment, start, end = hparams(hparam_values(config), {tag: 0.0 for tag in HPARAM_METRICS.values()})
+        for proto in (experiment, start, end):
+            self.writer.file_writer.add_summary(proto)
+        step = self.board.global_step()
+        for key, tag in HPARAM_METRICS.items():
+            if summary.get(key) is not None:
+                self.writer.add_scalar(tag, float(summary[key]), step)
+        self.writer.flush()
 
     def close(self) -> None:
+        self._collect_plot(wait=True)
+        self._plotter.shutdown(wait=True)
         self.bar.close()
         self.writer.flush()
         self.writer.close()

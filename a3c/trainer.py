@@ -19,6 +19,7 @@ from a3c.environment import describe_env
 from a3c.model import ActorCritic, flatten_parameters
 from a3c.optim import make_optimizer
 from a3c.run_dir import RunDirectory
+from a3c.tensorboard_server import TensorBoardServer
 from a3c.worker import worker_main
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
@@ -36,6 +37,7 @@ class Trainer:
         start = time.time()
         run = RunDirectory.create(cfg)
         run.write_config(cfg)
+        tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
         torch.manual_seed(cfg.seed)
         self.model = ActorCritic(spec.obs_dim, spec.n_actions, cfg.hidden_sizes)
         params, _ = flatten_parameters(self.model, shared=True)
@@ -54,7 +56,7 @@ class Trainer:
         for p in processes:
             p.start()
         print(f"a3c: run directory {run.path}", file=sys.stderr)
-        dashboard = Dashboard(run, board, cfg.total_steps, spec.reward_threshold, start)
+        dashboard = Dashboard(run, board, cfg.total_steps, spec.reward_threshold, start, interval=self.store.interval)
         exit_code, reason = 0, "total_steps"
         next_checkpoint = cfg.checkpoint_every or None
         try:
@@ -97,8 +99,11 @@ class Trainer:
             self.checkpoint(run, "latest.pt")
             summary = self.summary(dashboard, board, wall, reason)
             run.write_summary(summary)
+            dashboard.write_hparams(cfg.to_dict(), summary)
             dashboard.save_loss_history()
             dashboard.close()
+            if tensorboard is not None:
+                tensorboard.stop()
         print(
             f"a3c: {summary['total_steps']} steps in {summary['wall_time_s']:.1f} s "
             f"({summary['steps_per_s']:,.0f} steps/s), {summary['episodes']} episodes, "

@@ -1,0 +1,123 @@
+"""`python -m a3c.plot RUN_DIR [RUN_DIR ...]`: figures drawn from runs' episodes.csv, at any time (during a run too).
+
+For each run: the tutorial's loss-history figure (each worker's loss history; all workers' losses in time order).
+For all runs together: the episodic return and the episode loss against the global env step and against wall time,
+one line per run (e.g. 1 against 16 workers). With one run the figures go to RUN_DIR/plots/, with several to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from a3c.errors import UserError, run_cli
+from a3c.plots import RunCurve, comparison_figure, loss_history_figure, save_figure
+
+NEEDED = ("worker", "return", "loss", "global_step", "wall_time")
+
+
+@dataclass
+class RunEpisodes:
+    """A run's episodes.csv as columns, in wall-time order."""
+
+    path: Path
+    label: str
+    columns: dict[str, np.ndarray]
+
+    def curve(self, metric: str) -> RunCurve:
+        c = self.columns
+        return RunCurve(self.label, c["global_step"], c["wall_time"], c[metric])
+
+
+def run_label(path: Path) -> str:
+    """The run directory's name, with the env and worker count from its config.json when it has one."""
+    try:
+        config = json.loads((path / "config.json").read_text())
+        return f"{path.name} ({config['env']}, {config['workers']} workers)"
+    except (OSError, ValueError, KeyError, TypeError):
+        return path.name
+
+
+def read_episodes(path: Path) -> RunEpisodes:
+    """Read RUN_DIR/episodes.csv. A user error if the directory or the file is missing, or it has no episodes.
+    A last line cut short by a run that is still writing is skipped."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"run directory {path} does not exist; pass the directory a3c.train wrote (e.g. runs/...)")
+    csv_path = path / "episodes.csv"
+    if not csv_path.is_file():
+        raise UserError(f"{path} holds no episodes.csv; pass a run directory written by a3c.train")
+    with open(csv_path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or not set(NEEDED) <= set(header):
+            raise UserError(f"{csv_path} lacks the columns {', '.join(NEEDED)}; is it an a3c.train episodes.csv?")
+        rows = []
+        for row in reader:
+            if len(row) != len(header):
+                continue
+            try:
+                rows.append([float(v) for v in row])
+            except ValueError:
+                continue
+    if not rows:
+        raise UserError(f"{csv_path} has no finished episodes yet; plot it once some episodes have ended")
+    data = np.asarray(rows, dtype=float)
+    data = data[np.argsort(data[:, header.index("wall_time")], kind="stable")]
+    return RunEpisodes(path, run_label(path), {name: data[:, i] for i, name in enumerate(header)})
+
+
+def draw(runs: Sequence[RunEpisodes], out: Path, window: int = 100) -> list[Path]:
+    """Write the figures of ``runs`` under ``out``; returns the paths written."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create the output directory {out}: {err.strerror}; pass a writable --out") from None
+    written: list[Path] = []
+    for run in runs:
+        workers = run.columns["worker"].astype(int)
+        losses = {int(r): run.columns["loss"][workers == r] for r in np.unique(workers)}
+        times = {int(r): run.columns["wall_time"][workers == r] for r in np.unique(workers)}
+        name = "loss_history.png" if len(runs) == 1 else f"{run.path.name}__loss_history.png"
+        written.append(save_figure(loss_history_figure(losses, times, title=run.label), out / name))
+    title = runs[0].label if len(runs) == 1 else f"{len(runs)} runs"
+    for metric, name in (("return", "returns.png"), ("loss", "losses.png")):
+        fig = comparison_figure([r.curve(metric) for r in runs], metric, window=window, title=title)
+        written.append(save_figure(fig, out / name))
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _Parser(prog="python -m a3c.plot", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories of a3c.train")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output directory (default: RUN_DIR/plots for one run, else required)"
+    )
+    parser.add_argument("--window", type=int, default=100, help="episodes in the moving average of the curves")
+    args = parser.parse_args(argv)
+    if args.window < 1:
+        raise UserError(f"--window must be at least 1 (got {args.window})")
+    if args.out is None and len(args.run_dirs) > 1:
+        raise UserError("several runs need --out DIR for the comparison figures; e.g. --out plots/compare")
+    runs = [read_episodes(p) for p in args.run_dirs]
+    out = args.out if args.out is not None else runs[0].path / "plots"
+    for path in draw(runs, out, args.window):
+        print(path)
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
+        raise UserError(f"{message}; see python -m a3c.plot --help")
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, prog="a3c.plot"))
