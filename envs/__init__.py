@@ -1,1 +1,14 @@
-"""This project's gymnasium environments, registered under the `envs/` namespace when the package is imported."""
+"""This project's gymnasium environments, registered under the `envs/` namespace when the package is imported.
+
+  envs/SlowCartPole-v1  CartPole-v1 behind SlowEnv: 10 ms per step by default (envs/slow.py)
+  envs/Classify-v0      the tutorial's classification task as a contextual bandit, optionally slow (envs/classify.py)
+
+Keyword arguments reach the entry points through gymnasium.make (from the CLI: --env-kwargs latency=0.02 mode=cpu).
+"""
+
+import gymnasium
+
+gymnasium.register(
+    id="envs/SlowCartPole-v1", entry_point="envs.slow:make_slow_cartpole", max_episode_steps=500, reward_threshold=475.0
+)
+gymnasium.register(id="envs/Classify-v0", entry_point="envs.classify:make_classify")
