@@ -1,19 +1,55 @@
-"""Checkpoints: written atomically (temp file, fsync, rename, fsync of the directory) and loaded safely
-(``torch.load(weights_only=True)``: tensors and plain containers only, never arbitrary pickled objects)."""
+"""Checkpoints and resume.
+
+Writing: atomic (temp file, fsync, rename, fsync of the directory): a reader, or a run resumed after a crash, sees the
+old checkpoint or the new one, never half of one. Reading: ``torch.load(weights_only=True)``, which unpickles tensors
+and plain containers only, so a checkpoint cannot run code when loaded (a pickle that would call ``open`` or
+``os.system`` is refused); every other way a file can be wrong becomes a UserError naming the file and the fix.
+
+A checkpoint holds (see ``REQUIRED``): the global parameters, the optimizer state (its step counts included), the
+global step and each worker's step and episode counters, each worker's cumulative stats, the restarts and worker
+incarnations so far, the main process's RNG states, the env's sizes and the config.
+
+Resume (``--resume RUN_DIR``): the config is the checkpoint's, with the flags given on the command line on top, except
+those that define the model (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken
+(before a crash) are dropped, as the resumed run will produce those episode indexes again; the trainer likewise
+purges TensorBoard events from the checkpoint's step on.
+"""
 
 from __future__ import annotations
 
+import csv
 import os
 import pickle
+import random
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
+from a3c.config import Config
 from a3c.errors import UserError
 
 FORMAT = 1
+LATEST = "latest.pt"
+# key -> the type it must have; anything else means the file is not a checkpoint this a3c can use
+REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "model": torch.Tensor,
+    "optimizer": dict,
+    "global_step": int,
+    "worker_steps": torch.Tensor,
+    "episodes_written": torch.Tensor,
+    "worker_stats": torch.Tensor,
+    "incarnations": torch.Tensor,
+    "restarts": int,
+    "obs_dim": int,
+    "n_actions": int,
+    "config": dict,
+    "rng": dict,
+}
+# settings that define the model and its optimizer state: a resumed run cannot change them
+FIXED_ON_RESUME: tuple[str, ...] = ("env", "env_kwargs", "hidden_sizes", "optimizer")
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -50,3 +86,129 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"checkpoint {path} is not an a3c checkpoint of format {FORMAT}; use one written by this a3c")
     return payload
+
+
+def load_resume(run_dir: str | Path) -> dict[str, Any]:
+    """The checkpoint to resume the run in ``run_dir`` from (its checkpoints/latest.pt), checked for completeness."""
+    run = Path(run_dir)
+    if not run.exists():
+        raise UserError(f"--resume {run}: no such directory; give the run directory of an earlier a3c run")
+    if not run.is_dir() or not (run / "config.json").is_file():
+        raise UserError(f"--resume {run} is not an a3c run directory (no config.json); give the run's directory")
+    path = run / "checkpoints" / LATEST
+    if not path.is_file():
+        raise UserError(
+            f"--resume {run}: the run has no checkpoints/{LATEST} (it ended before its first checkpoint); "
+            "start a new run instead"
+        )
+    payload = load_checkpoint(path)
+    for key, kind in REQUIRED.items():
+        if not isinstance(payload.get(key), kind):
+            raise UserError(
+                f"checkpoint {path} has no valid {key!r} entry (corrupt, or written by another version); "
+                "start a new run instead"
+            )
+    counters = ("worker_steps", "episodes_written", "incarnations")
+    workers = len(payload["episodes_written"])
+    if any(payload[k].dim() != 1 or len(payload[k]) != workers for k in counters) or payload["model"].dim() != 1:
+        raise UserError(f"checkpoint {path} has inconsistent worker counters (corrupt); start a new run instead")
+    return payload
+
+
+def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[str, Any]) -> Config:
+    """The resumed run's config: the checkpoint's, with ``overrides`` (the flags given on the command line) on
+    top. UserError for an override of a setting that defines the model, or a --total-steps already reached."""
+    saved = dict(payload["config"])
+    for key in FIXED_ON_RESUME:
+        if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
+            flag = "--" + key.replace("_", "-")
+            raise UserError(
+                f"{flag} {overrides[key]!r} differs from the resumed run's {saved.get(key)!r}; a resumed run keeps "
+                f"its env, env kwargs, model sizes and optimizer: drop {flag}, or start a new run"
+            )
+    if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
+        raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
+    try:
+        config = Config.from_dict({**saved, **overrides, "run_dir": str(run_dir), "resume": str(run_dir)})
+    except TypeError as err:
+        raise UserError(f"the checkpoint's config does not fit this a3c ({err}); start a new run instead") from None
+    config.validate()
+    step = payload["global_step"]
+    if config.total_steps <= step:
+        raise UserError(
+            f"the run in {run_dir} is already at step {step:,}, not below --total-steps {config.total_steps:,}; "
+            "give a larger --total-steps to continue it"
+        )
+    return config
+
+
+def _normal(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def check_compatible(payload: dict[str, Any], obs_dim: int, n_actions: int, n_params: int, source: str) -> None:
+    """UserError if the checkpoint's model does not fit the env and model this run builds."""
+    if (payload["obs_dim"], payload["n_actions"]) != (obs_dim, n_actions):
+        raise UserError(
+            f"{source} was trained with observations of size {payload['obs_dim']} and {payload['n_actions']} "
+            f"actions, but the env now has {obs_dim} and {n_actions}; resume with the env it was trained on"
+        )
+    if payload["model"].numel() != n_params:
+        raise UserError(
+            f"{source} holds {payload['model'].numel()} parameters but the model has {n_params}; "
+            "resume with the --hidden-sizes it was trained with"
+        )
+
+
+def rng_state() -> dict[str, Any]:
+    """The main process's RNG states (torch, numpy's global, Python's), as types weights_only can load."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
+        "numpy_pos": int(pos),
+        "numpy_gauss": (int(has_gauss), float(gauss)),
+        "python": (int(version), list(internal), gauss_next),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    has_gauss, gauss = state["numpy_gauss"]
+    np.random.set_state(
+        ("MT19937", state["numpy_keys"].numpy().astype(np.uint32), state["numpy_pos"], has_gauss, gauss)
+    )
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal), gauss_next))
+
+
+def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
+    """Keep the rows of episodes.csv that the checkpoint counted (worker w's indexes below ``written[w]``), drop the
+    rest (logged after the checkpoint, before a crash, or half-written), rewrite the file atomically, and return the
+    kept rows in file order."""
+    if not path.is_file():
+        return []
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return []
+    header, kept, parsed = rows[0], [], []
+    for row in rows[1:]:
+        if len(row) != len(header):
+            continue
+        try:
+            values = {name: float(v) for name, v in zip(header, row, strict=True)}
+        except ValueError:
+            continue
+        w, i = int(values["worker"]), int(values["index"])
+        if 0 <= w < len(written) and i < written[w]:
+            kept.append(row)
+            parsed.append(values)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as f:
+        csv.writer(f).writerows([header, *kept])
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return parsed

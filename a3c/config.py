@@ -56,6 +56,14 @@ class Config:
     tensorboard: int | None = flag(
         None, help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
     )
+    resume: str | None = flag(
+        None, help="continue the run in this run directory from its checkpoints/latest.pt (flags given override)"
+    )
+    worker_timeout: float = flag(60.0, help="restart a worker whose heartbeat (one per update) is older than this (s)")
+    max_restarts: int = flag(3, help="restarts allowed per worker (after a crash or a hang) before the run fails")
+    max_skipped_in_row: int = flag(
+        100, help="stop the run when a worker skips this many updates in a row for a non-finite loss or gradient"
+    )
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -97,6 +105,12 @@ class Config:
                 self.tensorboard is None or 0 <= self.tensorboard <= 65535,
                 f"--tensorboard takes a port in 0..65535 (got {self.tensorboard})",
             ),
+            (
+                math.isfinite(self.worker_timeout) and self.worker_timeout > 0.0,
+                f"--worker-timeout must be a positive number of seconds (got {self.worker_timeout})",
+            ),
+            (self.max_restarts >= 0, f"--max-restarts must be >= 0 (got {self.max_restarts})"),
+            (self.max_skipped_in_row >= 1, f"--max-skipped-in-row must be at least 1 (got {self.max_skipped_in_row})"),
             (self.optimizer in ("adam", "rmsprop"), f"--optimizer must be adam or rmsprop (got {self.optimizer!r})"),
         ]
         for ok, message in checks:

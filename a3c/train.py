@@ -53,10 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_config(argv: Sequence[str] | None = None) -> Config:
-    args = vars(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
     args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"])
     args["hidden_sizes"] = tuple(args["hidden_sizes"])
+    if args["resume"] is not None:
+        return _resume_config(parser, argv, args)
     return Config(**args).validate()
+
+
+def _resume_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None, args: dict) -> Config:
+    """--resume RUN_DIR: the run's checkpointed config, with the flags given on this command line on top."""
+    from a3c.checkpoint import load_resume, resume_config  # imports torch: only when resuming
+
+    for action in parser._actions:  # parse again with no defaults: what is left is what the user typed
+        action.default = argparse.SUPPRESS
+    given = set(vars(parser.parse_args(argv))) - {"resume"}
+    return resume_config(load_resume(args["resume"]), args["resume"], {k: args[k] for k in given})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,11 +6,15 @@ until the store says stop. Nothing in the per-step path locks or talks to anothe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
+import sys
 import threading
 import time
+import traceback
+from multiprocessing.connection import Connection
 
 import numpy as np
 import torch
@@ -22,16 +26,43 @@ from a3c.environment import EnvSpec, make_env
 from a3c.losses import actor_critic_loss, gae_advantages, next_state_values
 from a3c.model import ActorCritic, flatten_parameters, sample_actions
 
+RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
+MAX_TRACEBACK_CHARS = 16_000  # < a pipe's buffer: the send never blocks, even if the main process reads late
 
-def worker_main(rank: int, store: ParameterStore, config: Config, spec: EnvSpec, run_start: float) -> None:
-    """Process entry point."""
+
+def worker_main(
+    rank: int,
+    store: ParameterStore,
+    config: Config,
+    spec: EnvSpec,
+    run_start: float,
+    incarnation: int = 0,
+    errors: Connection | None = None,
+) -> None:
+    """Process entry point. ``incarnation`` counts earlier processes of this rank (restarts, resumed runs): each
+    incarnation gets its own seeds, so a restarted worker does not replay its predecessor's episodes. An exception
+    is sent, as traceback text, on ``errors`` (this rank's pipe to the supervisor), and the process exits with 1."""
+    os.environ[RANK_ENV] = str(rank)
     torch.set_num_threads(1)  # N workers x M intra-op threads on few cores would thrash; one thread each
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
     _exit_with_parent()
-    seed = config.seed + rank
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    Worker(rank, store, config, spec, run_start).run()
+    try:
+        if incarnation:
+            # env seeds are seed + rank + k * workers, k < envs_per_worker: shift past every earlier incarnation's
+            config = dataclasses.replace(
+                config, seed=config.seed + incarnation * config.workers * config.envs_per_worker
+            )
+        seed = config.seed + rank
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        Worker(rank, store, config, spec, run_start).run()
+    except Exception:
+        if errors is not None:
+            errors.send(traceback.format_exc()[-MAX_TRACEBACK_CHARS:])
+            errors.close()
+        else:
+            traceback.print_exc()
+        sys.exit(1)  # multiprocessing turns this into exitcode 1 without printing anything more
 
 
 def _exit_with_parent(poll_s: float = 0.5) -> None:
@@ -162,8 +193,7 @@ class Worker:
         loss_values = np.array([float(x.detach()) for x in terms])
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):
             # a non-finite update would poison the shared model for every worker: skip it, count it
-            self.stats[Stat.SKIPPED] += 1
-            self.stats[Stat.SKIPPED_IN_ROW] += 1
+            self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
             return
         if grad_norm > cfg.max_grad_norm:
             self.grads.mul_(cfg.max_grad_norm / (grad_norm + 1e-6))
@@ -171,7 +201,9 @@ class Worker:
         self.record_update(loss_values, grad_norm, lag)
 
     def record_update(self, loss_values: np.ndarray, grad_norm: float, lag: int) -> None:
-        s = self.stats
+        # Built in a private copy, then published with one slice assignment: a worker killed (SIGKILL) mid-update
+        # leaves its shared stats row either before or after this update, never with the counters half-advanced.
+        s = self.stats.copy()
         s[Stat.UPDATES] += 1
         s[Stat.SKIPPED_IN_ROW] = 0
         s[Stat.GRAD_NORM_SUM] += grad_norm
@@ -185,6 +217,7 @@ class Worker:
             s[Stat.LAG_MAX] = max(s[Stat.LAG_MAX], lag)
         s[Stat.LOSS : Stat.ENTROPY + 1] = loss_values
         s[Stat.HEARTBEAT] = time.time()
+        self.stats[:] = s
         self.last_loss = loss_values
         self.ep_loss_sum += loss_values
         self.ep_updates += 1

@@ -1,0 +1,86 @@
+"""A fault-injection environment for the supervision tests: CartPole-v1 that crashes, hangs or returns NaN
+observations at a chosen step, on chosen worker ranks only.
+
+    envs/Faulty-v0 with --env-kwargs crash_at=50 crash_ranks=1      rank 1 raises RuntimeError at its 50th step
+                                     hang_at=50 hang_ranks=0         rank 0 sleeps (hang_s, default an hour) there
+                                     nan_at=20 nan_for=1             every rank: one NaN observation at step 20
+                                                                     (nan_for=0: NaN from step nan_at on, forever)
+
+Steps are counted per env instance (a worker with --envs-per-worker K has K of them), from 1. An env does not know
+which worker runs it, so it reads the rank from the environment variable A3C_WORKER_RANK, which a3c.worker sets first
+thing in every worker process. Outside a worker (the main process validating the env) the variable is unset and no
+fault fires. Ranks are given as an int, a comma-separated string ("0,2"), or None (the default) for every rank.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+RANK_ENV = "A3C_WORKER_RANK"  # the name a3c.worker.RANK_ENV sets; repeated so that envs/ does not import a3c
+
+
+def _ranks(value: int | str | None) -> frozenset[int] | None:
+    """None -> every rank; 3 -> {3}; "0,2" -> {0, 2}."""
+    if value is None:
+        return None
+    if isinstance(value, int):
+        return frozenset({value})
+    return frozenset(int(part) for part in str(value).replace(" ", "").split(",") if part)
+
+
+class FaultyEnv(gym.Env):
+    """CartPole-v1 dynamics with injected faults (see the module docstring)."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        crash_at: int = 0,
+        crash_ranks: int | str | None = None,
+        hang_at: int = 0,
+        hang_ranks: int | str | None = None,
+        hang_s: float = 3600.0,
+        nan_at: int = 0,
+        nan_for: int = 1,
+        nan_ranks: int | str | None = None,
+    ) -> None:
+        self.inner = CartPoleEnv()
+        self.observation_space = self.inner.observation_space
+        self.action_space = self.inner.action_space
+        rank_text = os.environ.get(RANK_ENV)
+        self.rank = int(rank_text) if rank_text is not None else None
+        self.crash_at = crash_at if self._applies(crash_ranks) else 0
+        self.hang_at = hang_at if self._applies(hang_ranks) else 0
+        self.nan_at = nan_at if self._applies(nan_ranks) else 0
+        self.hang_s, self.nan_for = hang_s, nan_for
+        self.steps = 0
+
+    def _applies(self, ranks: int | str | None) -> bool:
+        if self.rank is None:
+            return False  # not in a worker: never fire
+        chosen = _ranks(ranks)
+        return chosen is None or self.rank in chosen
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        return self.inner.reset(seed=seed, options=options)
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.steps += 1
+        if self.crash_at and self.steps == self.crash_at:
+            raise RuntimeError(f"envs/Faulty-v0: injected crash at step {self.steps} on rank {self.rank}")
+        if self.hang_at and self.steps == self.hang_at:
+            time.sleep(self.hang_s)
+        obs, reward, terminated, truncated, info = self.inner.step(action)
+        if self.nan_at and self.steps >= self.nan_at and (self.nan_for == 0 or self.steps < self.nan_at + self.nan_for):
+            obs = np.full_like(obs, np.nan)
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        self.inner.close()
