@@ -12,3 +12,4 @@ gymnasium.register(
     id="envs/SlowCartPole-v1", entry_point="envs.slow:make_slow_cartpole", max_episode_steps=500, reward_threshold=475.0
 )
 gymnasium.register(id="envs/Classify-v0", entry_point="envs.classify:make_classify")
+gymnasium.register(id="envs/Faulty-v0", entry_point="envs.faulty:FaultyEnv", max_episode_steps=500)  # tests
