@@ -1,0 +1,126 @@
+"""Figures (a3c/plots.py) and the `python -m a3c.plot` command (a3c/plot.py) on hand-written episodes.csv files."""
+
+import csv
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from a3c.errors import EXIT_USAGE, run_cli
+from a3c.plot import main as plot_main
+from a3c.plot import read_episodes
+from a3c.plots import figure_png, loss_history_figure, png_size, rolling_mean, thin
+from a3c.run_dir import CSV_COLUMNS
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def write_run(path, workers: int, episodes: int, seconds_per_episode: float = 0.1, cut_last_line: bool = False):
+    """A run directory as a3c.train leaves it, as far as a3c.plot reads it: config.json and episodes.csv."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps({"env": "CartPole-v1", "workers": workers}))
+    rng = np.random.default_rng(workers)
+    with open(path / "episodes.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(CSV_COLUMNS)
+        for i in range(episodes):
+            rank = i % workers
+            row = {
+                "worker": rank,
+                "index": i // workers,
+                "return": 10 + i + rng.normal(),
+                "length": 20,
+                "loss": 5.0 / (1 + i) + rng.random(),
+                "policy_loss": 0.1,
+                "value_loss": 0.2,
+                "entropy": 0.6,
+                "global_step": 20 * (i + 1),
+                "wall_time": seconds_per_episode * i + 0.01 * rank,
+            }
+            writer.writerow([row[c] for c in CSV_COLUMNS])
+        if cut_last_line:
+            f.write("1,99,12.5,20,0.3")  # a row the run has not finished writing
+    return path
+
+
+def test_rolling_mean_matches_a_loop():
+    y = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0])
+    for window in (1, 2, 3, 10):
+        expected = [np.mean(y[max(0, i + 1 - window) : i + 1]) for i in range(len(y))]
+        assert rolling_mean(y, window) == pytest.approx(expected)
+
+
+def test_thin_keeps_at_most_max_points_and_the_ends():
+    x = np.arange(10_001)
+    tx, ty = thin(x, x * 2.0, max_points=100)
+    assert len(tx) <= 101 and tx[0] == 0 and tx[-1] == 10_000
+    assert np.all(ty == tx * 2.0)
+    sx, _ = thin(x[:50], x[:50], max_points=100)
+    assert len(sx) == 50
+
+
+def test_loss_history_figure_renders_to_png_of_its_size():
+    losses = {0: [3.0, 2.0, 1.0], 1: [4.0, 2.5]}
+    times = {0: [0.1, 0.3, 0.5], 1: [0.2, 0.4]}
+    fig = loss_history_figure(losses, times, title="t")
+    right = fig.axes[1]
+    # all workers' losses in wall-time order: 3.0 (0.1), 4.0 (0.2), 2.0 (0.3), 2.5 (0.4), 1.0 (0.5)
+    assert list(right.lines[0].get_ydata()) == [3.0, 4.0, 2.0, 2.5, 1.0]
+    assert [list(line.get_ydata()) for line in fig.axes[0].lines] == [[3.0, 2.0, 1.0], [4.0, 2.5]]
+    png = figure_png(fig)
+    assert png.startswith(PNG)
+    assert png_size(png) == (320, 880)  # figsize (11, 4) at 80 dpi
+
+
+def test_read_episodes_sorts_by_wall_time_and_skips_a_cut_line(tmp_path):
+    run = read_episodes(write_run(tmp_path / "r", workers=2, episodes=30, cut_last_line=True))
+    assert len(run.columns["return"]) == 30
+    assert np.all(np.diff(run.columns["wall_time"]) >= 0)
+    assert run.label == "r (CartPole-v1, 2 workers)"
+
+
+def test_plot_one_run_writes_pngs_into_its_plots_dir(tmp_path):
+    run = write_run(tmp_path / "one", workers=2, episodes=200)
+    proc = subprocess.run(
+        [sys.executable, "-m", "a3c.plot", str(run)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    written = [line for line in proc.stdout.splitlines() if line]
+    expected = [run / "plots" / name for name in ("loss_history.png", "returns.png", "losses.png")]
+    assert written == [str(p) for p in expected]
+    for path in expected:
+        assert path.read_bytes().startswith(PNG)
+
+
+def test_plot_several_runs_on_one_figure(tmp_path):
+    one = write_run(tmp_path / "w1", workers=1, episodes=100, seconds_per_episode=0.2)
+    many = write_run(tmp_path / "w16", workers=16, episodes=400, seconds_per_episode=0.02)
+    out = tmp_path / "compare"
+    assert plot_main([str(one), str(many), "--out", str(out), "--window", "20"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["losses.png", "returns.png", "w16__loss_history.png", "w1__loss_history.png"]
+    assert all((out / n).read_bytes().startswith(PNG) for n in names)
+
+
+@pytest.mark.parametrize(
+    ("make", "argv", "message"),
+    [
+        (lambda tmp: None, ["{tmp}/missing"], "does not exist"),
+        (lambda tmp: (tmp / "empty").mkdir(), ["{tmp}/empty"], "holds no episodes.csv"),
+        (
+            lambda tmp: ((tmp / "h").mkdir(), (tmp / "h" / "episodes.csv").write_text(",".join(CSV_COLUMNS) + "\n")),
+            ["{tmp}/h"],
+            "no finished episodes",
+        ),
+        (lambda tmp: write_run(tmp / "a", 1, 5) and write_run(tmp / "b", 1, 5), ["{tmp}/a", "{tmp}/b"], "--out"),
+        (lambda tmp: None, ["--bogus"], "--help"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys, make, argv, message):
+    make(tmp_path)
+    code = run_cli(plot_main, [a.format(tmp=tmp_path) for a in argv], prog="a3c.plot")
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE
+    assert err.count("\n") == 1 and err.startswith("a3c.plot: error: ") and message in err
