@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
 import os
 import signal
 import sys
@@ -66,14 +67,17 @@ def worker_main(
 
 
 def _exit_with_parent(poll_s: float = 0.5) -> None:
-    """Exit if our parent goes away (e.g. the main process was SIGKILLed): a daemon thread polls getppid, which
-    changes when we are re-parented. It also covers forkserver, whose server exits when the main process dies."""
+    """Exit if the main process goes away (e.g. it was SIGKILLed): a daemon thread polls getppid, which changes when
+    we are re-parented (fork, spawn), and multiprocessing's parent sentinel, a pipe from the process that started us
+    that reads EOF once it is gone. The sentinel is what covers forkserver: there our parent is the fork server,
+    which does not exit while we live (every child it forks holds its "alive" pipe open), so getppid never changes."""
     parent = os.getppid()
+    starter = multiprocessing.parent_process()  # the main process, under every start method
 
     def watch() -> None:
         while True:
             time.sleep(poll_s)
-            if os.getppid() != parent:
+            if os.getppid() != parent or (starter is not None and not starter.is_alive()):
                 os._exit(1)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()

@@ -5,6 +5,7 @@ observations at a chosen step, on chosen worker ranks only.
                                      hang_at=50 hang_ranks=0         rank 0 sleeps (hang_s, default an hour) there
                                      nan_at=20 nan_for=1             every rank: one NaN observation at step 20
                                                                      (nan_for=0: NaN from step nan_at on, forever)
+                                     pid_dir=/tmp/d                  each worker writes /tmp/d/rank-<rank>.pid
 
 Steps are counted per env instance (a worker with --envs-per-worker K has K of them), from 1. An env does not know
 which worker runs it, so it reads the rank from the environment variable A3C_WORKER_RANK, which a3c.worker sets first
@@ -49,6 +50,7 @@ class FaultyEnv(gym.Env):
         nan_at: int = 0,
         nan_for: int = 1,
         nan_ranks: int | str | None = None,
+        pid_dir: str | None = None,
     ) -> None:
         self.inner = CartPoleEnv()
         self.observation_space = self.inner.observation_space
@@ -60,6 +62,11 @@ class FaultyEnv(gym.Env):
         self.nan_at = nan_at if self._applies(nan_ranks) else 0
         self.hang_s, self.nan_for = hang_s, nan_for
         self.steps = 0
+        if pid_dir is not None and self.rank is not None:  # lets a test find (and kill) the worker of a rank
+            path = os.path.join(pid_dir, f"rank-{self.rank}.pid")
+            with open(path + ".tmp", "w") as f:
+                f.write(str(os.getpid()))
+            os.replace(path + ".tmp", path)
 
     def _applies(self, ranks: int | str | None) -> bool:
         if self.rank is None:

@@ -1,0 +1,138 @@
+"""Helpers for the tests that run `python -m a3c.train` as a real process tree: start it in its own session (so a
+test can signal its whole process group), find its descendants through /proc, and wait for things with deadlines."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+START_METHODS = ("fork", "forkserver", "spawn")
+
+
+def train_cmd(run_dir: Path, *extra: str, start_method: str = "fork", workers: int = 2) -> list[str]:
+    """A small, fast training command; ``extra`` flags come last (and override these)."""
+    return [
+        sys.executable,
+        "-m",
+        "a3c.train",
+        "--workers",
+        str(workers),
+        "--envs-per-worker",
+        "2",
+        "--start-method",
+        start_method,
+        "--run-dir",
+        str(run_dir),
+        "--checkpoint-every",
+        "0",
+        *extra,
+    ]
+
+
+class Run:
+    """A training process started in a new session; stderr goes to a file (a full pipe would block it)."""
+
+    def __init__(self, cmd: list[str], log: Path) -> None:
+        self.log_path = log
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.proc.pid
+
+    def output(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return self.log_path.read_text()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.log.close()
+
+    def signal_group(self, sig: int) -> None:
+        os.killpg(self.pid, sig)  # what a terminal does on Ctrl-C: the whole foreground process group
+
+    def cleanup(self) -> None:
+        """After a test: nothing of this run may survive it, whatever the test's outcome."""
+        for pid in [*descendants(self.pid), self.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.log.close()
+
+
+def _ppids() -> dict[int, int]:
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name (field 2) may hold spaces and parentheses: parse after the last ')'
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z":  # zombies have exited: they hold no resources and are not "left running"
+            out[int(entry)] = int(fields[1])
+    return out
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, grandchildren: forkserver workers are the server's children)."""
+    ppids = _ppids()
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {p for p, parent in ppids.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    live = set(_ppids())
+    return {p for p in pids if p in live}
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, interval: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm"))
+
+
+def leaked_shm(before: set[str], pids: set[int]) -> set[str]:
+    """Entries of /dev/shm that appeared since ``before`` and belong to this run: torch names its segments
+    torch_<pid>_..., multiprocessing its semaphores sem.mp-... and shared memory psm_... (other sessions on the same
+    machine may be creating entries of their own, so only these kinds count)."""
+    new = shm_entries() - before
+    return {e for e in new if e.startswith(("sem.mp-", "psm_")) or any(f"_{p}_" in e for p in pids)}
+
+
+def summary(run_dir: Path) -> dict:
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def episodes_started(run_dir: Path, n: int = 1) -> bool:
+    """True once episodes.csv holds at least ``n`` episodes (the workers are up and stepping)."""
+    path = run_dir / "episodes.csv"
+    try:
+        return len(path.read_text().splitlines()) > n
+    except OSError:
+        return False
