@@ -1,0 +1,103 @@
+"""Throughput: a3c's env steps/s against the number of workers and envs per worker, and in the same run the
+raw-loop limit (env.step + the acting forward pass only, one process per core, see raw_loop.py).
+
+    python scripts/bench_throughput.py --workers 1 2 4 8 16 --envs-per-worker 1 4 16 --out bench-out
+
+Prints a markdown table; writes OUT/throughput.json, .md and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table, run_train, save_results  # noqa: E402
+from raw_loop import raw_loop_steps_per_s  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    parser.add_argument("--envs-per-worker", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--steps", type=int, default=120_000, help="env steps per a3c run (at least 30 rollouts)")
+    parser.add_argument("--raw-seconds", type=float, default=5.0)
+    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="a3c-throughput-"))
+    raw = {k: raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds) for k in args.envs_per_worker}
+    results = []
+    try:
+        for k in args.envs_per_worker:
+            for w in args.workers:
+                steps = max(args.steps, w * k * 5 * 30)
+                s = run_train(
+                    [
+                        "--env",
+                        args.env,
+                        "--workers",
+                        str(w),
+                        "--envs-per-worker",
+                        str(k),
+                        "--total-steps",
+                        str(steps),
+                        "--checkpoint-every",
+                        "0",
+                    ],
+                    tmp / f"w{w}k{k}",
+                )
+                results.append(
+                    {
+                        "workers": w,
+                        "envs_per_worker": k,
+                        "steps_per_s": s["steps_per_s"],
+                        "startup_s": s["startup_s"],
+                        "raw_limit": raw[k],
+                        "ratio_to_raw": s["steps_per_s"] / raw[k],
+                    }
+                )
+                print(f"workers={w} envs={k}: {s['steps_per_s']:,.0f} steps/s", file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    rows = [
+        [
+            r["workers"],
+            r["envs_per_worker"],
+            r["steps_per_s"],
+            r["raw_limit"],
+            f"{r['ratio_to_raw']:.0%}",
+            r["startup_s"],
+        ]
+        for r in results
+    ]
+    table = markdown_table(["workers", "envs/worker", "a3c steps/s", "raw-loop limit", "of limit", "startup s"], rows)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
+    for k in args.envs_per_worker:
+        rs = [r for r in results if r["envs_per_worker"] == k]
+        line = ax.plot([r["workers"] for r in rs], [r["steps_per_s"] for r in rs], marker="o", label=f"a3c, {k} envs")
+        ax.axhline(raw[k], color=line[0].get_color(), ls="--", lw=0.8, label=f"raw-loop limit, {k} envs")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("workers")
+    ax.set_ylabel("env steps/s")
+    ax.set_title(f"{args.env} throughput ({results and __import__('os').cpu_count()} cores)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    args.out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out / "throughput.png")
+    save_results(args.out, "throughput", {"results": results, "raw_limit": raw}, table)
+
+
+if __name__ == "__main__":
+    main()
