@@ -48,22 +48,49 @@ def main() -> None:
             import shutil
 
             shutil.rmtree(run_dir)
-        train_args = ["--env", "CartPole-v1", "--workers", str(args.workers), "--total-steps",
-                      str(args.total_steps), "--seed", str(seed), *args.train_args]
+        train_args = [
+            "--env",
+            "CartPole-v1",
+            "--workers",
+            str(args.workers),
+            "--total-steps",
+            str(args.total_steps),
+            "--seed",
+            str(seed),
+            *args.train_args,
+        ]
         if args.stop_when_solved:
             train_args.append("--stop-when-solved")
         s = run_train(train_args, run_dir)
         curves[seed] = rolling_mean_curve(run_dir)
         best = max(curves[seed][1], default=float("nan"))
-        results.append({"seed": seed, "solved": s["solved_at_step"] is not None, "solved_at_step": s["solved_at_step"],
-                        "solved_at_s": s["solved_at_s"], "best_mean_return_100": best,
-                        "final_mean_return_100": s["mean_return_100"], "steps_per_s": s["steps_per_s"],
-                        "total_steps": s["total_steps"]})
+        results.append(
+            {
+                "seed": seed,
+                "solved": s["solved_at_step"] is not None,
+                "solved_at_step": s["solved_at_step"],
+                "solved_at_s": s["solved_at_s"],
+                "best_mean_return_100": best,
+                "final_mean_return_100": s["mean_return_100"],
+                "steps_per_s": s["steps_per_s"],
+                "total_steps": s["total_steps"],
+            }
+        )
         print(f"seed {seed}: solved_at_step={s['solved_at_step']} best={best:.1f}", file=sys.stderr, flush=True)
 
     solved = [r for r in results if r["solved"]]
-    rows = [[r["seed"], "yes" if r["solved"] else "no", r["solved_at_step"], r["solved_at_s"],
-             r["best_mean_return_100"], r["final_mean_return_100"], r["steps_per_s"]] for r in results]
+    rows = [
+        [
+            r["seed"],
+            "yes" if r["solved"] else "no",
+            r["solved_at_step"],
+            r["solved_at_s"],
+            r["best_mean_return_100"],
+            r["final_mean_return_100"],
+            r["steps_per_s"],
+        ]
+        for r in results
+    ]
     table = markdown_table(["seed", "reached 475", "at step", "at s", "best mean100", "final mean100", "steps/s"], rows)
     times = [r["solved_at_s"] for r in solved]
     table += f"\n\n{len(solved)}/{len(results)} seeds reached a 100-episode mean of 475"
