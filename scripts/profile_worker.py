@@ -1,0 +1,83 @@
+"""Where a worker's time goes: runs one Worker in this process (serial mode: no other processes) under cProfile for
+a fixed number of env steps, then prints the time per phase of the loop (env.step, acting forward, action
+sampling, loss + backward, optimizer step, weight pull) and the top functions.
+
+    python scripts/profile_worker.py --envs-per-worker 8 --n-steps 5 --steps 40000
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table  # noqa: E402
+
+from a3c.backends.shared_memory import SharedMemoryStore  # noqa: E402
+from a3c.board import EpisodeBoard  # noqa: E402
+from a3c.config import Config  # noqa: E402
+from a3c.environment import describe_env  # noqa: E402
+from a3c.model import ActorCritic, flatten_parameters  # noqa: E402
+from a3c.optim import make_optimizer  # noqa: E402
+from a3c.worker import Worker  # noqa: E402
+
+# phase name -> (file suffix, function name) whose cumulative time makes that phase; where several functions match
+# (gymnasium's nested wrappers all define `step`), the outermost, i.e. the largest cumulative time, is the phase
+PHASES = {
+    "env.step (gymnasium, with its wrappers)": ("gymnasium/wrappers/common.py", "step"),
+    "model forward (acting + update)": ("a3c/model.py", "forward"),
+    "action sampling": ("a3c/model.py", "sample_actions"),
+    "update: forward+loss+backward+clip": ("a3c/worker.py", "update"),
+    "optimizer step (push)": ("a3c/backends/shared_memory.py", "push"),
+    "weight pull": ("a3c/backends/shared_memory.py", "pull"),
+    "episode bookkeeping": ("a3c/worker.py", "finish_episode"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("--envs-per-worker", type=int, default=8)
+    parser.add_argument("--n-steps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=40_000)
+    parser.add_argument("--top", type=int, default=15)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    cfg = Config(
+        env=args.env, workers=1, envs_per_worker=args.envs_per_worker, n_steps=args.n_steps, total_steps=args.steps
+    )
+    spec = describe_env(cfg.env, cfg.env_kwargs)
+    params, _ = flatten_parameters(ActorCritic(spec.obs_dim, spec.n_actions, cfg.hidden_sizes), shared=True)
+    store = SharedMemoryStore(
+        params, make_optimizer(cfg.optimizer, params, cfg.lr, 1), EpisodeBoard(1), cfg.total_steps
+    )
+    worker = Worker(0, store, cfg, spec, time.time())
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.enable()
+    worker.run()
+    profiler.disable()
+    wall = time.perf_counter() - start
+    stats = pstats.Stats(profiler)
+    total = stats.total_tt
+    rows = []
+    for phase, (suffix, name) in PHASES.items():
+        cum = max((v[3] for k, v in stats.stats.items() if k[0].endswith(suffix) and k[2] == name), default=0.0)
+        rows.append([phase, cum, f"{cum / total:.0%}"])
+    print(
+        f"{args.steps} env steps in {wall:.2f} s under the profiler ({args.steps / wall:,.0f} steps/s; "
+        f"K={args.envs_per_worker}, n={args.n_steps})\n"
+    )
+    print(markdown_table(["phase", "cumulative s", "share"], rows))
+    print("\n(update includes the optimizer step; phases overlap where one calls another)\n")
+    stats.sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
