@@ -72,13 +72,18 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint {path} does not exist; give a run directory that holds checkpoints/latest.pt")
+    if not zipfile.is_zipfile(path):  # torch.save has written zip archives since torch 1.6; a3c never wrote others
+        raise UserError(f"checkpoint {path} is corrupt or not a torch file (not a zip archive); use another checkpoint")
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else "unsafe content"
+        # the reason is the "WeightsUnpickler error: ..." line of torch's long message, e.g. "Unsupported global:
+        # GLOBAL io.open was not an allowed global": the file asks to run code, which the safe loader never does
+        reason = next((line.strip() for line in str(err).splitlines() if "WeightsUnpickler error" in line), "")
+        reason = reason.removeprefix("WeightsUnpickler error:").split(". ")[0].strip() or "unsafe content"
         raise UserError(
-            f"checkpoint {path} was refused by the safe loader ({first}); only load checkpoints you trust "
-            "and that a3c wrote"
+            f"checkpoint {path} was refused by the safe loader ({reason}): it is not a plain a3c checkpoint and may "
+            "run code when unpickled; use a checkpoint that a3c wrote"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__

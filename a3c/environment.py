@@ -53,6 +53,10 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
             raise UserError(
                 f"env module {module!r} does not import ({err}); check the module name and PYTHONPATH"
             ) from None
+        except Exception as err:  # the user's module itself fails (SyntaxError, an error at import time)
+            raise UserError(
+                f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
+            ) from None
     try:
         return gym.make(env_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:

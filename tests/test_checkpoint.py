@@ -1,0 +1,200 @@
+"""a3c.checkpoint: atomic save, safe load (a malicious pickle is refused and does nothing), clear errors for corrupt,
+foreign or incomplete files, RNG state round trip, and episodes.csv trimming for resume. All in-process, fast."""
+
+import csv
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from a3c.checkpoint import (
+    check_compatible,
+    load_checkpoint,
+    load_resume,
+    resume_config,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+    trim_episode_log,
+)
+from a3c.config import Config
+from a3c.errors import UserError
+
+
+class _CreatesFile:
+    """Unpickling this calls open(path, "w"): it creates a file. A loader that runs pickled code would do that."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _payload(workers=2, params=10):
+    return {
+        "model": torch.arange(params, dtype=torch.float32),
+        "optimizer": {"lr": 1e-3, "steps": torch.tensor([3, 4]), "exp_avg": torch.zeros(params)},
+        "global_step": 700,
+        "worker_steps": torch.tensor([300, 400]),
+        "episodes_written": torch.tensor([5, 7]),
+        "worker_stats": torch.zeros(workers, 13, dtype=torch.float64),
+        "incarnations": torch.tensor([1, 2]),
+        "restarts": 1,
+        "obs_dim": 4,
+        "n_actions": 2,
+        "config": Config(workers=workers, total_steps=1000).to_dict(),
+        "rng": rng_state(),
+    }
+
+
+def _run_dir(tmp_path, payload):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    if payload is not None:
+        save_checkpoint(run / "checkpoints" / "latest.pt", payload)
+    return run
+
+
+def test_round_trip_and_no_temp_file_left(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, _payload())
+    loaded = load_checkpoint(path)
+    assert torch.equal(loaded["model"], torch.arange(10, dtype=torch.float32))
+    assert loaded["global_step"] == 700 and torch.equal(loaded["optimizer"]["steps"], torch.tensor([3, 4]))
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint_intact(tmp_path, monkeypatch):
+    path = tmp_path / "latest.pt"
+    save_checkpoint(path, _payload())
+
+    def broken_save(obj, f):
+        f.write(b"PK\x03\x04 half a zip file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", broken_save)
+    with pytest.raises(OSError):
+        save_checkpoint(path, {**_payload(), "global_step": 9999})
+    monkeypatch.undo()
+    assert load_checkpoint(path)["global_step"] == 700  # the old one, whole
+
+
+def test_a_pickle_that_would_create_a_file_is_refused_and_creates_nothing(tmp_path):
+    target = tmp_path / "pwned"
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": 1, "model": _CreatesFile(str(target))}, evil)
+    with pytest.raises(UserError, match="refused by the safe loader"):
+        load_checkpoint(evil)
+    assert not target.exists()
+    # the file really is malicious: the unsafe loader runs it
+    torch.load(evil, weights_only=False)
+    assert target.exists()
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (b"", "corrupt or not a torch file"),
+        (b"\x00\x01garbage" * 100, "corrupt or not a torch file"),
+    ],
+)
+def test_corrupt_files_are_user_errors(tmp_path, content, match):
+    path = tmp_path / "c.pt"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=match):
+        load_checkpoint(path)
+
+
+def test_truncated_checkpoint_is_a_user_error(tmp_path):
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, _payload())
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(UserError, match="corrupt"):
+        load_checkpoint(path)
+
+
+def test_a_torch_file_that_is_not_an_a3c_checkpoint_is_a_user_error(tmp_path):
+    path = tmp_path / "c.pt"
+    torch.save({"weights": torch.zeros(3)}, path)
+    with pytest.raises(UserError, match="not an a3c checkpoint"):
+        load_checkpoint(path)
+
+
+def test_load_resume_checks_the_directory_and_the_entries(tmp_path):
+    with pytest.raises(UserError, match="no such directory"):
+        load_resume(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="not an a3c run directory"):
+        load_resume(tmp_path / "empty")
+    run = _run_dir(tmp_path, None)
+    with pytest.raises(UserError, match="has no checkpoints/latest.pt"):
+        load_resume(run)
+    payload = _payload()
+    del payload["optimizer"]
+    save_checkpoint(run / "checkpoints" / "latest.pt", payload)
+    with pytest.raises(UserError, match="no valid 'optimizer' entry"):
+        load_resume(run)
+    save_checkpoint(run / "checkpoints" / "latest.pt", {**_payload(), "incarnations": torch.tensor([1, 2, 3])})
+    with pytest.raises(UserError, match="inconsistent worker counters"):
+        load_resume(run)
+    save_checkpoint(run / "checkpoints" / "latest.pt", _payload())
+    assert load_resume(run)["global_step"] == 700
+
+
+def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
+    payload = _payload()
+    config = resume_config(payload, tmp_path, {"total_steps": 5000, "lr": 5e-4})
+    assert config.total_steps == 5000 and config.lr == 5e-4 and config.workers == 2
+    assert config.run_dir == str(tmp_path) and config.resume == str(tmp_path)
+    with pytest.raises(UserError, match="--env 'Acrobot-v1' differs"):
+        resume_config(payload, tmp_path, {"env": "Acrobot-v1", "total_steps": 5000})
+    with pytest.raises(UserError, match="--hidden-sizes"):
+        resume_config(payload, tmp_path, {"hidden_sizes": (32,), "total_steps": 5000})
+    assert resume_config(payload, tmp_path, {"hidden_sizes": (64, 64), "total_steps": 5000})  # same is fine
+    with pytest.raises(UserError, match="already at step 700"):
+        resume_config(payload, tmp_path, {"total_steps": 700})
+    with pytest.raises(UserError, match="--lr"):
+        resume_config(payload, tmp_path, {"lr": -1.0, "total_steps": 5000})
+
+
+def test_check_compatible_names_the_mismatch():
+    payload = _payload()
+    check_compatible(payload, 4, 2, 10, "ckpt")
+    with pytest.raises(UserError, match="observations of size 4 and 2 actions, but the env now has 6 and 3"):
+        check_compatible(payload, 6, 3, 10, "ckpt")
+    with pytest.raises(UserError, match="holds 10 parameters but the model has 12"):
+        check_compatible(payload, 4, 2, 12, "ckpt")
+
+
+def test_rng_state_round_trip_survives_the_safe_loader(tmp_path):
+    torch.manual_seed(5)
+    np.random.seed(5)
+    random.seed(5)
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, {"rng": rng_state()})
+    expected = (torch.rand(3), np.random.rand(3), random.random())
+    torch.manual_seed(0)
+    np.random.seed(0)
+    random.seed(0)
+    set_rng_state(load_checkpoint(path)["rng"])
+    got = (torch.rand(3), np.random.rand(3), random.random())
+    assert torch.equal(expected[0], got[0]) and np.array_equal(expected[1], got[1]) and expected[2] == got[2]
+
+
+def test_trim_episode_log_keeps_what_the_checkpoint_counted(tmp_path):
+    path = tmp_path / "episodes.csv"
+    header = ["worker", "index", "return", "length", "loss", "policy_loss", "value_loss", "entropy", "global_step"]
+    rows = [[w, i, 10.0 + i, 10, 0.1, 0.1, 0.1, 0.5, 100 * i] for i in range(4) for w in range(2)]
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+    with open(path, "a") as f:
+        f.write("1,4,12.0,1")  # half a row: the main process was killed while writing it
+    kept = trim_episode_log(path, np.array([2, 3]))
+    assert [(int(r["worker"]), int(r["index"])) for r in kept] == [(0, 0), (1, 0), (0, 1), (1, 1), (1, 2)]
+    with open(path) as f:
+        on_disk = list(csv.reader(f))
+    assert on_disk[0] == header and len(on_disk) == 6

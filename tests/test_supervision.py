@@ -1,0 +1,207 @@
+"""Supervision: a worker killed, crashed or hung is restarted (same rank, episode indexes going on) up to
+--max-restarts; past that the run stops with exit 1, the rank, the cause and the worker's own traceback. Non-finite
+updates are skipped and counted, and too many in a row stop the run. Uses envs/Faulty-v0 (envs/faulty.py)."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pytest
+import torch
+from procs import START_METHODS, Run, alive, summary, train_cmd, wait_for
+
+from a3c.board import Stat
+from a3c.supervisor import Supervisor
+
+
+def _episodes(run_dir):
+    with open(run_dir / "episodes.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _indexes_contiguous(rows):
+    by_worker = defaultdict(list)
+    for row in rows:
+        by_worker[int(row["worker"])].append(int(row["index"]))
+    return all(idx == list(range(len(idx))) for idx in by_worker.values()), by_worker
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_worker_killed_with_sigkill_is_restarted_and_the_run_completes(tmp_path, start_method):
+    run_dir, pids = tmp_path / "run", tmp_path / "pids"
+    pids.mkdir()
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        f"pid_dir={pids}",
+        "--total-steps",
+        "30000",
+        start_method=start_method,
+    )
+    run = Run(cmd, tmp_path / "log.txt")
+    try:
+        pid_file = pids / "rank-1.pid"
+        assert wait_for(pid_file.exists, timeout=60), run.output()
+        victim = int(pid_file.read_text())
+        assert wait_for(lambda: (run_dir / "episodes.csv").exists(), timeout=60)
+        os.kill(victim, signal.SIGKILL)  # mid-run: in a rollout or in the middle of an update
+        assert wait_for(lambda: int(pid_file.read_text()) != victim, timeout=60), run.output()
+        code = run.wait(timeout=120)
+        out = run.output()
+        assert code == 0, out
+        assert "worker 1 was killed by signal SIGKILL; restarting it" in out
+        s = summary(run_dir)
+        assert s["restarts"] >= 1 and s["total_steps"] >= 30000
+        rows = _episodes(run_dir)
+        contiguous, by_worker = _indexes_contiguous(rows)
+        assert contiguous, {w: idx[:5] for w, idx in by_worker.items()}  # the restarted rank 1 went on counting
+        # the board's counters and the stats the worker publishes stayed consistent through the kill
+        ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+        assert int(ckpt["episodes_written"][1]) == len(by_worker[1])
+        assert int(ckpt["worker_steps"].sum()) == s["total_steps"]
+        assert s["updates"] == int(ckpt["worker_stats"][:, Stat.UPDATES].sum())
+    finally:
+        run.cleanup()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_crash_past_the_restart_limit_exits_1_with_the_traceback(tmp_path, start_method):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "crash_at=7",
+        "crash_ranks=1",
+        "--max-restarts",
+        "2",
+        "--total-steps",
+        "10000000",
+        start_method=start_method,
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert err.count("restarting it") == 2
+    assert "a3c: error: worker 1 exited with code 1" in err and "--max-restarts" in err
+    # the worker's own traceback, sent over its pipe: down to the line of the env that raised
+    assert "worker 1's traceback:\nTraceback (most recent call last):" in err
+    assert 'envs/faulty.py", line' in err
+    assert "RuntimeError: envs/Faulty-v0: injected crash at step 7 on rank 1" in err
+    s = summary(run_dir)
+    assert s["restarts"] == 2 and s["stop_reason"] == "worker 1 exited with code 1"
+    assert (run_dir / "checkpoints" / "latest.pt").is_file()  # final checkpoint even on failure
+
+
+@pytest.mark.timeout(120)
+def test_hung_worker_is_killed_and_restarted(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "hang_at=40",
+        "hang_ranks=0",
+        "--worker-timeout",
+        "1.5",
+        "--max-restarts",
+        "1",
+        "--total-steps",
+        "10000000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 1, proc.stderr
+    assert "worker 0 hung: no heartbeat for" in proc.stderr and "restarting it (restart 1 of 1" in proc.stderr
+    assert "a3c: error: worker 0 hung" in proc.stderr
+    assert summary(run_dir)["restarts"] == 1
+
+
+@pytest.mark.timeout(120)
+def test_one_nan_observation_skips_updates_and_the_run_goes_on(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir, "--env", "envs/Faulty-v0", "--env-kwargs", "nan_at=30", "nan_for=1", "--total-steps", "4000"
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr
+    s = summary(run_dir)
+    assert s["skipped_updates"] >= 1 and s["updates"] > 0
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert torch.isfinite(ckpt["model"]).all()  # the NaN never reached the shared model
+
+
+@pytest.mark.timeout(120)
+def test_non_finite_updates_in_a_row_stop_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "nan_at=30",
+        "nan_for=0",  # NaN forever from step 30
+        "nan_ranks=1",
+        "--max-skipped-in-row",
+        "20",
+        "--total-steps",
+        "10000000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 1, proc.stderr
+    assert "worker 1 skipped" in proc.stderr and "updates in a row for a non-finite loss" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    s = summary(run_dir)
+    assert s["skipped_updates"] >= 20
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert torch.isfinite(ckpt["model"]).all()
+
+
+# -- the Supervisor on its own, with trivial targets (fork: fast) -----------------------------------------------------
+def _exit_with(rank, code, incarnation, errors):
+    errors.close()
+    sys.exit(code)
+
+
+def _sleep(rank, seconds, incarnation, errors):
+    import time
+
+    time.sleep(seconds)
+
+
+@pytest.mark.timeout(60)
+def test_supervisor_stops_restarting_at_the_limit_and_counts_incarnations():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    stats = np.zeros((1, len(Stat)))
+    sup = Supervisor(ctx, _exit_with, (3,), 1, stats, worker_timeout=30.0, max_restarts=2, log=lambda line: None)
+    sup.start_all()
+    assert wait_for(lambda: sup.poll(stopping=False) is not None or sup.failure is not None, timeout=30)
+    failure = sup.failure
+    assert failure is not None and failure.rank == 0 and failure.cause == "exited with code 3"
+    assert sup.restarts == 2 and list(sup.incarnations()) == [3]
+
+
+@pytest.mark.timeout(60)
+def test_supervisor_kills_a_worker_without_heartbeat():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    stats = np.zeros((1, len(Stat)))
+    sup = Supervisor(ctx, _sleep, (60,), 1, stats, worker_timeout=0.5, max_restarts=0, log=lambda line: None)
+    sup.start_all()
+    stats[0, Stat.HEARTBEAT] = sup.slots[0].started_at + 0.01  # one heartbeat, then silence
+    pid = sup.pids()[0]
+    assert wait_for(lambda: sup.poll(stopping=False) is not None, timeout=10)
+    assert sup.failure.cause.startswith("hung: no heartbeat")
+    assert not alive({pid})
