@@ -30,9 +30,9 @@ RELOAD_INTERVAL_S = 2.0  # how often TensorBoard rereads the event files
 STOP_TIMEOUT_S = 5.0
 
 
-def check_port(port: int) -> None:
-    """Raise UserError if ``port`` (non-zero) cannot be bound on 127.0.0.1 right now."""
-    if port == 0:
+def check_port(port: int | None) -> None:
+    """Raise UserError if ``port`` cannot be bound on 127.0.0.1 right now (None: no server; 0: any free port)."""
+    if not port:
         return
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:

@@ -41,7 +41,7 @@ from a3c.model import ActorCritic, flatten_parameters
 from a3c.optim import make_optimizer
 from a3c.run_dir import RunDirectory
 from a3c.supervisor import Supervisor
-from a3c.tensorboard_server import TensorBoardServer
+from a3c.tensorboard_server import TensorBoardServer, check_port
 from a3c.worker import worker_main
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
@@ -85,6 +85,7 @@ class Trainer:
         # everything a user can get wrong is checked here, before any process starts
         self.resume = load_resume(config.resume) if config.resume else None
         self.spec = describe_env(config.env, config.env_kwargs)
+        check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
         if self.resume is not None:
             n_params = sum(
                 p.numel() for p in ActorCritic(self.spec.obs_dim, self.spec.n_actions, config.hidden_sizes).parameters()

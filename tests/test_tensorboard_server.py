@@ -205,13 +205,21 @@ def test_tensorboard_flag_takes_an_optional_port():
         parse_config(["--tensorboard", "70000"])
 
 
-def test_a_port_in_use_is_a_user_error():
+def test_a_port_in_use_is_a_user_error_before_the_run_starts(tmp_path):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
-        with pytest.raises(UserError, match=f"port {s.getsockname()[1]} on 127.0.0.1 is in use"):
-            check_port(s.getsockname()[1])
+        port = s.getsockname()[1]
+        with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is in use"):
+            check_port(port)
+        run_dir = tmp_path / "run"
+        cmd = [sys.executable, "-m", "a3c.train", "--run-dir", str(run_dir), "--tensorboard", str(port)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and f"port {port} on 127.0.0.1 is in use" in proc.stderr
+    assert not run_dir.exists()  # nothing was created: the same command works once the port is free
     check_port(0)
+    check_port(None)
 
 
 PARENT = """
