@@ -128,8 +128,8 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
         if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
             flag = "--" + key.replace("_", "-")
             raise UserError(
-                f"{flag} {overrides[key]!r} differs from the resumed run's {saved.get(key)!r}; a resumed run keeps "
-                f"its env, env kwargs, model sizes and optimizer: drop {flag}, or start a new run"
+                f"{flag} {_normal(overrides[key])!r} differs from the resumed run's {saved.get(key)!r}; a resumed "
+                f"run keeps its env, env kwargs, model sizes and optimizer: drop {flag}, or start a new run"
             )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")

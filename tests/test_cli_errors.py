@@ -1,0 +1,244 @@
+"""Bad input ends in one line on stderr that names the problem and the fix, exit code 2, no traceback, and no process
+started (no run directory either). Most cases run in-process through the CLI's own wrapper (fast); a few run the real
+command to check the whole path."""
+
+import multiprocessing
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from a3c.checkpoint import rng_state, save_checkpoint
+from a3c.config import Config
+from a3c.errors import run_cli
+from a3c.model import ActorCritic
+from a3c.train import main
+
+SPACES_MODULE = textwrap.dedent(
+    '''
+    """Envs with spaces a3c does not support, for tests/test_cli_errors.py."""
+    import gymnasium as gym
+    import numpy as np
+    from gymnasium import spaces
+
+
+    class _Env(gym.Env):
+        observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), 0.0, False, False, {}
+
+
+    class DictObs(_Env):
+        observation_space = spaces.Dict({"a": spaces.Box(-1.0, 1.0, (2,))})
+
+
+    class TupleObs(_Env):
+        observation_space = spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3)))
+
+
+    class MultiBinaryObs(_Env):
+        observation_space = spaces.MultiBinary(4)
+
+
+    class BoxActions(_Env):
+        action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+    class MultiDiscreteActions(_Env):
+        action_space = spaces.MultiDiscrete([2, 3])
+
+
+    for name in ("DictObs", "TupleObs", "MultiBinaryObs", "BoxActions", "MultiDiscreteActions"):
+        gym.register(f"{name}-v0", entry_point=f"{__name__}:{name}")
+    '''
+)
+
+
+@pytest.fixture
+def spaces_module(tmp_path, monkeypatch):
+    (tmp_path / "a3c_test_spaces.py").write_text(SPACES_MODULE)
+    (tmp_path / "a3c_test_broken.py").write_text("def oops(:\n")
+    (tmp_path / "a3c_test_raises.py").write_text("raise RuntimeError('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
+def _cli(argv, capsys, run_dir):
+    """Run the CLI in-process with a run directory that must not come into being."""
+    code = run_cli(main, ["--workers", "1", *argv, "--run-dir", str(run_dir)], prog="a3c.train")
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("a3c.train: error: "), err
+    assert "Traceback" not in err
+    assert not run_dir.exists()  # nothing created ...
+    assert not multiprocessing.active_children()  # ... and nothing started
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--env", "CartPol-v1"], "did you mean CartPole-v1"),
+        (["--env", "envs/SlowCartPol-v1"], "did you mean envs/SlowCartPole-v1"),
+        (["--env", "a3c_no_such_module:Foo-v0"], "env module 'a3c_no_such_module' does not import"),
+        (["--env", "a3c_test_broken:Foo-v0"], "env module 'a3c_test_broken' fails on import (SyntaxError"),
+        (["--env", "a3c_test_raises:Foo-v0"], "fails on import (RuntimeError: no GPU here)"),
+        (["--env", "a3c_test_spaces:DictObs-v0"], "observation space Dict("),
+        (["--env", "a3c_test_spaces:TupleObs-v0"], "observation space Tuple("),
+        (["--env", "a3c_test_spaces:MultiBinaryObs-v0"], "observation space MultiBinary("),
+        (["--env", "a3c_test_spaces:BoxActions-v0"], "supports Discrete actions"),
+        (["--env", "a3c_test_spaces:MultiDiscreteActions-v0"], "action space MultiDiscrete("),
+        (["--env", "CartPole-v1", "--env-kwargs", "nonsense=1"], "rejects --env-kwargs"),
+    ],
+)
+def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
+    line = _cli(argv, capsys, tmp_path / "run")
+    assert expected in line
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--workers", "0"], "--workers must be at least 1 (got 0)"),
+        (["--lr", "0"], "--lr must be a positive number"),
+        (["--lr=-1e-3"], "--lr must be a positive number"),
+        (["--lr", "nan"], "--lr must be a positive number"),
+        (["--gamma", "0"], "--gamma must be in (0, 1]"),
+        (["--gamma", "1.5"], "--gamma must be in (0, 1]"),
+        (["--n-steps", "0"], "--n-steps must be at least 1"),
+        (["--total-steps", "0"], "--total-steps must be at least 1"),
+        (["--worker-timeout", "0"], "--worker-timeout must be a positive number"),
+        (["--max-restarts", "-1"], "--max-restarts must be >= 0"),
+        (["--max-skipped-in-row", "0"], "--max-skipped-in-row must be at least 1"),
+        (["--workers", "two"], "argument --workers: invalid int value: 'two'"),
+        (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
+        (["--optimizer", "sgd"], "argument --optimizer: invalid choice"),
+        (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    ],
+)
+def test_value_errors(argv, expected, capsys, tmp_path):
+    line = _cli(argv, capsys, tmp_path / "run")
+    assert expected in line
+
+
+def _a_run(tmp_path):
+    run = tmp_path / "old"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    return run
+
+
+def _resume_error(argv, capsys):
+    code = run_cli(main, argv, prog="a3c.train")
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert not multiprocessing.active_children()
+    return err
+
+
+def test_resume_path_missing_or_not_a_run(tmp_path, capsys):
+    assert "no such directory" in _resume_error(["--resume", str(tmp_path / "nope")], capsys)
+    (tmp_path / "file").write_text("x")
+    assert "is not an a3c run directory" in _resume_error(["--resume", str(tmp_path / "file")], capsys)
+    assert "is not an a3c run directory" in _resume_error(["--resume", str(tmp_path)], capsys)
+    run = _a_run(tmp_path)
+    assert "has no checkpoints/latest.pt" in _resume_error(["--resume", str(run)], capsys)
+
+
+def test_resume_corrupt_checkpoint(tmp_path, capsys):
+    run = _a_run(tmp_path)
+    (run / "checkpoints" / "latest.pt").write_bytes(b"\x89not a checkpoint at all")
+    assert "is corrupt or not a torch file" in _resume_error(["--resume", str(run)], capsys)
+
+
+def _checkpointed_run(tmp_path, **changes):
+    """A run directory with a well-formed CartPole checkpoint at step 500 (``changes`` replace entries)."""
+    run = _a_run(tmp_path)
+    config = Config(workers=1, total_steps=1000, run_dir=str(run))
+    params = torch.cat([p.detach().reshape(-1) for p in ActorCritic(4, 2, config.hidden_sizes).parameters()])
+    payload = {
+        "model": params,
+        "optimizer": {"lr": 1e-3, "steps": torch.tensor([50])},
+        "global_step": 500,
+        "worker_steps": torch.tensor([500]),
+        "episodes_written": torch.tensor([20]),
+        "worker_stats": torch.zeros(1, 13, dtype=torch.float64),
+        "incarnations": torch.tensor([1]),
+        "restarts": 0,
+        "obs_dim": 4,
+        "n_actions": 2,
+        "config": config.to_dict(),
+        "rng": rng_state(),
+        **changes,
+    }
+    save_checkpoint(run / "checkpoints" / "latest.pt", payload)
+    return run
+
+
+@pytest.mark.parametrize(
+    "changes, flags, expected",
+    [
+        ({"obs_dim": 6}, [], "trained with observations of size 6 and 2 actions, but the env now has 4 and 2"),
+        ({"model": torch.zeros(7)}, [], "holds 7 parameters but the model has"),
+        ({}, ["--env", "Acrobot-v1"], "--env 'Acrobot-v1' differs from the resumed run's 'CartPole-v1'"),
+        ({}, ["--hidden-sizes", "32"], "--hidden-sizes [32] differs"),
+        ({"global_step": 1000}, [], "already at step 1,000, not below --total-steps 1,000"),
+        ({}, ["--total-steps", "400"], "give a larger --total-steps"),
+        ({"optimizer": "not a dict"}, [], "no valid 'optimizer' entry"),
+    ],
+)
+def test_resume_incompatible_checkpoint(tmp_path, capsys, changes, flags, expected):
+    run = _checkpointed_run(tmp_path, **changes)
+    assert expected in _resume_error(["--resume", str(run), *flags], capsys)
+    assert not (run / "episodes.csv").exists()  # refused before anything was touched
+
+
+class _CreatesFile:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.timeout(60)
+def test_malicious_resume_checkpoint_is_refused_end_to_end(tmp_path):
+    run = _a_run(tmp_path)
+    target = tmp_path / "created-by-the-checkpoint"
+    torch.save({"format": 1, "model": _CreatesFile(str(target))}, run / "checkpoints" / "latest.pt")
+    proc = subprocess.run(
+        [sys.executable, "-m", "a3c.train", "--resume", str(run)], capture_output=True, text=True, timeout=50
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "refused by the safe loader" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not target.exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--workers", "two"], "invalid int value: 'two'"),
+        (["--env", "CartPol-v1"], "did you mean CartPole-v1"),
+    ],
+)
+def test_the_real_command_prints_one_line_and_exits_2(tmp_path, argv, expected):
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "a3c.train", *argv, "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and expected in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == "" and not run_dir.exists()

@@ -1,0 +1,97 @@
+"""--resume RUN_DIR: the global step, the optimizer state and the episode indexes go on; episodes.csv is appended;
+TensorBoard shows no step twice, even after a crash between the last checkpoint and the end (kill -9)."""
+
+import csv
+import signal
+import subprocess
+from collections import defaultdict
+
+import pytest
+import torch
+from procs import Run, alive, descendants, summary, train_cmd, wait_for
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+
+def _rows(run_dir):
+    with open(run_dir / "episodes.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _assert_indexes_contiguous(rows):
+    by_worker = defaultdict(list)
+    for row in rows:
+        by_worker[int(row["worker"])].append(int(row["index"]))
+    for worker, idx in by_worker.items():
+        assert idx == list(range(len(idx))), (worker, idx[:10])
+
+
+def _scalar_steps(run_dir, tag):
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})  # purge_orphaned_data=True, as TensorBoard
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)]
+
+
+@pytest.mark.timeout(120)
+def test_resume_continues_the_step_count(tmp_path):
+    run_dir = tmp_path / "run"
+    first = subprocess.run(train_cmd(run_dir, "--total-steps", "3000"), capture_output=True, text=True, timeout=100)
+    assert first.returncode == 0, first.stderr
+    s1 = summary(run_dir)
+    ckpt1 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    rows1 = _rows(run_dir)
+
+    second = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "6000"),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert second.returncode == 0, second.stderr
+    assert f"resuming {run_dir} at step {s1['total_steps']:,}" in second.stderr
+    s2 = summary(run_dir)
+    assert s2["resumed_from_step"] == s1["total_steps"]
+    assert 6000 <= s2["total_steps"] <= 6000 + 2 * 2 * 5
+    ckpt2 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    # the optimizer's step counts (Adam's bias correction) went on from the checkpoint, not from zero
+    assert ckpt2["optimizer"]["steps"].sum() > ckpt1["optimizer"]["steps"].sum()
+    assert s2["updates"] == int(ckpt2["optimizer"]["steps"].sum())
+    rows2 = _rows(run_dir)
+    assert rows2[: len(rows1)] == rows1  # appended, the first session's rows untouched
+    _assert_indexes_contiguous(rows2)
+    assert s2["episodes"] == len(rows2)
+    assert all(int(r["global_step"]) > s1["total_steps"] - 20 for r in rows2[len(rows1) :])
+    steps = _scalar_steps(run_dir, "charts/SPS")
+    assert steps == sorted(set(steps)) and steps[-1] > s1["total_steps"]
+
+
+@pytest.mark.timeout(150)
+def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    run = Run(train_cmd(run_dir, "--total-steps", "100000000", "--checkpoint-every", "2000"), tmp_path / "log.txt")
+    try:
+        assert wait_for((run_dir / "checkpoints" / "latest.pt").exists, timeout=60), run.output()
+        ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+        # let the run go on past the checkpoint, logging episodes and TensorBoard points the crash will orphan
+        assert wait_for(lambda: len(_rows(run_dir)) > int(ckpt["episodes_written"].sum()) + 20, timeout=60)
+        children = descendants(run.pid)
+        run.proc.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        assert wait_for(lambda: not alive(children), timeout=5)
+    finally:
+        run.cleanup()
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)  # maybe a later one by now
+    step = ckpt["global_step"]
+    assert max(_scalar_steps(run_dir, "charts/SPS")) > step  # orphaned points exist before the resume
+    resumed = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + 3000)),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    s = summary(run_dir)
+    assert s["resumed_from_step"] == step and s["total_steps"] >= step + 3000
+    rows = _rows(run_dir)
+    _assert_indexes_contiguous(rows)  # no (worker, index) twice, none missing
+    steps = _scalar_steps(run_dir, "charts/SPS")
+    assert steps == sorted(set(steps)), "TensorBoard would show a step twice"
