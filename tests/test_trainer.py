@@ -111,3 +111,38 @@ def test_event_file_holds_the_tags(finished_run):
     assert expected <= tags, expected - tags
     summary = json.loads((finished_run / "summary.json").read_text())
     assert len(acc.Scalars("charts/episodic_return")) == summary["episodes"]
+
+
+def test_sixteen_workers_on_few_cores(tmp_path):
+    """Oversubscribed (16 processes, however many cores): finishes, counts steps exactly, every worker reports."""
+    run_dir = tmp_path / "w16"
+    cmd = [
+        sys.executable,
+        "-m",
+        "a3c.train",
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        "16",
+        "--envs-per-worker",
+        "1",
+        "--n-steps",
+        "5",
+        "--total-steps",
+        "4000",
+        "--run-dir",
+        str(run_dir),
+        "--checkpoint-every",
+        "0",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert 4000 <= summary["total_steps"] <= 4000 + 16 * 5
+    with open(run_dir / "episodes.csv") as f:
+        rows = list(csv.DictReader(f))
+    indexes = defaultdict(list)
+    for row in rows:
+        indexes[int(row["worker"])].append(int(row["index"]))
+    assert sorted(indexes) == list(range(16))
+    assert all(idx == list(range(len(idx))) for idx in indexes.values())
