@@ -42,7 +42,7 @@ def test_worker_killed_with_sigkill_is_restarted_and_the_run_completes(tmp_path,
         "--env-kwargs",
         f"pid_dir={pids}",
         "--total-steps",
-        "30000",
+        "8000",
         start_method=start_method,
     )
     run = Run(cmd, tmp_path / "log.txt")
@@ -58,7 +58,7 @@ def test_worker_killed_with_sigkill_is_restarted_and_the_run_completes(tmp_path,
         assert code == 0, out
         assert "worker 1 was killed by signal SIGKILL; restarting it" in out
         s = summary(run_dir)
-        assert s["restarts"] >= 1 and s["total_steps"] >= 30000
+        assert s["restarts"] >= 1 and s["total_steps"] >= 8000
         rows = _episodes(run_dir)
         contiguous, by_worker = _indexes_contiguous(rows)
         assert contiguous, {w: idx[:5] for w, idx in by_worker.items()}  # the restarted rank 1 went on counting
@@ -83,7 +83,7 @@ def test_crash_past_the_restart_limit_exits_1_with_the_traceback(tmp_path, start
         "crash_at=7",
         "crash_ranks=1",
         "--max-restarts",
-        "2",
+        "1",
         "--total-steps",
         "10000000",
         start_method=start_method,
@@ -91,14 +91,14 @@ def test_crash_past_the_restart_limit_exits_1_with_the_traceback(tmp_path, start
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
     assert proc.returncode == 1, proc.stderr
     err = proc.stderr
-    assert err.count("restarting it") == 2
+    assert err.count("restarting it") == 1
     assert "a3c: error: worker 1 exited with code 1" in err and "--max-restarts" in err
     # the worker's own traceback, sent over its pipe: down to the line of the env that raised
     assert "worker 1's traceback:\nTraceback (most recent call last):" in err
     assert 'envs/faulty.py", line' in err
     assert "RuntimeError: envs/Faulty-v0: injected crash at step 7 on rank 1" in err
     s = summary(run_dir)
-    assert s["restarts"] == 2 and s["stop_reason"] == "worker 1 exited with code 1"
+    assert s["restarts"] == 1 and s["stop_reason"] == "worker 1 exited with code 1"
     assert (run_dir / "checkpoints" / "latest.pt").is_file()  # final checkpoint even on failure
 
 
