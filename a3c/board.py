@@ -51,6 +51,7 @@ class Stat(IntEnum):
     POLICY_LOSS = 10
     VALUE_LOSS = 11
     ENTROPY = 12
+    READY = 13  # 1 once the worker has built its envs and model and waits at the start line (a3c.worker)
 
 
 class EpisodeBoard:

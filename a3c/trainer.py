@@ -312,7 +312,11 @@ class Trainer:
         first_steps = stats[:, Stat.FIRST_STEP_TIME]
         started = first_steps[first_steps > 0]
         startup_s = float(started.max() - dashboard.start_time) if len(started) == len(first_steps) else None
-        train_s = wall - (float(started.min() - dashboard.start_time) if len(started) else 0.0)
+        # the training window: from the first env step to the end of the last update (the last heartbeat), not to
+        # when this loop noticed that the workers had finished (up to TICK_S later, plus the join)
+        last_beat = float(stats[:, Stat.HEARTBEAT].max())
+        end_s = min(wall, last_beat - dashboard.start_time) if last_beat > 0 else wall
+        train_s = end_s - (float(started.min() - dashboard.start_time) if len(started) else 0.0)
         steps = board.global_step()
         session_steps = steps - (self.resumed_from_step or 0)
         return {

@@ -28,6 +28,7 @@ from a3c.losses import actor_critic_loss, gae_advantages, next_state_values
 from a3c.model import ActorCritic, flatten_parameters, sample_actions
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
+START_POLL_S = 0.002  # how often a worker at the start line looks whether all the others are there
 MAX_TRACEBACK_CHARS = 16_000  # < a pipe's buffer: the send never blocks, even if the main process reads late
 
 
@@ -116,6 +117,7 @@ class Worker:
 
     def run(self) -> None:
         try:
+            self.wait_at_start_line()
             while not self.store.should_stop():
                 self.stats[Stat.HEARTBEAT] = time.time()
                 pulled_at = self.store.pull(self.params)
@@ -124,6 +126,18 @@ class Worker:
         finally:
             for env in self.envs:
                 env.close()
+
+    def wait_at_start_line(self) -> None:
+        """Mark this worker ready (envs made and reset, model built), then wait until every worker is, so that all
+        take their first step together. Without this the first workers step alone while the last are still starting
+        (about a second for 16 workers under forkserver), and that ramp falls inside summary.json's steps_per_s
+        window. A restarted worker finds the flags already up and passes at once; the heartbeat keeps the
+        supervisor's hang check quiet while waiting; a stop (a failed worker, Ctrl-C) ends the wait."""
+        ready = self.board.stats.numpy()[:, Stat.READY]
+        self.stats[Stat.READY] = 1.0
+        while not ready.all() and not self.store.should_stop():
+            self.stats[Stat.HEARTBEAT] = time.time()
+            time.sleep(START_POLL_S)
 
     def rollout(self) -> None:
         T, K = self.config.n_steps, self.config.envs_per_worker
