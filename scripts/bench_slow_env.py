@@ -6,8 +6,12 @@ cpu): I/O-bound sources scale with the number of workers, CPU-bound ones stop at
 Every run gives each worker the same work (--steps-per-worker env steps, one env per worker, so a run with N workers
 takes --total-steps N * steps-per-worker), so an ideal run takes the same time whatever N; the speed-up of N workers
 is summary.json's steps_per_s of that run over the 1-worker run's of the same mode. steps_per_s is measured by the
-trainer from the first env step of any worker to the end of the run: process start-up is not in it.
-Prints a markdown table; writes OUT/slow_env.json (with the machine and the command) and OUT/slow_env.png.
+trainer from the moment all workers take their first step together (they wait at a start line, a3c/worker.py) to the
+end of the last worker's last update: process start-up is not in it (it is the startup_s column).
+
+The machine's 1-minute load average after each run is recorded (column "load"): on a shared machine other jobs take
+cores, and the cpu mode shows it first. Prints a markdown table; writes OUT/slow_env.json (with the machine and the
+command) and OUT/slow_env.png.
 """
 
 from __future__ import annotations
@@ -102,7 +106,12 @@ def plot(results: list[dict[str, Any]], workers: list[int], nproc: int, latency:
     ax.set_yticks(workers, [str(w) for w in workers])
     ax.set_xlabel("workers (one env each)")
     ax.set_ylabel("speed-up over one worker (env steps/s)")
-    ax.set_title(f"envs/SlowCartPole-v1, {latency * 1000:g} ms per step, {nproc} cores", fontsize=10)
+    loads = [r["loadavg_1m_after"] for r in results]
+    ax.set_title(
+        f"envs/SlowCartPole-v1, {latency * 1000:g} ms per step, {nproc} cores\n"
+        f"(1-min load average after the runs: {min(loads):.1f} to {max(loads):.1f})",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
@@ -160,7 +169,7 @@ def main() -> None:
                 )
 
     table = markdown_table(
-        ["mode", "workers", "env steps", "steps/s", "speed-up", "ideal", "efficiency", "train s", "startup s"],
+        ["mode", "workers", "env steps", "steps/s", "speed-up", "ideal", "efficiency", "train s", "startup s", "load"],
         [
             [
                 r["mode"],
@@ -172,6 +181,7 @@ def main() -> None:
                 f"{r['efficiency']:.0%}",
                 f"{r['train_s']:.1f}",
                 f"{r['startup_s']:.1f}" if r["startup_s"] is not None else "-",
+                f"{r['loadavg_1m_after']:.1f}",
             ]
             for r in results
         ],

@@ -8,9 +8,11 @@ updates (one every --n-steps steps) and finish as many episodes; the single run'
 each of the N workers of the multi run takes about K. Each worker steps one env (--envs-per-worker 1): with more, one
 worker would already fetch several samples per forward pass, one after the other, which is not the tutorial's setup.
 
-Time: the trainer's training time, summary.json total_steps / steps_per_s: from the first env step of any worker to
-the end of the run. Process start-up (imports, forking, building envs and models) is not in it; it is reported
-apart (startup_s, wall_s).
+Time: the trainer's training time, summary.json total_steps / steps_per_s: from the moment all workers take their
+first step together (they wait at a start line until every one has built its envs and model) to the end of the last
+worker's last update. Process start-up (imports, forking, building envs and models) is not in it; it is reported
+apart (startup_s, wall_s). The speed-up is single_s / multi_s; the multi run may overshoot the step budget by less
+than one rollout per worker (each worker checks it between rollouts), which only counts against it.
 
 Final loss: the mean, over the last --final-fraction of the run's episodes in wall-time order (all workers together),
 of the per-episode value loss (episodes.csv `value_loss`: the critic's squared error on the n-step return, averaged
@@ -117,7 +119,8 @@ def main() -> None:
         "command": command_line(),
         "machine": info,
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "time_measured": "summary.json total_steps / steps_per_s: first env step of any worker to the end of the run",
+        "time_measured": "summary.json total_steps / steps_per_s: all workers' first env step (start line) to the "
+        "end of the last update",
         "final_loss_definition": f"mean episode value_loss over the last {args.final_fraction:.0%} of episodes "
         "(wall-time order, all workers)",
         "single_s": single["train_s"],
