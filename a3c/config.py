@@ -42,7 +42,7 @@ class Config:
     lr: float = flag(1e-3, help="learning rate of the shared optimizer")
     ent_coef: float = flag(0.01, help="entropy bonus coefficient")
     vf_coef: float = flag(0.5, help="value loss coefficient")
-    max_grad_norm: float = flag(0.5, help="clip each worker's gradient to this global L2 norm")
+    max_grad_norm: float = flag(1.0, help="clip each worker's gradient to this global L2 norm")
     optimizer: str = flag("adam", help="shared optimizer", choices=("adam", "rmsprop"))
     hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso")
     start_method: str | None = flag(
