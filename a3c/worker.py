@@ -208,7 +208,7 @@ class Worker:
         self.grads.zero_()
         terms.total.backward()  # fills self.grads (the .grad views of our private flat buffer)
         grad_norm = float(self.grads.norm())
-        loss_values = np.array([float(x.detach()) for x in terms])
+        loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):
             # a non-finite update would poison the shared model for every worker: skip it, count it
             self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
