@@ -108,3 +108,43 @@ def actor_critic_loss(
     entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
     total = policy_loss + vf_coef * value_loss - ent_coef * entropy
     return LossTerms(total, policy_loss, value_loss, entropy)
+
+
+def actor_critic_loss_grads(
+    logits: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    ent_coef: float,
+    vf_coef: float,
+) -> tuple[LossTerms, torch.Tensor, torch.Tensor]:
+    """The loss of actor_critic_loss (same arguments), with its gradient with respect to the logits and the values in
+    closed form, so that the loss itself builds no autograd graph: ``torch.autograd.backward((logits, values),
+    (dlogits, dvalues))`` then backpropagates only through the network. On the worker's update path this halves
+    the cost of the backward pass (a dozen small autograd nodes less per update). Returns (terms, dlogits [B, A],
+    dvalues [B]); the terms are detached.
+
+    With p = softmax(z), B samples:
+      d policy / d z_i        = (A_i / B) * (p_i - onehot(a_i))
+      d (-c_e H) / d z_i      = (c_e / B) * p_i * (log p_i + H_i)      where H_i = -sum_j p_ij log p_ij
+      d (c_v value) / d V_i   = (c_v / B) * (V_i - R_i)
+    """
+    with torch.no_grad():
+        logits, values = logits.detach(), values.detach()
+        batch = logits.shape[0]
+        log_probs = torch.log_softmax(logits, dim=-1)
+        probs = log_probs.exp()
+        entropies = -(probs * log_probs).sum(-1)
+        action_log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        errors = values - returns
+        policy_loss = -(action_log_probs * advantages).mean()
+        value_loss = 0.5 * errors.pow(2).mean()
+        entropy = entropies.mean()
+        total = policy_loss + vf_coef * value_loss - ent_coef * entropy
+        scaled_adv = (advantages / batch).unsqueeze(-1)
+        dlogits = probs * scaled_adv
+        dlogits.scatter_add_(-1, actions.unsqueeze(-1), -scaled_adv)
+        dlogits.add_(probs * (log_probs + entropies.unsqueeze(-1)), alpha=ent_coef / batch)
+        dvalues = errors * (vf_coef / batch)
+    return LossTerms(total, policy_loss, value_loss, entropy), dlogits, dvalues

@@ -24,7 +24,7 @@ from a3c.backends import ParameterStore
 from a3c.board import FIELD, FIELDS, Stat
 from a3c.config import Config
 from a3c.environment import EnvSpec, make_env
-from a3c.losses import actor_critic_loss, gae_advantages, next_state_values
+from a3c.losses import actor_critic_loss_grads, gae_advantages, next_state_values
 from a3c.model import ActorCritic, flatten_parameters, sample_actions
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
@@ -196,7 +196,8 @@ class Worker:
         advantages, returns = gae_advantages(
             self.rewards, values.detach(), next_values, self.terminated, dones, cfg.gamma, cfg.gae_lambda
         )
-        terms = actor_critic_loss(
+        # the loss's gradient w.r.t. the network outputs in closed form; autograd then only runs through the network
+        terms, dlogits, dvalues = actor_critic_loss_grads(
             logits[: T * K],
             values.reshape(-1),
             self.actions.view(-1),
@@ -206,7 +207,8 @@ class Worker:
             cfg.vf_coef,
         )
         self.grads.zero_()
-        terms.total.backward()  # fills self.grads (the .grad views of our private flat buffer)
+        # fills self.grads (the .grad views of our private flat buffer)
+        torch.autograd.backward((logits[: T * K], values.reshape(-1)), (dlogits, dvalues))
         grad_norm = float(self.grads.norm())
         loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):

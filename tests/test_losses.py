@@ -5,7 +5,13 @@ import math
 import pytest
 import torch
 
-from a3c.losses import actor_critic_loss, gae_advantages, n_step_returns, next_state_values
+from a3c.losses import (
+    actor_critic_loss,
+    actor_critic_loss_grads,
+    gae_advantages,
+    n_step_returns,
+    next_state_values,
+)
 
 
 def slow_gae(rewards, values, last_value, final_values, terminated, truncated, gamma, lam):
@@ -141,3 +147,40 @@ def test_actor_critic_loss_matches_torch_distributions():
     adv.requires_grad_(True)
     actor_critic_loss(logits, values, actions, adv, ret, 0.01, 0.5).total.backward()
     assert adv.grad is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_closed_form_loss_gradients_match_autograd(seed):
+    g = torch.Generator().manual_seed(seed)
+    B, A = 12, 3
+    logits = torch.randn(B, A, generator=g, dtype=torch.float64, requires_grad=True)
+    values = torch.randn(B, generator=g, dtype=torch.float64, requires_grad=True)
+    actions = torch.randint(0, A, (B,), generator=g)
+    adv = torch.randn(B, generator=g, dtype=torch.float64)
+    ret = torch.randn(B, generator=g, dtype=torch.float64)
+    reference = actor_critic_loss(logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7)
+    reference.total.backward()
+    terms, dlogits, dvalues = actor_critic_loss_grads(logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7)
+    for ours, theirs in zip(terms, reference, strict=True):
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
+    torch.testing.assert_close(dlogits, logits.grad, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(dvalues, values.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_closed_form_gradients_reach_the_network_like_autograd():
+    from a3c.model import ActorCritic, flatten_parameters
+
+    torch.manual_seed(0)
+    model = ActorCritic(4, 2, (16, 16)).double()
+    _, grads = flatten_parameters(model)
+    obs = torch.randn(10, 4, dtype=torch.float64)
+    actions = torch.randint(0, 2, (8,))
+    adv, ret = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    logits, values = model(obs)  # the last 2 rows take no part in the loss (like the rollout's boundary row)
+    actor_critic_loss(logits[:8], values[:8], actions, adv, ret, 0.01, 0.5).total.backward()
+    expected = grads.clone()
+    grads.zero_()
+    logits, values = model(obs)
+    _, dlogits, dvalues = actor_critic_loss_grads(logits[:8], values[:8], actions, adv, ret, 0.01, 0.5)
+    torch.autograd.backward((logits[:8], values[:8]), (dlogits, dvalues))
+    torch.testing.assert_close(grads, expected, rtol=1e-10, atol=1e-12)
