@@ -139,7 +139,9 @@ class Trainer:
             incarnations = self._restore(resume)
         ctx = mp.get_context(cfg.resolved_start_method())
         if cfg.resolved_start_method() == "forkserver":
-            ctx.set_forkserver_preload(["a3c.worker"])  # torch + gymnasium imported once, in the server
+            ctx.set_forkserver_preload(["a3c.preload"])  # imported once, in the server, shared by every worker
+        elif cfg.resolved_start_method() == "fork":
+            import a3c.preload  # noqa: F401  (the same, here: workers are forked from this process)
         supervisor = self.supervisor = Supervisor(
             ctx,
             worker_main,
