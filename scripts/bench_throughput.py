@@ -30,10 +30,14 @@ def main() -> None:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="a3c-throughput-"))
-    raw = {k: raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds) for k in args.envs_per_worker}
+    raw: dict[int, float] = {}
     results = []
     try:
         for k in args.envs_per_worker:
+            # the raw loop is measured right before and right after this K's a3c runs, and averaged: a change in
+            # the machine's load during the runs moves the limit and the runs alike
+            before = raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds)
+            runs = []
             for w in args.workers:
                 steps = max(args.steps, w * k * 5 * 30)
                 s = run_train(
@@ -51,17 +55,23 @@ def main() -> None:
                     ],
                     tmp / f"w{w}k{k}",
                 )
-                results.append(
-                    {
-                        "workers": w,
-                        "envs_per_worker": k,
-                        "steps_per_s": s["steps_per_s"],
-                        "startup_s": s["startup_s"],
-                        "raw_limit": raw[k],
-                        "ratio_to_raw": s["steps_per_s"] / raw[k],
-                    }
+                runs.append(
+                    {"workers": w, "envs_per_worker": k, "steps_per_s": s["steps_per_s"], "startup_s": s["startup_s"]}
                 )
                 print(f"workers={w} envs={k}: {s['steps_per_s']:,.0f} steps/s", file=sys.stderr, flush=True)
+            after = raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds)
+            raw[k] = (before + after) / 2
+            print(f"raw loop, {k} envs: {before:,.0f} before, {after:,.0f} after", file=sys.stderr, flush=True)
+            for r in runs:
+                results.append(
+                    {
+                        **r,
+                        "raw_limit": raw[k],
+                        "raw_before": before,
+                        "raw_after": after,
+                        "ratio_to_raw": r["steps_per_s"] / raw[k],
+                    }
+                )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
