@@ -154,24 +154,33 @@ class Worker:
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.board.global_step()
+        step_rewards, step_terms, step_truncs = [0.0] * K, [False] * K, [False] * K
+        next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
         for t in range(T):
             with torch.inference_mode():
                 logits, _ = self.model(self.obs[t])
             actions = sample_actions(logits, self.rng)
             actions_np[t] = actions
-            for k, env in enumerate(self.envs):
-                obs, reward, term, trunc, _ = env.step(int(actions[k]))
-                rewards[t, k] = reward
-                terminated[t, k] = term
-                truncated[t, k] = trunc and not term  # a terminal state is terminal even at the time limit
-                self.ep_return[k] += reward
-                self.ep_length[k] += 1
-                if term or trunc:
-                    if truncated[t, k]:
-                        final_np[t, k] = np.asarray(obs, dtype=np.float32).reshape(-1)
-                    self.finish_episode(k, base_step + (t + 1) * K)
+            ended = []
+            # the per-env loop only steps and collects; the bookkeeping below is one numpy operation per step for all
+            # K envs (a numpy scalar write costs as much as a small vector one)
+            for k, (env, action) in enumerate(zip(self.envs, actions.tolist(), strict=True)):
+                obs, step_rewards[k], step_terms[k], step_truncs[k], _ = env.step(action)
+                if step_terms[k] or step_truncs[k]:
+                    ended.append((k, obs))
                     obs, _ = env.reset()
-                obs_np[t + 1, k] = np.asarray(obs, dtype=np.float32).reshape(-1)
+                next_obs[k] = obs
+            rewards[t] = step_rewards
+            terminated[t] = step_terms
+            # a terminal state is terminal even at the time limit: truncated only where not terminated
+            np.greater(step_truncs, step_terms, out=truncated[t])
+            obs_np[t + 1] = np.asarray(next_obs, dtype=np.float32).reshape(K, -1)
+            self.ep_return += rewards[t]
+            self.ep_length += 1
+            for k, final_obs in ended:
+                if truncated[t, k]:
+                    final_np[t, k] = np.asarray(final_obs, dtype=np.float32).reshape(-1)
+                self.finish_episode(k, base_step + (t + 1) * K)
         self.board.add_steps(self.rank, T * K)
 
     def finish_episode(self, k: int, global_step: int) -> None:
