@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_trainer(args: list[str], run_dir: Path, timeout_s: float = 1800.0) -> dict[str, Any]:
     """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` in a fresh process; return its summary.json (plus
-    ``command``). Raises RuntimeError with the trainer's stderr if it fails."""
+    ``command`` and the run's resolved ``config``). Raises RuntimeError with the trainer's stderr if it fails."""
     cmd = [sys.executable, "-m", "a3c.train", *args, "--run-dir", str(run_dir)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
@@ -40,6 +40,7 @@ def run_trainer(args: list[str], run_dir: Path, timeout_s: float = 1800.0) -> di
         raise RuntimeError(f"{' '.join(cmd)} failed with exit code {proc.returncode}:\n{proc.stderr[-3000:]}")
     summary = json.loads((run_dir / "summary.json").read_text())
     summary["command"] = " ".join(["python", "-m", "a3c.train", *args, "--run-dir", str(run_dir)])
+    summary["config"] = json.loads((run_dir / "config.json").read_text())  # every setting, defaults resolved
     return summary
 
 
@@ -159,6 +160,7 @@ def main() -> None:
                     "speedup": s["steps_per_s"] / base,
                     "efficiency": s["steps_per_s"] / base / n,
                     "command": s["command"],
+                    "config": s["config"],
                     "loadavg_1m_after": os.getloadavg()[0],
                 }
                 results.append(row)

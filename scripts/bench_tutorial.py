@@ -139,6 +139,7 @@ def main() -> None:
         **{f"{name}_startup_s": runs[name]["summary"]["startup_s"] for name in runs},
         **{f"{name}_wall_s": runs[name]["summary"]["wall_time_s"] for name in runs},
         **{f"{name}_command": runs[name]["summary"]["command"] for name in runs},
+        **{f"{name}_config": runs[name]["summary"]["config"] for name in runs},
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tutorial.json").write_text(json.dumps(result, indent=2) + "\n")
