@@ -67,12 +67,21 @@ def test_resume_continues_the_step_count(tmp_path):
 @pytest.mark.timeout(150)
 def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
-    run = Run(train_cmd(run_dir, "--total-steps", "100000000", "--checkpoint-every", "2000"), tmp_path / "log.txt")
+    # checkpoints far apart (several dashboard ticks), so that the kill lands between two of them
+    run = Run(train_cmd(run_dir, "--total-steps", "100000000", "--checkpoint-every", "20000"), tmp_path / "log.txt")
+    latest = run_dir / "checkpoints" / "latest.pt"
+
+    def orphans_logged() -> bool:
+        """Episodes and TensorBoard points exist past the newest checkpoint (what the crash will orphan)."""
+        ckpt = torch.load(latest, weights_only=True)
+        return (
+            len(_rows(run_dir)) > int(ckpt["episodes_written"].sum()) + 20
+            and max(_scalar_steps(run_dir, "charts/SPS"), default=0) > ckpt["global_step"]
+        )
+
     try:
-        assert wait_for((run_dir / "checkpoints" / "latest.pt").exists, timeout=60), run.output()
-        ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
-        # let the run go on past the checkpoint, logging episodes and TensorBoard points the crash will orphan
-        assert wait_for(lambda: len(_rows(run_dir)) > int(ckpt["episodes_written"].sum()) + 20, timeout=60)
+        assert wait_for(latest.exists, timeout=60), run.output()
+        assert wait_for(orphans_logged, timeout=60)
         children = descendants(run.pid)
         run.proc.send_signal(signal.SIGKILL)
         run.wait(timeout=10)
