@@ -14,6 +14,7 @@ from typing import Any
 from a3c.board import FIELDS, Episode
 from a3c.config import Config
 from a3c.errors import UserError
+from a3c.preflight import check_new_run_dir
 
 CSV_COLUMNS: tuple[str, ...] = ("worker", "index", *FIELDS)
 
@@ -48,10 +49,7 @@ class RunDirectory:
     def create(cls, config: Config) -> RunDirectory:
         """Make a new run directory (an existing empty one is fine; a non-empty one is a user error)."""
         path = Path(config.run_dir) if config.run_dir else default_run_dir(config)
-        if path.exists() and not path.is_dir():
-            raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
-        if path.is_dir() and any(path.iterdir()):
-            raise UserError(f"--run-dir {path} is not empty; choose a new directory (or --resume {path} to continue)")
+        check_new_run_dir(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as err:

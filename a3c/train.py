@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import time
 import types
 import typing
 from collections.abc import Sequence
 
 from a3c.config import Config, parse_env_kwargs
 from a3c.errors import UserError, run_cli
+from a3c.preflight import preflight, start_fork_server
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,10 +75,14 @@ def _resume_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None, 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started_at = time.time()  # the origin of summary.json's startup_s: imports and validation count too
     config = parse_config(argv)
-    from a3c.trainer import Trainer  # imported after parsing, so that --help and flag errors answer fast
+    spec = preflight(config)  # the user's input, checked without torch ...
+    if config.resume is None:  # (a resume is checked against its checkpoint by the Trainer, with torch)
+        start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
+    from a3c.trainer import Trainer  # imported here, so that --help and input errors answer fast
 
-    return Trainer(config).run()
+    return Trainer(config, started_at=started_at, spec=spec).run()
 
 
 if __name__ == "__main__":

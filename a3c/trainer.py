@@ -36,12 +36,13 @@ from a3c.checkpoint import (
 )
 from a3c.config import Config
 from a3c.dashboard import Dashboard
-from a3c.environment import describe_env
+from a3c.environment import EnvSpec
 from a3c.model import ActorCritic, flatten_parameters
 from a3c.optim import make_optimizer
+from a3c.preflight import preflight, start_fork_server
 from a3c.run_dir import RunDirectory
 from a3c.supervisor import Supervisor
-from a3c.tensorboard_server import TensorBoardServer, check_port
+from a3c.tensorboard_server import TensorBoardServer
 from a3c.worker import worker_main
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
@@ -80,12 +81,14 @@ class _Signals:
 
 
 class Trainer:
-    def __init__(self, config: Config) -> None:
-        self.config = config.validate()
+    def __init__(self, config: Config, started_at: float | None = None, spec: EnvSpec | None = None) -> None:
+        """``started_at``: when the command started (time.time()), the origin of summary.json's startup_s; by
+        default, now. ``spec``: the result of ``preflight(config)`` when the caller ran it already."""
+        self.started_at = time.time() if started_at is None else started_at
         # everything a user can get wrong is checked here, before any process starts
+        self.spec = spec if spec is not None else preflight(config)
+        self.config = config
         self.resume = load_resume(config.resume) if config.resume else None
-        self.spec = describe_env(config.env, config.env_kwargs)
-        check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
         if self.resume is not None:
             n_params = sum(
                 p.numel() for p in ActorCritic(self.spec.obs_dim, self.spec.n_actions, config.hidden_sizes).parameters()
@@ -139,7 +142,7 @@ class Trainer:
             incarnations = self._restore(resume)
         ctx = mp.get_context(cfg.resolved_start_method())
         if cfg.resolved_start_method() == "forkserver":
-            ctx.set_forkserver_preload(["a3c.preload"])  # imported once, in the server, shared by every worker
+            start_fork_server(cfg)  # a3c.preload imported once, in the server (already running if train.py started it)
         elif cfg.resolved_start_method() == "fork":
             import a3c.preload  # noqa: F401  (the same, here: workers are forked from this process)
         supervisor = self.supervisor = Supervisor(
@@ -313,7 +316,7 @@ class Trainer:
         stats = board.stats.numpy()
         first_steps = stats[:, Stat.FIRST_STEP_TIME]
         started = first_steps[first_steps > 0]
-        startup_s = float(started.max() - dashboard.start_time) if len(started) == len(first_steps) else None
+        startup_s = float(started.max() - self.started_at) if len(started) == len(first_steps) else None
         # the training window: from the first env step to the end of the last update (the last heartbeat), not to
         # when this loop noticed that the workers had finished (up to TICK_S later, plus the join)
         last_beat = float(stats[:, Stat.HEARTBEAT].max())

@@ -1,0 +1,45 @@
+"""Before the trainer: every check a user's input can fail that needs no torch (settings, env id and spaces, the
+TensorBoard port, the run directory), and the early start of the fork server.
+
+Kept free of torch so that the command can check its input and start the fork server within a fraction of a second:
+the server then imports torch, gymnasium and the rest of a3c.preload (about 2 s) while the main process imports its
+own (about 2 s more) instead of after it. That halves the start-up of a run with many workers.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.forkserver
+from pathlib import Path
+
+from a3c.config import Config
+from a3c.environment import EnvSpec, describe_env
+from a3c.errors import UserError
+from a3c.tensorboard_server import check_port
+
+
+def check_new_run_dir(path: Path) -> None:
+    """A new run may go into a missing or empty directory; anything else is a user error."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
+    if path.is_dir() and any(path.iterdir()):
+        raise UserError(f"--run-dir {path} is not empty; choose a new directory (or --resume {path} to continue)")
+
+
+def preflight(config: Config) -> EnvSpec:
+    """Validate everything that can be validated without torch; return the env's spec. Raises UserError."""
+    config.validate()
+    spec = describe_env(config.env, config.env_kwargs)
+    check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
+    if config.resume is None and config.run_dir:
+        check_new_run_dir(Path(config.run_dir))
+    return spec
+
+
+def start_fork_server(config: Config) -> None:
+    """Start the fork server now, with a3c.preload as its preload, if the run will use it (no-op otherwise).
+    Call after preflight: a run whose input is wrong starts no process."""
+    if config.resolved_start_method() != "forkserver":
+        return
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["a3c.preload"])
+    multiprocessing.forkserver.ensure_running()
