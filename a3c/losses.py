@@ -101,13 +101,32 @@ def actor_critic_loss(
     entropy = mean(H(pi(.|s)))
     total  = policy + vf_coef * value - ent_coef * entropy
     """
+    _, action_log_probs, entropies, errors = _per_sample(logits, values, actions, returns.detach())
+    return _combine(action_log_probs, advantages.detach(), entropies, errors, ent_coef, vf_coef)
+
+
+def _per_sample(
+    logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """log pi [B, A], log pi(a) [B], entropy H [B], value error V - R [B]."""
     log_probs = torch.log_softmax(logits, dim=-1)
     action_log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    policy_loss = -(action_log_probs * advantages.detach()).mean()
-    value_loss = 0.5 * (returns.detach() - values).pow(2).mean()
-    entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
-    total = policy_loss + vf_coef * value_loss - ent_coef * entropy
-    return LossTerms(total, policy_loss, value_loss, entropy)
+    entropies = -(log_probs.exp() * log_probs).sum(-1)
+    return log_probs, action_log_probs, entropies, values - returns
+
+
+def _combine(
+    action_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    entropies: torch.Tensor,
+    errors: torch.Tensor,
+    ent_coef: float,
+    vf_coef: float,
+) -> LossTerms:
+    policy_loss = -(action_log_probs * advantages).mean()
+    value_loss = 0.5 * errors.pow(2).mean()
+    entropy = entropies.mean()
+    return LossTerms(policy_loss + vf_coef * value_loss - ent_coef * entropy, policy_loss, value_loss, entropy)
 
 
 def actor_critic_loss_grads(
@@ -131,20 +150,13 @@ def actor_critic_loss_grads(
       d (c_v value) / d V_i   = (c_v / B) * (V_i - R_i)
     """
     with torch.no_grad():
-        logits, values = logits.detach(), values.detach()
         batch = logits.shape[0]
-        log_probs = torch.log_softmax(logits, dim=-1)
+        log_probs, action_log_probs, entropies, errors = _per_sample(logits.detach(), values.detach(), actions, returns)
+        terms = _combine(action_log_probs, advantages, entropies, errors, ent_coef, vf_coef)
         probs = log_probs.exp()
-        entropies = -(probs * log_probs).sum(-1)
-        action_log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-        errors = values - returns
-        policy_loss = -(action_log_probs * advantages).mean()
-        value_loss = 0.5 * errors.pow(2).mean()
-        entropy = entropies.mean()
-        total = policy_loss + vf_coef * value_loss - ent_coef * entropy
         scaled_adv = (advantages / batch).unsqueeze(-1)
         dlogits = probs * scaled_adv
         dlogits.scatter_add_(-1, actions.unsqueeze(-1), -scaled_adv)
         dlogits.add_(probs * (log_probs + entropies.unsqueeze(-1)), alpha=ent_coef / batch)
         dvalues = errors * (vf_coef / batch)
-    return LossTerms(total, policy_loss, value_loss, entropy), dlogits, dvalues
+    return terms, dlogits, dvalues
