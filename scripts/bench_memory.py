@@ -64,6 +64,15 @@ def worker_pids(main_pid: int) -> list[int]:
     return out
 
 
+def all_workers_logged(episodes_csv: Path, workers: int) -> bool:
+    try:
+        with open(episodes_csv) as f:
+            ranks = {line.split(",", 1)[0] for line in f.readlines()[1:]}
+    except OSError:
+        return False
+    return len(ranks) >= workers
+
+
 def measure(method: str, workers: int, tmp: Path) -> dict:
     run_dir = tmp / method
     cmd = [
@@ -85,14 +94,17 @@ def measure(method: str, workers: int, tmp: Path) -> dict:
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 180
+        deadline = time.time() + 240
         pids: list[int] = []
         while time.time() < deadline:  # wait for every worker to exist and to have trained a while
             pids = worker_pids(proc.pid)
             if len(pids) == workers:
                 break
             time.sleep(0.5)
-        time.sleep(8.0)  # past startup: every worker has imported and allocated what it will
+        # past startup: every worker has finished an episode (so it has stepped and updated), then a few seconds more
+        while time.time() < deadline and not all_workers_logged(run_dir / "episodes.csv", workers):
+            time.sleep(0.5)
+        time.sleep(3.0)
         pids = worker_pids(proc.pid)
         pss = [pss_mb(p) for p in pids]
         main_pss = pss_mb(proc.pid)

@@ -1,7 +1,7 @@
 """Throughput: a3c's env steps/s against the number of workers and envs per worker, and in the same run the
 raw-loop limit (env.step + the acting forward pass only, one process per core, see raw_loop.py).
 
-    python scripts/bench_throughput.py --workers 1 2 4 8 16 --envs-per-worker 1 4 16 --out bench-out
+    python scripts/bench_throughput.py --workers 1 2 4 8 16 --envs-per-worker 1 4 8 16 --out bench-out
 
 Prints a markdown table; writes OUT/throughput.json, .md and .png.
 """
@@ -23,7 +23,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16])
-    parser.add_argument("--envs-per-worker", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--envs-per-worker", type=int, nargs="+", default=[1, 4, 8, 16])  # 8: the default
     parser.add_argument("--steps", type=int, default=120_000, help="env steps per a3c run (at least 30 rollouts)")
     parser.add_argument("--raw-seconds", type=float, default=5.0)
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
