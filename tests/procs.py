@@ -3,12 +3,14 @@ test can signal its whole process group), find its descendants through /proc, an
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -136,3 +138,22 @@ def episodes_started(run_dir: Path, n: int = 1) -> bool:
         return len(path.read_text().splitlines()) > n
     except OSError:
         return False
+
+
+def episode_rows(run_dir: Path) -> list[dict[str, str]]:
+    """The rows of RUN_DIR/episodes.csv."""
+    with open(Path(run_dir) / "episodes.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def indexes_by_worker(rows: list[dict[str, str]]) -> dict[int, list[int]]:
+    """Each worker's episode indexes, in file order."""
+    by_worker: dict[int, list[int]] = defaultdict(list)
+    for row in rows:
+        by_worker[int(row["worker"])].append(int(row["index"]))
+    return by_worker
+
+
+def indexes_contiguous(rows: list[dict[str, str]]) -> bool:
+    """Every worker's indexes are 0, 1, 2, ... in file order: none missing, none twice."""
+    return all(idx == list(range(len(idx))) for idx in indexes_by_worker(rows).values())

@@ -1,28 +1,13 @@
 """--resume RUN_DIR: the global step, the optimizer state and the episode indexes go on; episodes.csv is appended;
 TensorBoard shows no step twice, even after a crash between the last checkpoint and the end (kill -9)."""
 
-import csv
 import signal
 import subprocess
-from collections import defaultdict
 
 import pytest
 import torch
-from procs import Run, alive, descendants, summary, train_cmd, wait_for
+from procs import Run, alive, descendants, episode_rows, indexes_contiguous, summary, train_cmd, wait_for
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-
-def _rows(run_dir):
-    with open(run_dir / "episodes.csv") as f:
-        return list(csv.DictReader(f))
-
-
-def _assert_indexes_contiguous(rows):
-    by_worker = defaultdict(list)
-    for row in rows:
-        by_worker[int(row["worker"])].append(int(row["index"]))
-    for worker, idx in by_worker.items():
-        assert idx == list(range(len(idx))), (worker, idx[:10])
 
 
 def _scalar_steps(run_dir, tag):
@@ -38,7 +23,7 @@ def test_resume_continues_the_step_count(tmp_path):
     assert first.returncode == 0, first.stderr
     s1 = summary(run_dir)
     ckpt1 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
-    rows1 = _rows(run_dir)
+    rows1 = episode_rows(run_dir)
 
     second = subprocess.run(
         train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "4000"),
@@ -55,9 +40,9 @@ def test_resume_continues_the_step_count(tmp_path):
     # the optimizer's step counts (Adam's bias correction) went on from the checkpoint, not from zero
     assert ckpt2["optimizer"]["steps"].sum() > ckpt1["optimizer"]["steps"].sum()
     assert s2["updates"] == int(ckpt2["optimizer"]["steps"].sum())
-    rows2 = _rows(run_dir)
+    rows2 = episode_rows(run_dir)
     assert rows2[: len(rows1)] == rows1  # appended, the first session's rows untouched
-    _assert_indexes_contiguous(rows2)
+    assert indexes_contiguous(rows2)
     assert s2["episodes"] == len(rows2)
     assert all(int(r["global_step"]) > s1["total_steps"] - 20 for r in rows2[len(rows1) :])
     steps = _scalar_steps(run_dir, "charts/SPS")
@@ -75,7 +60,7 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
         """Episodes and TensorBoard points exist past the newest checkpoint (what the crash will orphan)."""
         ckpt = torch.load(latest, weights_only=True)
         return (
-            len(_rows(run_dir)) > int(ckpt["episodes_written"].sum()) + 20
+            len(episode_rows(run_dir)) > int(ckpt["episodes_written"].sum()) + 20
             and max(_scalar_steps(run_dir, "charts/SPS"), default=0) > ckpt["global_step"]
         )
 
@@ -100,7 +85,7 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     s = summary(run_dir)
     assert s["resumed_from_step"] == step and s["total_steps"] >= step + 3000
-    rows = _rows(run_dir)
-    _assert_indexes_contiguous(rows)  # no (worker, index) twice, none missing
+    rows = episode_rows(run_dir)
+    assert indexes_contiguous(rows)  # no (worker, index) twice, none missing
     steps = _scalar_steps(run_dir, "charts/SPS")
     assert steps == sorted(set(steps)), "TensorBoard would show a step twice"

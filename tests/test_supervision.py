@@ -2,32 +2,28 @@
 --max-restarts; past that the run stops with exit 1, the rank, the cause and the worker's own traceback. Non-finite
 updates are skipped and counted, and too many in a row stop the run. Uses envs/Faulty-v0 (envs/faulty.py)."""
 
-import csv
 import os
 import signal
 import subprocess
 import sys
-from collections import defaultdict
 
 import numpy as np
 import pytest
 import torch
-from procs import START_METHODS, Run, alive, summary, train_cmd, wait_for
+from procs import (
+    START_METHODS,
+    Run,
+    alive,
+    episode_rows,
+    indexes_by_worker,
+    indexes_contiguous,
+    summary,
+    train_cmd,
+    wait_for,
+)
 
 from a3c.board import Stat
 from a3c.supervisor import Supervisor
-
-
-def _episodes(run_dir):
-    with open(run_dir / "episodes.csv") as f:
-        return list(csv.DictReader(f))
-
-
-def _indexes_contiguous(rows):
-    by_worker = defaultdict(list)
-    for row in rows:
-        by_worker[int(row["worker"])].append(int(row["index"]))
-    return all(idx == list(range(len(idx))) for idx in by_worker.values()), by_worker
 
 
 @pytest.mark.timeout(180)
@@ -59,9 +55,9 @@ def test_worker_killed_with_sigkill_is_restarted_and_the_run_completes(tmp_path,
         assert "worker 1 was killed by signal SIGKILL; restarting it" in out
         s = summary(run_dir)
         assert s["restarts"] >= 1 and s["total_steps"] >= 8000
-        rows = _episodes(run_dir)
-        contiguous, by_worker = _indexes_contiguous(rows)
-        assert contiguous, {w: idx[:5] for w, idx in by_worker.items()}  # the restarted rank 1 went on counting
+        rows = episode_rows(run_dir)
+        by_worker = indexes_by_worker(rows)
+        assert indexes_contiguous(rows), {w: idx[:5] for w, idx in by_worker.items()}  # rank 1 went on counting
         # the board's counters and the stats the worker publishes stayed consistent through the kill
         ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
         assert int(ckpt["episodes_written"][1]) == len(by_worker[1])

@@ -1,12 +1,11 @@
 """End to end: a real training run in a subprocess, its run directory, its episodes and its TensorBoard tags."""
 
-import csv
 import json
 import subprocess
 import sys
-from collections import defaultdict
 
 import pytest
+from procs import episode_rows, indexes_by_worker, indexes_contiguous
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 WORKERS, N_STEPS, ENVS = 3, 5, 2
@@ -75,16 +74,11 @@ def test_summary_counts_steps_exactly(finished_run):
 
 
 def test_episodes_csv_contiguous_per_worker(finished_run):
-    with open(finished_run / "episodes.csv") as f:
-        rows = list(csv.DictReader(f))
+    rows = episode_rows(finished_run)
     summary = json.loads((finished_run / "summary.json").read_text())
     assert len(rows) == summary["episodes"] > 0
-    indexes = defaultdict(list)
-    for row in rows:
-        indexes[int(row["worker"])].append(int(row["index"]))
-    assert sorted(indexes) == list(range(WORKERS))
-    for idx in indexes.values():
-        assert idx == list(range(len(idx)))  # contiguous, none twice
+    assert sorted(indexes_by_worker(rows)) == list(range(WORKERS))
+    assert indexes_contiguous(rows)  # none missing, none twice
     assert all(float(r["length"]) >= 1 and float(r["return"]) >= 1 for r in rows)
 
 
@@ -139,10 +133,6 @@ def test_sixteen_workers_on_few_cores(tmp_path):
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 4000 <= summary["total_steps"] <= 4000 + 16 * 5
-    with open(run_dir / "episodes.csv") as f:
-        rows = list(csv.DictReader(f))
-    indexes = defaultdict(list)
-    for row in rows:
-        indexes[int(row["worker"])].append(int(row["index"]))
-    assert sorted(indexes) == list(range(16))
-    assert all(idx == list(range(len(idx))) for idx in indexes.values())
+    rows = episode_rows(run_dir)
+    assert sorted(indexes_by_worker(rows)) == list(range(16))
+    assert indexes_contiguous(rows)
