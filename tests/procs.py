@@ -17,6 +17,25 @@ from pathlib import Path
 START_METHODS = ("fork", "forkserver", "spawn")
 
 
+# the aggregate scalar tags of shared/DESIGN.md that every run writes (per-worker tags: workers/<rank>/...)
+DESIGN_TAGS = frozenset(
+    {
+        "charts/episodic_return",
+        "charts/episodic_length",
+        "charts/SPS",
+        "losses/loss",
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "perf/updates_per_s",
+        "perf/policy_lag",
+        "perf/grad_norm",
+        "perf/skipped_updates",
+        "perf/restarts",
+    }
+)
+
+
 def train_cmd(run_dir: Path, *extra: str, start_method: str = "fork", workers: int = 2) -> list[str]:
     """A small, fast training command; ``extra`` flags come last (and override these)."""
     return [

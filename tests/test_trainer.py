@@ -2,10 +2,9 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
-from procs import episode_rows, indexes_by_worker, indexes_contiguous
+from procs import DESIGN_TAGS, episode_rows, indexes_by_worker, indexes_contiguous, train_cmd
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 WORKERS, N_STEPS, ENVS = 3, 5, 2
@@ -14,10 +13,8 @@ WORKERS, N_STEPS, ENVS = 3, 5, 2
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("runs") / "smoke"
-    cmd = [
-        sys.executable,
-        "-m",
-        "a3c.train",
+    cmd = train_cmd(
+        run_dir,
         "--env",
         "CartPole-v1",
         "--workers",
@@ -28,13 +25,12 @@ def finished_run(tmp_path_factory):
         str(N_STEPS),
         "--total-steps",
         "6000",
-        "--run-dir",
-        str(run_dir),
         "--seed",
         "3",
         "--checkpoint-every",
         "3000",
-    ]
+        start_method="forkserver",
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     return run_dir
@@ -86,20 +82,7 @@ def test_event_file_holds_the_tags(finished_run):
     acc = EventAccumulator(str(finished_run), size_guidance={"scalars": 0})
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    expected = {
-        "charts/episodic_return",
-        "charts/episodic_length",
-        "charts/SPS",
-        "losses/loss",
-        "losses/policy_loss",
-        "losses/value_loss",
-        "losses/entropy",
-        "perf/updates_per_s",
-        "perf/policy_lag",
-        "perf/grad_norm",
-        "perf/skipped_updates",
-        "perf/restarts",
-    }
+    expected = set(DESIGN_TAGS)
     expected |= {f"workers/{r}/episodic_return" for r in range(WORKERS)}
     expected |= {f"workers/{r}/episode_loss" for r in range(WORKERS)}
     assert expected <= tags, expected - tags
@@ -110,25 +93,19 @@ def test_event_file_holds_the_tags(finished_run):
 def test_sixteen_workers_on_few_cores(tmp_path):
     """Oversubscribed (16 processes, however many cores): finishes, counts steps exactly, every worker reports."""
     run_dir = tmp_path / "w16"
-    cmd = [
-        sys.executable,
-        "-m",
-        "a3c.train",
+    cmd = train_cmd(
+        run_dir,
         "--env",
         "CartPole-v1",
-        "--workers",
-        "16",
         "--envs-per-worker",
         "1",
         "--n-steps",
         "5",
         "--total-steps",
         "4000",
-        "--run-dir",
-        str(run_dir),
-        "--checkpoint-every",
-        "0",
-    ]
+        start_method="forkserver",
+        workers=16,
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
