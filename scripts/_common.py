@@ -49,8 +49,10 @@ def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:
     return "\n".join(lines)
 
 
-def save_results(out: Path, name: str, data: dict[str, Any], table: str) -> None:
+def save_results(out: Path, name: str, data: dict[str, Any], table: str, fig: Any) -> None:
+    """Write OUT/NAME.json (data + command + machine), OUT/NAME.md (the table) and OUT/NAME.png (the figure)."""
     out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / f"{name}.png")
     data = {"command": command_line(), "machine": machine(), **data}
     (out / f"{name}.json").write_text(json.dumps(data, indent=2) + "\n")
     (out / f"{name}.md").write_text(f"{table}\n\nMade by: `{data['command']}`\n")

@@ -153,9 +153,7 @@ def main() -> None:
     b.set_ylabel("startup s")
     fig.suptitle(f"{args.workers} workers")
     fig.tight_layout()
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / "memory.png")
-    save_results(args.out, "memory", {"workers": args.workers, "results": results}, table)
+    save_results(args.out, "memory", {"workers": args.workers, "results": results}, table, fig)
 
 
 if __name__ == "__main__":

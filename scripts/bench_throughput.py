@@ -9,6 +9,7 @@ Prints a markdown table; writes OUT/throughput.json, .md and .png.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -101,12 +102,10 @@ def main() -> None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("workers")
     ax.set_ylabel("env steps/s")
-    ax.set_title(f"{args.env} throughput ({results and __import__('os').cpu_count()} cores)")
+    ax.set_title(f"{args.env} throughput ({os.cpu_count()} cores)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / "throughput.png")
-    save_results(args.out, "throughput", {"results": results, "raw_limit": raw}, table)
+    save_results(args.out, "throughput", {"results": results, "raw_limit": raw}, table, fig)
 
 
 if __name__ == "__main__":

@@ -158,13 +158,12 @@ def main() -> None:
     b.set_ylabel("seconds to mean100 >= 475")
     b.set_title("time to solve, per seed")
     fig.tight_layout()
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / "vs_sb3.png")
     save_results(
         args.out,
         "vs_sb3",
         {"throughput": throughput, "solve": solve, "median_throughput": tp, "median_solve_s": {"a3c": ma, "sb3": ms}},
         table,
+        fig,
     )
 
 

@@ -111,9 +111,7 @@ def main() -> None:
     ax.set_title(f"CartPole-v1, {args.workers} workers")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / "solve_cartpole.png")
-    save_results(args.out, "solve_cartpole", {"results": results, "solved": len(solved)}, table)
+    save_results(args.out, "solve_cartpole", {"results": results, "solved": len(solved)}, table, fig)
 
 
 if __name__ == "__main__":
