@@ -29,6 +29,8 @@ import numpy as np
 import torch
 
 from a3c.config import Config
+from a3c.distributions import make_distribution
+from a3c.environment import EnvSpec
 from a3c.errors import UserError
 
 FORMAT = 1
@@ -49,7 +51,9 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
     "rng": dict,
 }
 # settings that define the model and its optimizer state: a resumed run cannot change them
-FIXED_ON_RESUME: tuple[str, ...] = ("env", "env_kwargs", "hidden_sizes", "optimizer")
+FIXED_ON_RESUME: tuple[str, ...] = ("env", "env_kwargs", "hidden_sizes", "shared_torso", "optimizer")
+# settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
+ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True}
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -123,7 +127,7 @@ def load_resume(run_dir: str | Path) -> dict[str, Any]:
 def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[str, Any]) -> Config:
     """The resumed run's config: the checkpoint's, with ``overrides`` (the flags given on the command line) on
     top. UserError for an override of a setting that defines the model, or a --total-steps already reached."""
-    saved = dict(payload["config"])
+    saved = {**ADDED_SETTINGS, **payload["config"]}
     for key in FIXED_ON_RESUME:
         if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
             flag = "--" + key.replace("_", "-")
@@ -151,17 +155,25 @@ def _normal(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
-def check_compatible(payload: dict[str, Any], obs_dim: int, n_actions: int, n_params: int, source: str) -> None:
-    """UserError if the checkpoint's model does not fit the env and model this run builds."""
-    if (payload["obs_dim"], payload["n_actions"]) != (obs_dim, n_actions):
+def check_compatible(payload: dict[str, Any], spec: EnvSpec, n_params: int, source: str) -> None:
+    """UserError if the checkpoint's model does not fit the env (its spaces) and the model this run builds."""
+    saved_spaces = payload.get("spaces")
+    if isinstance(saved_spaces, dict) and saved_spaces != spec.describe():
+        raise UserError(
+            f"{source} was trained on {saved_spaces.get('observation_space')} observations and "
+            f"{saved_spaces.get('action_space')} actions, but the env now has {spec.observation_space} and "
+            f"{spec.action_space}; resume with the env it was trained on"
+        )
+    n_actions = make_distribution(spec.action_space).param_dim
+    if (payload["obs_dim"], payload["n_actions"]) != (spec.obs_dim, n_actions):
         raise UserError(
             f"{source} was trained with observations of size {payload['obs_dim']} and {payload['n_actions']} "
-            f"actions, but the env now has {obs_dim} and {n_actions}; resume with the env it was trained on"
+            f"actions, but the env now has {spec.obs_dim} and {n_actions}; resume with the env it was trained on"
         )
     if payload["model"].numel() != n_params:
         raise UserError(
             f"{source} holds {payload['model'].numel()} parameters but the model has {n_params}; "
-            "resume with the --hidden-sizes it was trained with"
+            "resume with the --hidden-sizes (and --shared-torso) it was trained with"
         )
 
 

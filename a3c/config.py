@@ -33,7 +33,11 @@ class Config:
     workers: int = flag(factory=_default_workers, help="number of worker processes; the default is the number of cores")
     envs_per_worker: int = flag(8, help="envs each worker steps together under one batched forward pass")
     total_steps: int = flag(500_000, help="stop after this many env steps, summed over all workers and envs")
-    seed: int = flag(1, help="base seed: worker `rank` seeds torch, numpy and its envs from seed + rank")
+    seed: int = flag(
+        1,
+        help="the run's root seed: every random stream (each worker's envs and sampler, each restart, each resume) "
+        "is derived from it",
+    )
     run_dir: str | None = flag(None, help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)")
     exp_name: str = flag("a3c", help="experiment name, used in the default run directory name")
     n_steps: int = flag(5, help="rollout length: env steps per env between two updates of a worker")
@@ -44,7 +48,14 @@ class Config:
     vf_coef: float = flag(0.5, help="value loss coefficient")
     max_grad_norm: float = flag(1.0, help="clip each worker's gradient to this global L2 norm")
     optimizer: str = flag("adam", help="shared optimizer", choices=("adam", "rmsprop"))
-    hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso")
+    hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso(s)")
+    shared_torso: bool = flag(False, help="one MLP torso for the actor and the critic (default: separate MLPs)")
+    backend: str = flag(
+        "shared-memory",
+        help="where workers run: shared-memory (processes, the fast default) or serial (all in this process, in "
+        "turn: for pdb and cProfile)",
+        choices=("shared-memory", "serial"),
+    )
     start_method: str | None = flag(
         None,
         help="multiprocessing start method (default: forkserver on Linux, spawn elsewhere)",
@@ -112,6 +123,10 @@ class Config:
             (self.max_restarts >= 0, f"--max-restarts must be >= 0 (got {self.max_restarts})"),
             (self.max_skipped_in_row >= 1, f"--max-skipped-in-row must be at least 1 (got {self.max_skipped_in_row})"),
             (self.optimizer in ("adam", "rmsprop"), f"--optimizer must be adam or rmsprop (got {self.optimizer!r})"),
+            (
+                self.backend in ("shared-memory", "serial"),
+                f"--backend must be shared-memory or serial (got {self.backend!r})",
+            ),
         ]
         for ok, message in checks:
             if not ok:

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
-from a3c.board import BoardReader, Episode, EpisodeBoard, Stat
+from a3c.backends import Coordinator
+from a3c.board import FIELD, Episode, Stat
 from a3c.plots import figure_png, loss_history_figure, png_size, write_bytes_atomic
 from a3c.run_dir import EpisodeLog, RunDirectory
 
@@ -86,7 +87,7 @@ class Dashboard:
     def __init__(
         self,
         run: RunDirectory,
-        board: EpisodeBoard,
+        source: Coordinator,
         total_steps: int,
         reward_threshold: float | None,
         start_time: float,
@@ -97,22 +98,23 @@ class Dashboard:
         """``interval`` returns the logging interval the workers tag their lag maxima with (the store's
         ``interval``); the trainer advances it right after each tick, so at a tick the interval that is ending is
         the current one. Without it, the newest interval found in the stats is used."""
-        self.run, self.board, self.start_time = run, board, start_time
+        self.run, self.source, self.start_time = run, source, start_time
         self.interval = interval
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
         self.writer = SummaryWriter(log_dir=str(run.path), flush_secs=1)
-        self.reader = BoardReader(board)
         self.log = EpisodeLog(run.episodes_csv)
+        # Episodes read after a checkpoint are stamped at least one step past it (see checkpointed()).
+        self.floor_step = 0
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.episodes = 0
         self.solved_at_step: int | None = None
         self.solved_at_s: float | None = None
         # the tutorial's per-process loss history, unbounded (the board is a ring; this keeps everything)
-        self.loss_history: dict[int, list[float]] = {r: [] for r in range(board.workers)}
-        self.loss_times: dict[int, list[float]] = {r: [] for r in range(board.workers)}
+        self.loss_history: dict[int, list[float]] = {r: [] for r in range(source.workers)}
+        self.loss_times: dict[int, list[float]] = {r: [] for r in range(source.workers)}
         self.restarts = restarts
-        self._last = (time.time(), board.global_step(), self._stats().copy())
+        self._last = (time.time(), source.global_step(), self._stats().copy())
         self._lag_interval_done = -1  # the newest interval whose lag maximum was written
         self._plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a3c-plot")
         self._plot: Future[tuple[bytes, int]] | None = None
@@ -124,12 +126,12 @@ class Dashboard:
             unit_scale=True,
             dynamic_ncols=True,
             disable=None,
-            initial=board.global_step(),
+            initial=source.global_step(),
             mininterval=0.5,
         )
 
     def _stats(self) -> np.ndarray:
-        return self.board.stats.numpy()
+        return self.source.stats()
 
     def mean_return_100(self) -> float | None:
         return float(np.mean(self.recent_returns)) if self.recent_returns else None
@@ -139,7 +141,13 @@ class Dashboard:
 
     def tick(self) -> list[Episode]:
         """Read everything new and publish it. Returns the new episodes."""
-        episodes = self.reader.drain()
+        episodes = self.source.drain()
+        for ep in episodes:
+            # A worker stamps an episode with the global step as it saw it, which can lag the step of a checkpoint
+            # taken before the episode was read. Stamped at least one step past the checkpoint, every episode that
+            # the checkpoint does not count lies in the range a resume from it purges from TensorBoard.
+            if ep.values[FIELD["global_step"]] < self.floor_step:
+                ep.values[FIELD["global_step"]] = self.floor_step
         self.log.append(episodes)
         w = self.writer
         for ep in episodes:
@@ -157,13 +165,7 @@ class Dashboard:
             self.loss_times[ep.worker].append(ep["wall_time"])
             self.recent_returns.append(ep["return"])
             self.episodes += 1
-            if (
-                self.solved_at_step is None
-                and self.reward_threshold is not None
-                and len(self.recent_returns) == self.recent_returns.maxlen
-                and self.mean_return_100() >= self.reward_threshold
-            ):
-                self.solved_at_step, self.solved_at_s = step, ep["wall_time"]
+            self._check_solved(step, ep["wall_time"])
         self._write_perf()
         self._refresh_plot()
         w.flush()
@@ -179,7 +181,7 @@ class Dashboard:
         self.writer.file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
 
     def _write_perf(self) -> None:
-        now, step, stats = time.time(), self.board.global_step(), self._stats().copy()
+        now, step, stats = time.time(), self.source.global_step(), self._stats().copy()
         last_time, last_step, last_stats = self._last
         dt = max(now - last_time, 1e-9)
         if step == last_step:
@@ -204,7 +206,7 @@ class Dashboard:
                 scalars[f"losses/{tag}"] = float(np.mean(stats[active, col]))
         scalars["perf/skipped_updates"] = stats[:, Stat.SKIPPED].sum()
         scalars["perf/restarts"] = self.restarts
-        scalars["perf/lost_episodes"] = self.reader.lost
+        scalars["perf/lost_episodes"] = self.source.lost
         self.add_scalars(step, scalars)
         self.bar.update(step - self.bar.n)
         mean = self.mean_return_100()
@@ -224,6 +226,41 @@ class Dashboard:
             return None
         self._lag_interval_done = interval
         return float(stats[in_interval, Stat.LAG_MAX].max())
+
+    # -- checkpoints and resume --------------------------------------------------------------------------------
+    def checkpointed(self, step: int) -> None:
+        """A checkpoint at global step ``step`` was written. A resume from it purges TensorBoard events from
+        ``step + 1`` on (a3c.trainer), so every episode read from now on is stamped at least ``step + 1``: those
+        the checkpoint does not count are then exactly the ones purged, and TensorBoard keeps the same episodes as
+        episodes.csv. Every episode read before has a stamp <= ``step`` (a worker publishes its steps before its
+        episodes)."""
+        self.floor_step = max(self.floor_step, step + 1)
+
+    def resume(self, kept: list[dict[str, float]], purge_step: int, restarts: int) -> None:
+        """Go on from an earlier session: TensorBoard events at and after ``purge_step`` purged (what the earlier
+        session logged after the checkpoint, before a crash, and will be logged again), the running statistics
+        refilled from the episodes.csv rows kept (``kept``, file order)."""
+        # what SummaryWriter(purge_step=...) writes: TensorBoard drops every earlier event at or after this step
+        self.writer.file_writer.add_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
+        self.floor_step = max(self.floor_step, purge_step)
+        self.restarts = restarts
+        self.episodes = len(kept)
+        for row in kept:
+            worker = int(row["worker"])
+            self.recent_returns.append(row["return"])
+            if worker in self.loss_history:
+                self.loss_history[worker].append(row["loss"])
+                self.loss_times[worker].append(row["wall_time"])
+            self._check_solved(int(row["global_step"]), row["wall_time"])
+
+    def _check_solved(self, step: int, wall_time: float) -> None:
+        if (
+            self.solved_at_step is None
+            and self.reward_threshold is not None
+            and len(self.recent_returns) == self.recent_returns.maxlen
+            and self.mean_return_100() >= self.reward_threshold
+        ):
+            self.solved_at_step, self.solved_at_s = step, wall_time
 
     # -- the loss-history figure -------------------------------------------------------------------------------
     def _snapshot(self) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
@@ -256,13 +293,13 @@ class Dashboard:
         self._collect_plot(wait=False)
         now = time.time()
         if self._plot is None and self.episodes and now >= self._next_plot:
-            self._plot = self._plotter.submit(self._render, *self._snapshot(), self.board.global_step())
+            self._plot = self._plotter.submit(self._render, *self._snapshot(), self.source.global_step())
             self._next_plot = now + self.plot_every_s
 
     def save_loss_history(self) -> Path:
         """Render the figure now (waiting for a refresh in flight): plots/loss_history.png and the TB image."""
         self._collect_plot(wait=True)
-        self._publish_image(*self._render(*self._snapshot(), self.board.global_step()))
+        self._publish_image(*self._render(*self._snapshot(), self.source.global_step()))
         return self.run.plots / "loss_history.png"
 
     # -- end of run --------------------------------------------------------------------------------------------
@@ -272,7 +309,7 @@ class Dashboard:
         experiment, start, end = hparams(hparam_values(config), {tag: 0.0 for tag in HPARAM_METRICS.values()})
         for proto in (experiment, start, end):
             self.writer.file_writer.add_summary(proto)
-        step = self.board.global_step()
+        step = self.source.global_step()
         for key, tag in HPARAM_METRICS.items():
             if summary.get(key) is not None:
                 self.writer.add_scalar(tag, float(summary[key]), step)

@@ -16,6 +16,10 @@ import numpy as np
 
 from a3c.errors import UserError
 
+# the action spaces a3c.distributions.make_distribution has a distribution for (checked here without torch: the
+# preflight checks run before torch is imported)
+SUPPORTED_ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete,)
+
 
 def _register_project_envs() -> None:
     importlib.import_module("envs")  # registers the `envs/` namespace on import
@@ -23,13 +27,27 @@ def _register_project_envs() -> None:
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """What the model and the trainer need to know about an environment."""
+    """What the model and the trainer need to know about an environment: its spaces (shapes, dtypes, the action
+    space itself; gymnasium spaces pickle, so workers get them too) and its registry facts."""
 
     env_id: str
-    obs_dim: int
-    n_actions: int
+    observation_space: gym.spaces.Box
+    action_space: gym.Space
     reward_threshold: float | None
     max_episode_steps: int | None
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        return tuple(self.observation_space.shape)
+
+    @property
+    def obs_dim(self) -> int:
+        """Observations flattened."""
+        return int(np.prod(self.obs_shape))
+
+    def describe(self) -> dict[str, Any]:
+        """The spaces as plain data (checkpoints, config.json): what a later run or a loader checks against."""
+        return {"observation_space": repr(self.observation_space), "action_space": repr(self.action_space)}
 
 
 def _close_ids(env_id: str) -> str:
@@ -77,15 +95,15 @@ def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
             f"env {env_id!r} has observation space {obs_space}, which is not supported; "
             "a3c supports Box observations (wrap others with gymnasium.wrappers.FlattenObservation)"
         )
-    if not isinstance(act_space, gym.spaces.Discrete):
+    if not isinstance(act_space, SUPPORTED_ACTION_SPACES):
         raise UserError(
             f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete actions"
         )
     spec = env.spec
     return EnvSpec(
         env_id=env_id,
-        obs_dim=int(np.prod(obs_space.shape)),
-        n_actions=int(act_space.n),
+        observation_space=obs_space,
+        action_space=act_space,
         reward_threshold=None if spec is None else spec.reward_threshold,
         max_episode_steps=None if spec is None else spec.max_episode_steps,
     )

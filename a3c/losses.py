@@ -16,6 +16,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from a3c.distributions import Distribution
+
 
 def next_state_values(
     values: torch.Tensor, last_values: torch.Tensor, final_values: torch.Tensor, truncated: torch.Tensor
@@ -86,7 +88,8 @@ class LossTerms(NamedTuple):
 
 
 def actor_critic_loss(
-    logits: torch.Tensor,
+    dist: Distribution,
+    params: torch.Tensor,
     values: torch.Tensor,
     actions: torch.Tensor,
     advantages: torch.Tensor,
@@ -94,25 +97,16 @@ def actor_critic_loss(
     ent_coef: float,
     vf_coef: float,
 ) -> LossTerms:
-    """A3C loss over a batch of B samples: logits [B, A], values [B], actions [B], advantages [B], returns [B].
+    """A3C loss over a batch of B samples: the policy distribution's params [B, P] (logits for Categorical),
+    values [B], actions [B, ...], advantages [B], returns [B].
 
     policy = -mean(log pi(a|s) * A)   (A treated as a constant)
     value  = mean((R - V(s))^2) / 2
     entropy = mean(H(pi(.|s)))
     total  = policy + vf_coef * value - ent_coef * entropy
     """
-    _, action_log_probs, entropies, errors = _per_sample(logits, values, actions, returns.detach())
-    return _combine(action_log_probs, advantages.detach(), entropies, errors, ent_coef, vf_coef)
-
-
-def _per_sample(
-    logits: torch.Tensor, values: torch.Tensor, actions: torch.Tensor, returns: torch.Tensor
-) -> tuple[torch.Tensor, ...]:
-    """log pi [B, A], log pi(a) [B], entropy H [B], value error V - R [B]."""
-    log_probs = torch.log_softmax(logits, dim=-1)
-    action_log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
-    entropies = -(log_probs.exp() * log_probs).sum(-1)
-    return log_probs, action_log_probs, entropies, values - returns
+    action_log_probs, entropies = dist.log_prob_entropy(params, actions)
+    return _combine(action_log_probs, advantages.detach(), entropies, values - returns.detach(), ent_coef, vf_coef)
 
 
 def _combine(
@@ -130,7 +124,8 @@ def _combine(
 
 
 def actor_critic_loss_grads(
-    logits: torch.Tensor,
+    dist: Distribution,
+    params: torch.Tensor,
     values: torch.Tensor,
     actions: torch.Tensor,
     advantages: torch.Tensor,
@@ -138,25 +133,30 @@ def actor_critic_loss_grads(
     ent_coef: float,
     vf_coef: float,
 ) -> tuple[LossTerms, torch.Tensor, torch.Tensor]:
-    """The loss of actor_critic_loss (same arguments), with its gradient with respect to the logits and the values in
-    closed form, so that the loss itself builds no autograd graph: ``torch.autograd.backward((logits, values),
-    (dlogits, dvalues))`` then backpropagates only through the network. On the worker's update path this halves
-    the cost of the backward pass (a dozen small autograd nodes less per update). Returns (terms, dlogits [B, A],
-    dvalues [B]); the terms are detached.
+    """The loss of actor_critic_loss (same arguments), with its gradient with respect to the distribution's params
+    and the values, so that the loss itself adds nothing to the network's autograd graph:
+    ``torch.autograd.backward((params, values), (dparams, dvalues))`` then backpropagates only through the network.
+    Returns (terms, dparams [B, P], dvalues [B]); the terms are detached.
 
-    With p = softmax(z), B samples:
-      d policy / d z_i        = (A_i / B) * (p_i - onehot(a_i))
-      d (-c_e H) / d z_i      = (c_e / B) * p_i * (log p_i + H_i)      where H_i = -sum_j p_ij log p_ij
-      d (c_v value) / d V_i   = (c_v / B) * (V_i - R_i)
+    The policy and entropy part comes in closed form from the distribution where it has one (Categorical: on the
+    worker's update path this halves the cost of the backward pass, a dozen small autograd nodes less per update);
+    otherwise from autograd over the head's output alone. The value part is always closed form:
+      d (c_v value) / d V_i = (c_v / B) * (V_i - R_i)
     """
+    batch = params.shape[0]
     with torch.no_grad():
-        batch = logits.shape[0]
-        log_probs, action_log_probs, entropies, errors = _per_sample(logits.detach(), values.detach(), actions, returns)
-        terms = _combine(action_log_probs, advantages, entropies, errors, ent_coef, vf_coef)
-        probs = log_probs.exp()
-        scaled_adv = (advantages / batch).unsqueeze(-1)
-        dlogits = probs * scaled_adv
-        dlogits.scatter_add_(-1, actions.unsqueeze(-1), -scaled_adv)
-        dlogits.add_(probs * (log_probs + entropies.unsqueeze(-1)), alpha=ent_coef / batch)
+        errors = values.detach() - returns
         dvalues = errors * (vf_coef / batch)
-    return terms, dlogits, dvalues
+    closed = dist.policy_grad(params.detach(), actions, advantages, ent_coef)
+    if closed is not None:
+        action_log_probs, entropies, dparams = closed
+    else:
+        leaf = params.detach().requires_grad_(True)
+        with torch.enable_grad():
+            action_log_probs, entropies = dist.log_prob_entropy(leaf, actions)
+            surrogate = -(action_log_probs * advantages).mean() - ent_coef * entropies.mean()
+            (dparams,) = torch.autograd.grad(surrogate, leaf)
+        action_log_probs, entropies = action_log_probs.detach(), entropies.detach()
+    with torch.no_grad():
+        terms = _combine(action_log_probs, advantages, entropies, errors, ent_coef, vf_coef)
+    return terms, dparams, dvalues

@@ -1,37 +1,79 @@
-"""The actor-critic network and its flat parameter buffer.
+"""The actor-critic network, built from the env's spaces in one place (``build_model``), and its flat parameter buffer.
 
-ActorCritic is an MLP torso with a Categorical policy head and a value head. `flatten_parameters` moves every
-parameter (and its gradient) into one contiguous tensor, the parameters becoming views into it: pulling the global
-weights, handing over a gradient and the optimizer step then each cost one tensor operation, not one per layer.
+ActorCritic maps observations to (policy-distribution parameters, value, recurrent state). By default the actor and
+the critic are separate MLPs (as SB3's MlpPolicy): a value loss that dominates early cannot drag the policy's
+features around (Acrobot-v1, contextual bandits). ``--shared-torso`` gives them one MLP, the A3C paper's shape.
+The recurrent state is carried through ``forward`` so that a recurrent core can be added without changing the
+worker; the MLP model has none (``initial_state`` returns an empty tuple).
+
+``flatten_parameters`` moves every parameter (and its gradient) into one contiguous tensor, the parameters becoming
+views into it: pulling the global weights, handing over a gradient and the optimizer step then each cost one tensor
+operation, not one per layer.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 from torch import nn
 
+from a3c.distributions import Distribution, make_distribution
+
+if TYPE_CHECKING:
+    from a3c.config import Config
+    from a3c.environment import EnvSpec
+
+State = tuple[torch.Tensor, ...]  # a recurrent core's state; () for a model without one
+
+
+def mlp(in_dim: int, hidden_sizes: Sequence[int]) -> nn.Sequential:
+    """Linear + tanh layers with orthogonal init (gain sqrt 2); the output width is hidden_sizes[-1]."""
+    layers: list[nn.Module] = []
+    width = in_dim
+    for hidden in hidden_sizes:
+        layers += [_init(nn.Linear(width, hidden), math.sqrt(2)), nn.Tanh()]
+        width = hidden
+    return nn.Sequential(*layers)
+
 
 class ActorCritic(nn.Module):
-    """obs [B, obs_dim] -> (logits [B, n_actions], value [B])."""
+    """obs [B, *obs_shape] -> (policy params [B, param_dim], value [B], state)."""
 
-    def __init__(self, obs_dim: int, n_actions: int, hidden_sizes: Sequence[int] = (64, 64)) -> None:
+    def __init__(
+        self, obs_dim: int, param_dim: int, hidden_sizes: Sequence[int] = (64, 64), shared_torso: bool = False
+    ) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for hidden in hidden_sizes:
-            layers += [_init(nn.Linear(width, hidden), math.sqrt(2)), nn.Tanh()]
-            width = hidden
-        self.torso = nn.Sequential(*layers)
-        self.policy_head = _init(nn.Linear(width, n_actions), 0.01)  # near-uniform initial policy
+        self.obs_dim = obs_dim
+        width = hidden_sizes[-1]
+        self.actor = mlp(obs_dim, hidden_sizes)
+        self.critic = None if shared_torso else mlp(obs_dim, hidden_sizes)
+        self.policy_head = _init(nn.Linear(width, param_dim), 0.01)  # near-uniform initial policy
         self.value_head = _init(nn.Linear(width, 1), 1.0)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        features = self.torso(obs)
-        return self.policy_head(features), self.value_head(features).squeeze(-1)
+    def forward(self, obs: torch.Tensor, state: State = ()) -> tuple[torch.Tensor, torch.Tensor, State]:
+        x = obs.reshape(obs.shape[0], self.obs_dim)
+        features = self.actor(x)
+        value_features = features if self.critic is None else self.critic(x)
+        return self.policy_head(features), self.value_head(value_features).squeeze(-1), state
+
+    def policy(self, obs: torch.Tensor, state: State = ()) -> tuple[torch.Tensor, State]:
+        """The policy alone (acting): with separate networks, the critic's forward pass is not paid per env step."""
+        x = obs.reshape(obs.shape[0], self.obs_dim)
+        return self.policy_head(self.actor(x)), state
+
+    def initial_state(self, batch: int) -> State:
+        """The recurrent state at the start of an episode, for ``batch`` envs."""
+        return ()
+
+
+def build_model(spec: EnvSpec, config: Config) -> tuple[ActorCritic, Distribution]:
+    """The network and its policy distribution for an env's spaces: the one place that chooses them."""
+    dist = make_distribution(spec.action_space)
+    model = ActorCritic(spec.obs_dim, dist.param_dim, config.hidden_sizes, config.shared_torso)
+    return model, dist
 
 
 def _init(layer: nn.Linear, gain: float) -> nn.Linear:
@@ -66,14 +108,6 @@ def flatten_parameters(module: nn.Module, shared: bool = False) -> tuple[torch.T
     return flat_params, flat_grads
 
 
-def sample_actions(logits: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
-    """Sample one action per row of logits [B, A] by inverse CDF, without torch.distributions.
-
-    Constructing a Categorical per env step costs several times the forward pass itself; softmax + cumsum + one
-    uniform draw per row is exact and cheap. Returns int64 actions [B].
-    """
-    probs = torch.softmax(logits, dim=-1).numpy()
-    cdf = np.cumsum(probs, axis=-1)
-    u = rng.random((cdf.shape[0], 1)) * cdf[:, -1:]  # scale by the last entry so rounding can never overflow
-    actions = (u >= cdf).sum(axis=-1)
-    return np.minimum(actions, probs.shape[-1] - 1).astype(np.int64)
+def parameter_count(spec: EnvSpec, config: Config) -> int:
+    """How many parameters build_model(spec, config) has (to check a checkpoint against)."""
+    return sum(p.numel() for p in build_model(spec, config)[0].parameters())

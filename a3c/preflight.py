@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.forkserver
+import signal
 from pathlib import Path
 
 from a3c.config import Config
@@ -42,4 +43,16 @@ def start_fork_server(config: Config) -> None:
     if config.resolved_start_method() != "forkserver":
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload(["a3c.preload"])
-    multiprocessing.forkserver.ensure_running()
+    # The server is started with SIGINT ignored. It inherits SIG_IGN through exec, Python then leaves SIGINT ignored,
+    # and every child it forks restores the server's own startup handler: SIG_IGN. Started with SIGINT live, a
+    # worker would run with Python's KeyboardInterrupt handler until it ignores SIGINT itself, and a Ctrl-C in that
+    # window printed its traceback.
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot be changed here
+        previous = None
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

@@ -87,5 +87,10 @@ class EpisodeLog:
             self.writer.writerow([ep.worker, ep.index, *values])
         self.file.flush()
 
+    def sync(self) -> None:
+        """Everything appended so far on disk (before a checkpoint that counts these rows)."""
+        self.file.flush()
+        os.fsync(self.file.fileno())
+
     def close(self) -> None:
         self.file.close()

@@ -1,6 +1,7 @@
-"""The main process of a run: builds the global model, the shared optimizer and the episode board (restored from a
-checkpoint with --resume), starts the worker processes under a Supervisor (a3c/supervisor.py: restarts of dead or
-hung workers), streams the board to TensorBoard, checkpoints, and shuts everything down.
+"""The main process of a run: builds the global model, the shared optimizer and the backend (a3c/backends: the
+coordinator, restored from a checkpoint with --resume, and the launcher), starts the workers under a Supervisor
+(a3c/supervisor.py: restarts of dead or hung workers), streams what they publish to TensorBoard (a3c/dashboard.py),
+checkpoints, and shuts everything down. It reaches the workers only through the backend's interfaces.
 
 Shutdown is one path for every ending (total steps, solved, a fatal worker failure, too many non-finite updates,
 Ctrl-C, SIGTERM): tell the workers to stop, give them JOIN_TIMEOUT_S to finish their update, terminate the
@@ -18,13 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.multiprocessing as mp
-from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
-from a3c.backends.shared_memory import SharedMemoryStore
-from a3c.board import BoardReader, EpisodeBoard, Stat
+from a3c.backends import Coordinator, Launcher
+from a3c.backends.serial import SerialLauncher
+from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator
+from a3c.board import EpisodeBoard, Stat
 from a3c.checkpoint import (
     LATEST,
     check_compatible,
@@ -37,18 +38,17 @@ from a3c.checkpoint import (
 from a3c.config import Config
 from a3c.dashboard import Dashboard
 from a3c.environment import EnvSpec
-from a3c.model import ActorCritic, flatten_parameters
+from a3c.model import build_model, flatten_parameters, parameter_count
 from a3c.optim import make_optimizer
 from a3c.preflight import preflight, start_fork_server
 from a3c.run_dir import RunDirectory
+from a3c.seeding import WorkerSeeds, model_init_seed
 from a3c.supervisor import Supervisor
 from a3c.tensorboard_server import TensorBoardServer
-from a3c.worker import worker_main
+from a3c.worker import Worker, worker_main
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
 JOIN_TIMEOUT_S = 5.0  # for all workers together to finish their update after a stop; then they are terminated
-# per-worker stats that count over the whole run (restored on resume); the others are gauges of a live process
-CUMULATIVE_STATS = (Stat.UPDATES, Stat.SKIPPED, Stat.GRAD_NORM_SUM, Stat.LAG_SUM)
 EXIT_FAILED = 1
 
 
@@ -90,12 +90,11 @@ class Trainer:
         self.config = config
         self.resume = load_resume(config.resume) if config.resume else None
         if self.resume is not None:
-            n_params = sum(
-                p.numel() for p in ActorCritic(self.spec.obs_dim, self.spec.n_actions, config.hidden_sizes).parameters()
-            )
             check_compatible(
-                self.resume, self.spec.obs_dim, self.spec.n_actions, n_params, f"{config.resume}/checkpoints/{LATEST}"
+                self.resume, self.spec, parameter_count(self.spec, config), f"{config.resume}/checkpoints/{LATEST}"
             )
+        # sessions of this run before this one (a resume is the next session: its workers get fresh seeds)
+        self.session = 0 if self.resume is None else int(self.resume.get("session", 0)) + 1
         self.supervisor: Supervisor | None = None
         self.tensorboard: TensorBoardServer | None = None
 
@@ -129,31 +128,22 @@ class Trainer:
             kept_episodes = trim_episode_log(run.episodes_csv, resume["episodes_written"].numpy())
         run.write_config(cfg)
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
-        torch.manual_seed(cfg.seed)
-        self.model = ActorCritic(spec.obs_dim, spec.n_actions, cfg.hidden_sizes)
+        torch.manual_seed(model_init_seed(cfg.seed))
+        self.model, self.dist = build_model(spec, cfg)
         params, _ = flatten_parameters(self.model, shared=True)
         self.optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, slots=cfg.workers)
-        board = EpisodeBoard(cfg.workers)
-        self.store = SharedMemoryStore(params, self.optimizer, board, cfg.total_steps)
+        coordinator = self.coordinator = SharedMemoryCoordinator(
+            params, self.optimizer, EpisodeBoard(cfg.workers), cfg.total_steps
+        )
         self.resumed_from_step = None
         self.restarts_before = 0
-        incarnations = None
         if resume is not None:
-            incarnations = self._restore(resume)
-        ctx = mp.get_context(cfg.resolved_start_method())
-        if cfg.resolved_start_method() == "forkserver":
-            start_fork_server(cfg)  # a3c.preload imported once, in the server (already running if train.py started it)
-        elif cfg.resolved_start_method() == "fork":
-            import a3c.preload  # noqa: F401  (the same, here: workers are forked from this process)
+            coordinator.restore(resume)
+            self.resumed_from_step = int(resume["global_step"])
+            self.restarts_before = int(resume["restarts"])
+            set_rng_state(resume["rng"])
         supervisor = self.supervisor = Supervisor(
-            ctx,
-            worker_main,
-            (self.store, cfg, spec, start),
-            cfg.workers,
-            board.stats.numpy(),
-            cfg.worker_timeout,
-            cfg.max_restarts,
-            incarnations=incarnations,
+            self._launcher(coordinator, start), cfg.workers, coordinator.stats, cfg.worker_timeout, cfg.max_restarts
         )
         dashboard: Dashboard | None = None
         exit_code, reason = 0, "total_steps"
@@ -164,21 +154,23 @@ class Trainer:
             else:
                 print(f"a3c: resuming {run.path} at step {self.resumed_from_step:,}", file=sys.stderr)
             dashboard = Dashboard(
-                run, board, cfg.total_steps, spec.reward_threshold, start, interval=self.store.interval
+                run, coordinator, cfg.total_steps, spec.reward_threshold, start, interval=coordinator.interval
             )
             if resume is not None:
-                self._continue_dashboard(dashboard, resume, kept_episodes)
+                # TensorBoard events from just past the checkpoint's step on are purged: they were written after
+                # the checkpoint, before a crash, and will be written again
+                dashboard.resume(kept_episodes, self.resumed_from_step + 1, self.restarts_before)
             exit_code, reason = self._supervise(dashboard, supervisor, signals)
         finally:
             # one shutdown for every ending, an exception (a bug) included
-            self.store.request_stop()
+            coordinator.request_stop()
             supervisor.join(JOIN_TIMEOUT_S)
             if dashboard is not None:
                 dashboard.restarts = self.restarts_before + supervisor.restarts
                 dashboard.tick()
                 wall = time.time() - start
                 self.checkpoint(run, dashboard, (LATEST,))
-                summary = self.summary(dashboard, board, wall, reason)
+                summary = self.summary(dashboard, wall, reason)
                 run.write_summary(summary)
                 dashboard.write_hparams(cfg.to_dict(), summary)
                 dashboard.save_loss_history()
@@ -195,27 +187,26 @@ class Trainer:
 
     def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: _Signals) -> tuple[int, str]:
         """The main loop: publish, checkpoint, watch the workers; returns (exit code, stop reason)."""
-        cfg, board, run = self.config, self.store.board, dashboard.run
-        stats = board.stats.numpy()
+        cfg, coordinator, run = self.config, self.coordinator, dashboard.run
         every = cfg.checkpoint_every
-        next_checkpoint = (board.global_step() // every + 1) * every if every else None
+        next_checkpoint = (coordinator.global_step() // every + 1) * every if every else None
         reason = "total_steps"
         while True:
-            time.sleep(TICK_S)
+            supervisor.launcher.wait(TICK_S)  # processes run by themselves; the serial backend runs them here
             if signals.received is not None:
                 name = signal.Signals(signals.received).name
                 return 128 + signals.received, "interrupted" if name == "SIGINT" else f"terminated ({name})"
             dashboard.restarts = self.restarts_before + supervisor.restarts
             dashboard.tick()
-            self.store.next_interval()
+            coordinator.next_interval()
             if cfg.stop_when_solved and dashboard.solved() and reason != "solved":
                 reason = "solved"
-                self.store.request_stop()
-            step = board.global_step()
+                coordinator.request_stop()
+            step = coordinator.global_step()
             if next_checkpoint is not None and step >= next_checkpoint:
                 self.checkpoint(run, dashboard, (f"step-{step}.pt", LATEST))
                 next_checkpoint = (step // every + 1) * every
-            in_row = stats[:, Stat.SKIPPED_IN_ROW]
+            in_row = coordinator.stats()[:, Stat.SKIPPED_IN_ROW]
             if in_row.max() >= cfg.max_skipped_in_row:
                 rank = int(in_row.argmax())
                 print(
@@ -225,7 +216,7 @@ class Trainer:
                     file=sys.stderr,
                 )
                 return EXIT_FAILED, f"worker {rank}: {int(in_row[rank])} non-finite updates in a row"
-            failure = supervisor.poll(stopping=self.store.should_stop())
+            failure = supervisor.poll(stopping=coordinator.should_stop())
             if failure is not None:
                 print(
                     f"a3c: error: {failure.describe()}, and it has used its {cfg.max_restarts} restarts "
@@ -238,82 +229,63 @@ class Trainer:
             if supervisor.all_done():
                 return 0, reason
 
-    # -- checkpoints and resume ----------------------------------------------------------------------------------
-    def checkpoint(self, run: RunDirectory, dashboard: Dashboard, names: tuple[str, ...]) -> None:
+    # -- backends ------------------------------------------------------------------------------------------------
+    def _launcher(self, coordinator: Coordinator, start: float) -> Launcher:
+        cfg, spec, session = self.config, self.spec, self.session
+        if cfg.backend == "serial":
+            # the workers' small forward passes gain nothing from intra-op threads, which spin against each other
+            # and against the rest of the machine (10-50x slower on a busy 2-core machine); as in a worker process
+            torch.set_num_threads(1)
+            return SerialLauncher(
+                lambda rank, incarnation: Worker(
+                    rank, coordinator.channel(rank), cfg, spec, start, WorkerSeeds(cfg.seed, session, rank, incarnation)
+                )
+            )
+        method = cfg.resolved_start_method()
+        if method == "forkserver":
+            start_fork_server(cfg)  # a3c.preload imported once, in the server (already running if train.py started it)
+        elif method == "fork":
+            import a3c.preload  # noqa: F401  (the same, here: workers are forked from this process)
+        return ProcessLauncher(
+            mp.get_context(method),
+            worker_main,
+            lambda rank: (rank, coordinator.channel(rank), cfg, spec, start, session),
+        )
+
+    # -- checkpoints -------------------------------------------------------------------------------------------
+    def checkpoint(self, run: RunDirectory, dashboard: Dashboard, names: tuple[str, ...]) -> bool:
         """Snapshot the run and write it under each of ``names`` (atomically). Taken right after a dashboard tick:
-        the episode counters saved are those of the episodes logged to episodes.csv, so a resume from this file
-        goes on exactly where the log stops."""
-        board = self.store.board
+        the episode counters saved are those of the episodes logged to episodes.csv (synced to disk first), so a
+        resume from this file goes on exactly where the log stops. A checkpoint that cannot be written (disk full)
+        is reported and the run goes on with the previous one in place; returns whether it was written."""
         supervisor = self.supervisor
+        dashboard.log.sync()
         payload = {
-            "model": self.store.params.clone(),
-            "optimizer": self.optimizer.state_dict(),
-            "global_step": board.global_step(),
-            "worker_steps": board.steps.clone(),
-            "episodes_written": torch.from_numpy(dashboard.reader.read.copy()),
-            "worker_stats": board.stats.clone(),
+            **self.coordinator.snapshot(),
             "incarnations": torch.from_numpy(supervisor.incarnations()),
             "restarts": self.restarts_before + supervisor.restarts,
+            "session": self.session,
             "obs_dim": self.spec.obs_dim,
-            "n_actions": self.spec.n_actions,
+            "n_actions": self.dist.param_dim,
+            "spaces": self.spec.describe(),
             "config": self.config.to_dict(),
             "rng": rng_state(),
         }
         for name in names:
-            save_checkpoint(run.checkpoints / name, payload)
+            try:
+                save_checkpoint(run.checkpoints / name, payload)
+            except OSError as err:
+                print(
+                    f"a3c: could not write checkpoint {run.checkpoints / name} ({err.strerror or err}); "
+                    "training goes on, the previous checkpoint is kept",
+                    file=sys.stderr,
+                )
+                return False
+        dashboard.checkpointed(payload["global_step"])
+        return True
 
-    def _restore(self, payload: dict[str, Any]) -> np.ndarray:
-        """Load the checkpoint into the freshly built shared state; returns the incarnations each rank has used.
-        A resumed run may have another number of workers: ranks beyond the new count give their steps to rank 0
-        (so the global step is exact) and their episode counters end; new ranks start at zero."""
-        board, n = self.store.board, self.config.workers
-        self.store.params.copy_(payload["model"])
-        self.optimizer.load_state_dict(payload["optimizer"])
-        steps = payload["worker_steps"].to(torch.int64)
-        written = payload["episodes_written"].to(torch.int64)
-        m = min(n, len(steps))
-        board.steps[:m] = steps[:m]
-        board.steps[0] += steps[m:].sum()
-        board.written[:m] = written[:m]
-        stats = payload["worker_stats"]
-        for col in CUMULATIVE_STATS:
-            board.stats[:m, col] = stats[:m, col]
-        self.resumed_from_step = int(payload["global_step"])
-        self.restarts_before = int(payload["restarts"])
-        set_rng_state(payload["rng"])
-        incarnations = np.zeros(n, dtype=np.int64)
-        incarnations[:m] = payload["incarnations"][:m].numpy()
-        return incarnations
-
-    def _continue_dashboard(self, dashboard: Dashboard, payload: dict[str, Any], kept: list[dict[str, float]]) -> None:
-        """Point the dashboard past what the earlier sessions logged: the board cursor at the restored counters,
-        TensorBoard events from the checkpoint's step on purged (they were written after the checkpoint, before a
-        crash, and will be written again), and the running statistics refilled from the kept episodes.csv rows."""
-        dashboard.reader = BoardReader(self.store.board, start=self.store.board.written.numpy())
-        # what SummaryWriter(purge_step=...) writes: TensorBoard drops every earlier event at or after this step
-        dashboard.writer.file_writer.add_event(
-            Event(step=self.resumed_from_step, session_log=SessionLog(status=SessionLog.START))
-        )
-        dashboard.restarts = self.restarts_before
-        dashboard.episodes = len(kept)
-        for row in kept:
-            worker = int(row["worker"])
-            dashboard.recent_returns.append(row["return"])
-            if worker in dashboard.loss_history:
-                dashboard.loss_history[worker].append(row["loss"])
-                dashboard.loss_times[worker].append(row["wall_time"])
-            mean = dashboard.mean_return_100()
-            if (
-                dashboard.solved_at_step is None
-                and dashboard.reward_threshold is not None
-                and len(dashboard.recent_returns) == dashboard.recent_returns.maxlen
-                and mean is not None
-                and mean >= dashboard.reward_threshold
-            ):
-                dashboard.solved_at_step, dashboard.solved_at_s = int(row["global_step"]), row["wall_time"]
-
-    def summary(self, dashboard: Dashboard, board: EpisodeBoard, wall: float, reason: str) -> dict[str, Any]:
-        stats = board.stats.numpy()
+    def summary(self, dashboard: Dashboard, wall: float, reason: str) -> dict[str, Any]:
+        stats = self.coordinator.stats()
         first_steps = stats[:, Stat.FIRST_STEP_TIME]
         started = first_steps[first_steps > 0]
         startup_s = float(started.max() - self.started_at) if len(started) == len(first_steps) else None
@@ -322,7 +294,7 @@ class Trainer:
         last_beat = float(stats[:, Stat.HEARTBEAT].max())
         end_s = min(wall, last_beat - dashboard.start_time) if last_beat > 0 else wall
         train_s = end_s - (float(started.min() - dashboard.start_time) if len(started) else 0.0)
-        steps = board.global_step()
+        steps = self.coordinator.global_step()
         session_steps = steps - (self.resumed_from_step or 0)
         return {
             "env": self.config.env,
@@ -339,7 +311,7 @@ class Trainer:
             "restarts": self.restarts_before + (self.supervisor.restarts if self.supervisor else 0),
             "skipped_updates": int(stats[:, Stat.SKIPPED].sum()),
             "updates": int(stats[:, Stat.UPDATES].sum()),
-            "lost_episodes": dashboard.reader.lost,
+            "lost_episodes": self.coordinator.lost,
             "stop_reason": reason,
             "resumed_from_step": self.resumed_from_step,
         }

@@ -1,12 +1,13 @@
-"""One worker process: owns K environments and a private copy of the model, and loops
+"""One worker: owns K environments and a private copy of the model, and loops
     pull global weights -> roll out n_steps in K envs -> loss (a3c.losses) -> backward -> clip -> push the gradient
-    (shared optimizer step) -> publish finished episodes on the board
-until the store says stop. Nothing in the per-step path locks or talks to another process.
+    (shared optimizer step) -> publish steps, finished episodes and its stats in one batch
+until its channel (a3c.backends.WorkerChannel) says stop. The loop does not know which backend it runs on: a process
+of its own (``worker_main``, the shared-memory backend) or a turn in the main process (the serial backend). Nothing
+in the per-step path locks or talks to another process.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import math
 import multiprocessing
@@ -16,61 +17,72 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 
 import numpy as np
 import torch
 
-from a3c.backends import ParameterStore
+from a3c.backends import WorkerChannel
 from a3c.board import FIELD, FIELDS, Stat
 from a3c.config import Config
 from a3c.environment import EnvSpec, make_env
 from a3c.losses import actor_critic_loss_grads, gae_advantages, next_state_values
-from a3c.model import ActorCritic, flatten_parameters, sample_actions
+from a3c.model import build_model, flatten_parameters
+from a3c.seeding import WorkerSeeds
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
 START_POLL_S = 0.002  # how often a worker at the start line looks whether all the others are there
-MAX_TRACEBACK_CHARS = 16_000  # < a pipe's buffer: the send never blocks, even if the main process reads late
+# The traceback sent to the supervisor is cut to this many BYTES of UTF-8: the pipe's buffer (64 KiB on Linux) holds
+# bytes, and a send that fits in it never blocks even if the main process reads late (16,000 characters of
+# non-ASCII text could be 64,000 bytes and, pickled, fill the buffer: the send would block and a crash would look
+# like a hang).
+MAX_TRACEBACK_BYTES = 16_000
 
 
 def worker_main(
     rank: int,
-    store: ParameterStore,
+    channel: WorkerChannel,
     config: Config,
     spec: EnvSpec,
     run_start: float,
+    session: int,
     incarnation: int = 0,
     errors: Connection | None = None,
 ) -> None:
-    """Process entry point. ``incarnation`` counts earlier processes of this rank (restarts, resumed runs): each
-    incarnation gets its own seeds, so a restarted worker does not replay its predecessor's episodes. An exception
-    is sent, as traceback text, on ``errors`` (this rank's pipe to the supervisor), and the process exits with 1."""
+    """Process entry point (the shared-memory backend). ``session`` counts earlier sessions of a resumed run and
+    ``incarnation`` earlier processes of this rank in this session (restarts): together with the rank they name this
+    process's random streams (a3c.seeding), so no restart or resume replays another's episodes. An exception is
+    sent, as traceback text, on ``errors`` (this rank's pipe to the launcher), and the process exits with 1."""
     # Everything inherited from the parent (fork) or the fork server goes into a generation the garbage collector
     # never scans: a full collection writes to the header of every object it visits, which would copy nearly the
     # whole inherited heap into this process (copy-on-write pages touched by a read-only workload). O(1): it links
     # the generation lists, touching no object.
     gc.freeze()
-    os.environ[RANK_ENV] = str(rank)
     torch.set_num_threads(1)  # N workers x M intra-op threads on few cores would thrash; one thread each
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
+    terminate = threading.Event()
+    # SIGTERM (the launcher's way to end a straggler) only sets a flag: the loop reads it at the top, so the update
+    # in hand is finished and the shared model never keeps half of one
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminate.set())
     _exit_with_parent()
     try:
-        if incarnation:
-            # env seeds are seed + rank + k * workers, k < envs_per_worker: shift past every earlier incarnation's
-            config = dataclasses.replace(
-                config, seed=config.seed + incarnation * config.workers * config.envs_per_worker
-            )
-        seed = config.seed + rank
-        torch.manual_seed(seed)
-        np.random.seed(seed)
-        Worker(rank, store, config, spec, run_start).run()
+        Worker(rank, channel, config, spec, run_start, WorkerSeeds(config.seed, session, rank, incarnation)).run(
+            terminate.is_set
+        )
     except Exception:
         if errors is not None:
-            errors.send(traceback.format_exc()[-MAX_TRACEBACK_CHARS:])
+            errors.send(_cut_to_bytes(traceback.format_exc(), MAX_TRACEBACK_BYTES))
             errors.close()
         else:
             traceback.print_exc()
         sys.exit(1)  # multiprocessing turns this into exitcode 1 without printing anything more
+
+
+def _cut_to_bytes(text: str, limit: int) -> str:
+    """The end of ``text`` (where the exception is), at most ``limit`` bytes of UTF-8, cut at a character boundary."""
+    data = text.encode("utf-8", errors="replace")
+    return data[-limit:].decode("utf-8", errors="ignore") if len(data) > limit else text
 
 
 def _exit_with_parent(poll_s: float = 0.5) -> None:
@@ -91,47 +103,82 @@ def _exit_with_parent(poll_s: float = 0.5) -> None:
 
 
 class Worker:
-    def __init__(self, rank: int, store: ParameterStore, config: Config, spec: EnvSpec, run_start: float) -> None:
-        self.rank, self.store, self.config, self.run_start = rank, store, config, run_start
-        self.board = store.board
-        self.rng = np.random.default_rng(config.seed + rank)
-        T, K, D = config.n_steps, config.envs_per_worker, spec.obs_dim
+    """K envs, a private model copy, and the loop. Talks to the rest of the run only through ``channel``."""
+
+    def __init__(
+        self,
+        rank: int,
+        channel: WorkerChannel,
+        config: Config,
+        spec: EnvSpec,
+        run_start: float,
+        seeds: WorkerSeeds,
+    ) -> None:
+        self.rank, self.channel, self.config, self.run_start = rank, channel, config, run_start
+        torch.manual_seed(seeds.torch)
+        self.rng = seeds.rng  # the action sampler's own stream: independent of every env's
+        T, K = config.n_steps, config.envs_per_worker
+        os.environ[RANK_ENV] = str(rank)  # read by envs as they are made (under the serial backend too)
         self.envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
-        self.model = ActorCritic(D, spec.n_actions, config.hidden_sizes)
+        self.model, self.dist = build_model(spec, config)
         self.params, self.grads = flatten_parameters(self.model)
-        # Preallocated rollout buffers, indexed [step, env]. obs[T] is the observation after the last step: the
-        # rollout-boundary bootstrap, and obs[0] of the next rollout.
-        self.obs = torch.zeros(T + 1, K, D)
-        self.final_obs = torch.zeros(T, K, D)  # the observation returned with truncated=True, where that happened
-        self.actions = torch.zeros(T, K, dtype=torch.int64)
+        # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
+        # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
+        obs_shape = spec.obs_shape
+        self.obs = torch.zeros(T + 1, K, *obs_shape)
+        self.final_obs = torch.zeros(T, K, *obs_shape)  # the observation returned with truncated=True, where it was
+        self.actions = torch.zeros(T, K, *self.dist.action_shape, dtype=self.dist.action_dtype)
         self.rewards = torch.zeros(T, K)
         self.terminated = torch.zeros(T, K)
         self.truncated = torch.zeros(T, K)
+        self.state = self.model.initial_state(K)  # the recurrent state (empty for the MLP)
         # per-env running episode statistics
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
         self.ep_loss_sum = np.zeros((K, 4))  # loss, policy, value, entropy summed over updates during the episode
         self.ep_updates = np.zeros(K, dtype=np.int64)
         self.last_loss = np.full(4, np.nan)
-        self.stats = self.board.stats.numpy()[rank]
+        # what the next publish carries: finished episodes, env steps, and this worker's stats row (it goes on from
+        # the coordinator's row: counters restored by a resume or left by this rank's previous incarnation)
+        self.finished: list[np.ndarray] = []
+        self.unpublished_steps = 0
+        self.stats = channel.load_stats()
+        self.stats[Stat.READY] = 0.0
         self.lag_interval = -1
+        # The reset observations go where the first rollout() reads them from: obs[T], copied to obs[0] at its start.
         obs_np = self.obs.numpy()
         for k, env in enumerate(self.envs):
-            env_seed = config.seed + rank + k * config.workers  # env 0 of rank r: seed + r; unique across the run
-            env.action_space.seed(env_seed)
-            obs_np[0, k] = np.asarray(env.reset(seed=env_seed)[0], dtype=np.float32).reshape(-1)
+            env.action_space.seed(seeds.action_space(k))
+            obs_np[T, k] = np.asarray(env.reset(seed=seeds.env(k))[0], dtype=np.float32).reshape(obs_shape)
 
-    def run(self) -> None:
+    def run(self, terminate: Callable[[], bool] = lambda: False) -> None:
+        """The process's loop: the start line, then iterations until the channel says stop (or ``terminate``)."""
         try:
             self.wait_at_start_line()
-            while not self.store.should_stop():
-                self.stats[Stat.HEARTBEAT] = time.time()
-                pulled_at = self.store.pull(self.params)
-                self.rollout()
-                self.update(pulled_at)
+            while not self.channel.should_stop() and not terminate():
+                self.step()
         finally:
-            for env in self.envs:
-                env.close()
+            self.close()
+
+    def step(self) -> None:
+        """One iteration: pull the global weights, roll out, update (push), publish."""
+        pulled_at = self.channel.pull(self.params)
+        self.rollout()
+        self.update(pulled_at)
+        self.publish()
+
+    def should_stop(self) -> bool:
+        return self.channel.should_stop()
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        self.envs = []
+
+    def publish(self) -> None:
+        self.stats[Stat.HEARTBEAT] = time.time()
+        self.channel.publish(self.unpublished_steps, self.finished, self.stats)
+        self.finished, self.unpublished_steps = [], 0
 
     def wait_at_start_line(self) -> None:
         """Mark this worker ready (envs made and reset, model built), then wait until every worker is, so that all
@@ -139,10 +186,10 @@ class Worker:
         (about a second for 16 workers under forkserver), and that ramp falls inside summary.json's steps_per_s
         window. A restarted worker finds the flags already up and passes at once; the heartbeat keeps the
         supervisor's hang check quiet while waiting; a stop (a failed worker, Ctrl-C) ends the wait."""
-        ready = self.board.stats.numpy()[:, Stat.READY]
         self.stats[Stat.READY] = 1.0
-        while not ready.all() and not self.store.should_stop():
-            self.stats[Stat.HEARTBEAT] = time.time()
+        self.publish()
+        while not self.channel.all_ready() and not self.channel.should_stop():
+            self.publish()  # the heartbeat
             time.sleep(START_POLL_S)
 
     def rollout(self) -> None:
@@ -150,21 +197,22 @@ class Worker:
         obs_np, final_np = self.obs.numpy(), self.final_obs.numpy()
         rewards, terminated, truncated = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
         actions_np = self.actions.numpy()
-        self.obs[0] = self.obs[T]  # carried over from the previous rollout (no-op on the first)
+        obs_shape = obs_np.shape[2:]
+        self.obs[0] = self.obs[T]  # carried over from the previous rollout (or the reset observations)
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
-        base_step = self.board.global_step()
+        base_step = self.channel.global_step() + self.unpublished_steps
         step_rewards, step_terms, step_truncs = [0.0] * K, [False] * K, [False] * K
         next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
         for t in range(T):
             with torch.inference_mode():
-                logits, _ = self.model(self.obs[t])
-            actions = sample_actions(logits, self.rng)
+                params, self.state = self.model.policy(self.obs[t], self.state)
+            actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
             ended = []
             # the per-env loop only steps and collects; the bookkeeping below is one numpy operation per step for all
             # K envs (a numpy scalar write costs as much as a small vector one)
-            for k, (env, action) in enumerate(zip(self.envs, actions.tolist(), strict=True)):
+            for k, (env, action) in enumerate(zip(self.envs, self.dist.env_actions(actions), strict=True)):
                 obs, step_rewards[k], step_terms[k], step_truncs[k], _ = env.step(action)
                 if step_terms[k] or step_truncs[k]:
                     ended.append((k, obs))
@@ -174,14 +222,14 @@ class Worker:
             terminated[t] = step_terms
             # a terminal state is terminal even at the time limit: truncated only where not terminated
             np.greater(step_truncs, step_terms, out=truncated[t])
-            obs_np[t + 1] = np.asarray(next_obs, dtype=np.float32).reshape(K, -1)
+            obs_np[t + 1] = np.asarray(next_obs, dtype=np.float32).reshape(K, *obs_shape)
             self.ep_return += rewards[t]
             self.ep_length += 1
             for k, final_obs in ended:
                 if truncated[t, k]:
-                    final_np[t, k] = np.asarray(final_obs, dtype=np.float32).reshape(-1)
+                    final_np[t, k] = np.asarray(final_obs, dtype=np.float32).reshape(obs_shape)
                 self.finish_episode(k, base_step + (t + 1) * K)
-        self.board.add_steps(self.rank, T * K)
+        self.unpublished_steps += T * K
 
     def finish_episode(self, k: int, global_step: int) -> None:
         losses = self.ep_loss_sum[k] / self.ep_updates[k] if self.ep_updates[k] else self.last_loss
@@ -191,31 +239,34 @@ class Worker:
         row[FIELD["loss"] : FIELD["entropy"] + 1] = losses
         row[FIELD["global_step"]] = global_step
         row[FIELD["wall_time"]] = time.time() - self.run_start
-        self.board.write(self.rank, row)
+        self.finished.append(row)
         self.ep_return[k], self.ep_length[k], self.ep_updates[k] = 0.0, 0, 0
         self.ep_loss_sum[k] = 0.0
 
     def update(self, pulled_at: int) -> None:
         cfg = self.config
-        T, K, D = cfg.n_steps, cfg.envs_per_worker, self.obs.shape[-1]
+        T, K = cfg.n_steps, cfg.envs_per_worker
+        obs_shape = self.obs.shape[2:]
         # one batched forward over the whole rollout (+ the boundary observation) with autograd on
-        logits, values_all = self.model(self.obs.view((T + 1) * K, D))
+        params, values_all, _ = self.model(self.obs.view((T + 1) * K, *obs_shape))
         values_all = values_all.view(T + 1, K)
         values = values_all[:T]
         final_values = torch.zeros(T, K)
         if self.truncated.any():
             with torch.no_grad():
-                final_values = self.model(self.final_obs.view(T * K, D))[1].view(T, K)
+                final_values = self.model(self.final_obs.view(T * K, *obs_shape))[1].view(T, K)
         dones = torch.maximum(self.terminated, self.truncated)
         next_values = next_state_values(values.detach(), values_all[T].detach(), final_values, self.truncated)
         advantages, returns = gae_advantages(
             self.rewards, values.detach(), next_values, self.terminated, dones, cfg.gamma, cfg.gae_lambda
         )
-        # the loss's gradient w.r.t. the network outputs in closed form; autograd then only runs through the network
-        terms, dlogits, dvalues = actor_critic_loss_grads(
-            logits[: T * K],
+        # the loss's gradient w.r.t. the network outputs (closed form where the distribution has one); autograd then
+        # only runs through the network
+        terms, dparams, dvalues = actor_critic_loss_grads(
+            self.dist,
+            params[: T * K],
             values.reshape(-1),
-            self.actions.view(-1),
+            self.actions.view(T * K, *self.dist.action_shape),
             advantages.view(-1),
             returns.view(-1),
             cfg.ent_coef,
@@ -223,7 +274,7 @@ class Worker:
         )
         self.grads.zero_()
         # fills self.grads (the .grad views of our private flat buffer)
-        torch.autograd.backward((logits[: T * K], values.reshape(-1)), (dlogits, dvalues))
+        torch.autograd.backward((params[: T * K], values.reshape(-1)), (dparams, dvalues))
         grad_norm = float(self.grads.norm())
         loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):
@@ -232,18 +283,16 @@ class Worker:
             return
         if grad_norm > cfg.max_grad_norm:
             self.grads.mul_(cfg.max_grad_norm / (grad_norm + 1e-6))
-        lag = self.store.push(self.grads, self.rank, pulled_at)
+        lag = self.channel.push(self.grads, pulled_at)
         self.record_update(loss_values, grad_norm, lag)
 
     def record_update(self, loss_values: np.ndarray, grad_norm: float, lag: int) -> None:
-        # Built in a private copy, then published with one slice assignment: a worker killed (SIGKILL) mid-update
-        # leaves its shared stats row either before or after this update, never with the counters half-advanced.
-        s = self.stats.copy()
+        s = self.stats
         s[Stat.UPDATES] += 1
         s[Stat.SKIPPED_IN_ROW] = 0
         s[Stat.GRAD_NORM_SUM] += grad_norm
         s[Stat.LAG_SUM] += lag
-        interval = self.store.interval()
+        interval = self.channel.interval()
         if interval != self.lag_interval:  # a new logging interval: its max starts afresh
             self.lag_interval = interval
             s[Stat.LAG_MAX] = lag
@@ -251,8 +300,6 @@ class Worker:
         else:
             s[Stat.LAG_MAX] = max(s[Stat.LAG_MAX], lag)
         s[Stat.LOSS : Stat.ENTROPY + 1] = loss_values
-        s[Stat.HEARTBEAT] = time.time()
-        self.stats[:] = s
         self.last_loss = loss_values
         self.ep_loss_sum += loss_values
         self.ep_updates += 1

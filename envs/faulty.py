@@ -6,6 +6,8 @@ observations at a chosen step, on chosen worker ranks only.
                                      nan_at=20 nan_for=1             every rank: one NaN observation at step 20
                                                                      (nan_for=0: NaN from step nan_at on, forever)
                                      pid_dir=/tmp/d                  each worker writes /tmp/d/rank-<rank>.pid
+                                     crash_pad=N                     the crash's message ends with N emoji
+                                                                     (4 bytes each in UTF-8: a huge traceback)
 
 Steps are counted per env instance (a worker with --envs-per-worker K has K of them), from 1. An env does not know
 which worker runs it, so it reads the rank from the environment variable A3C_WORKER_RANK, which a3c.worker sets first
@@ -51,6 +53,7 @@ class FaultyEnv(gym.Env):
         nan_for: int = 1,
         nan_ranks: int | str | None = None,
         pid_dir: str | None = None,
+        crash_pad: int = 0,
     ) -> None:
         self.inner = CartPoleEnv()
         self.observation_space = self.inner.observation_space
@@ -60,7 +63,7 @@ class FaultyEnv(gym.Env):
         self.crash_at = crash_at if self._applies(crash_ranks) else 0
         self.hang_at = hang_at if self._applies(hang_ranks) else 0
         self.nan_at = nan_at if self._applies(nan_ranks) else 0
-        self.hang_s, self.nan_for = hang_s, nan_for
+        self.hang_s, self.nan_for, self.crash_pad = hang_s, nan_for, crash_pad
         self.steps = 0
         if pid_dir is not None and self.rank is not None:  # lets a test find (and kill) the worker of a rank
             path = os.path.join(pid_dir, f"rank-{self.rank}.pid")
@@ -81,7 +84,8 @@ class FaultyEnv(gym.Env):
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         self.steps += 1
         if self.crash_at and self.steps == self.crash_at:
-            raise RuntimeError(f"envs/Faulty-v0: injected crash at step {self.steps} on rank {self.rank}")
+            pad = "\N{GRINNING FACE}" * self.crash_pad
+            raise RuntimeError(f"envs/Faulty-v0: injected crash at step {self.steps} on rank {self.rank}{pad}")
         if self.hang_at and self.steps == self.hang_at:
             time.sleep(self.hang_s)
         obs, reward, terminated, truncated, info = self.inner.step(action)

@@ -19,20 +19,22 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table  # noqa: E402
 
-from a3c.backends.shared_memory import SharedMemoryStore  # noqa: E402
+from a3c.backends.shared_memory import SharedMemoryCoordinator  # noqa: E402
 from a3c.board import EpisodeBoard  # noqa: E402
 from a3c.config import Config  # noqa: E402
 from a3c.environment import describe_env  # noqa: E402
-from a3c.model import ActorCritic, flatten_parameters  # noqa: E402
+from a3c.model import build_model, flatten_parameters  # noqa: E402
 from a3c.optim import make_optimizer  # noqa: E402
+from a3c.seeding import WorkerSeeds  # noqa: E402
 from a3c.worker import Worker  # noqa: E402
 
 # phase name -> (file suffix, function name) whose cumulative time makes that phase; where several functions match
 # (gymnasium's nested wrappers all define `step`), the outermost, i.e. the largest cumulative time, is the phase
 PHASES = {
     "env.step (gymnasium, with its wrappers)": ("gymnasium/wrappers/common.py", "step"),
-    "model forward (acting + update)": ("a3c/model.py", "forward"),
-    "action sampling": ("a3c/model.py", "sample_actions"),
+    "model forward (update)": ("a3c/model.py", "forward"),
+    "model forward (acting)": ("a3c/model.py", "policy"),
+    "action sampling": ("a3c/distributions.py", "sample"),
     "update: forward+loss+backward+clip": ("a3c/worker.py", "update"),
     "optimizer step (push)": ("a3c/backends/shared_memory.py", "push"),
     "weight pull": ("a3c/backends/shared_memory.py", "pull"),
@@ -53,11 +55,11 @@ def main() -> None:
         env=args.env, workers=1, envs_per_worker=args.envs_per_worker, n_steps=args.n_steps, total_steps=args.steps
     )
     spec = describe_env(cfg.env, cfg.env_kwargs)
-    params, _ = flatten_parameters(ActorCritic(spec.obs_dim, spec.n_actions, cfg.hidden_sizes), shared=True)
-    store = SharedMemoryStore(
+    params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
+    coordinator = SharedMemoryCoordinator(
         params, make_optimizer(cfg.optimizer, params, cfg.lr, 1), EpisodeBoard(1), cfg.total_steps
     )
-    worker = Worker(0, store, cfg, spec, time.time())
+    worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
     profiler = cProfile.Profile()
     start = time.perf_counter()
     profiler.enable()

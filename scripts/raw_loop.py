@@ -14,18 +14,20 @@ def _raw_worker(env_id: str, envs: int, seconds: float, seed: int, out: mp.Queue
     import numpy as np
     import torch
 
-    from a3c.model import ActorCritic, sample_actions
+    from a3c.config import Config
+    from a3c.environment import spec_of
+    from a3c.model import build_model
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(seed)
     env_list = [gym.make(env_id) for _ in range(envs)]
     obs = np.stack([e.reset(seed=seed + i)[0] for i, e in enumerate(env_list)]).astype(np.float32)
-    model = ActorCritic(obs.shape[1], env_list[0].action_space.n, (64, 64))
+    model, dist = build_model(spec_of(env_list[0], env_id), Config(env=env_id))  # the trainer's default model
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         with torch.inference_mode():
-            logits, _ = model(torch.from_numpy(obs))
-        actions = sample_actions(logits, rng)
+            logits, _ = model.policy(torch.from_numpy(obs))
+        actions = dist.sample(logits, rng)
         for k, env in enumerate(env_list):
             o, _, term, trunc, _ = env.step(int(actions[k]))
             if term or trunc:

@@ -4,6 +4,7 @@ foreign or incomplete files, RNG state round trip, and episodes.csv trimming for
 import csv
 import random
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -19,6 +20,7 @@ from a3c.checkpoint import (
     trim_episode_log,
 )
 from a3c.config import Config
+from a3c.environment import EnvSpec
 from a3c.errors import UserError
 
 
@@ -161,13 +163,24 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
         resume_config(payload, tmp_path, {"lr": -1.0, "total_steps": 5000})
 
 
+def _spec(obs_dim, n_actions):
+    return EnvSpec("Test-v0", gym.spaces.Box(-1, 1, (obs_dim,)), gym.spaces.Discrete(n_actions), None, None)
+
+
 def test_check_compatible_names_the_mismatch():
     payload = _payload()
-    check_compatible(payload, 4, 2, 10, "ckpt")
+    check_compatible(payload, _spec(4, 2), 10, "ckpt")
     with pytest.raises(UserError, match="observations of size 4 and 2 actions, but the env now has 6 and 3"):
-        check_compatible(payload, 6, 3, 10, "ckpt")
+        check_compatible(payload, _spec(6, 3), 10, "ckpt")
     with pytest.raises(UserError, match="holds 10 parameters but the model has 12"):
-        check_compatible(payload, 4, 2, 12, "ckpt")
+        check_compatible(payload, _spec(4, 2), 12, "ckpt")
+    # checkpoints that record the spaces are checked against them
+    payload["spaces"] = _spec(4, 2).describe()
+    check_compatible(payload, _spec(4, 2), 10, "ckpt")
+    with pytest.raises(UserError, match=r"trained on Box\(-1.0, 1.0, \(4,\), float32\) observations and Discrete\(2\)"):
+        check_compatible(
+            payload, EnvSpec("T", gym.spaces.Box(-2, 2, (4,)), gym.spaces.Discrete(2), None, None), 10, "c"
+        )
 
 
 def test_rng_state_round_trip_survives_the_safe_loader(tmp_path):

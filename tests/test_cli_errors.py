@@ -12,8 +12,9 @@ import torch
 
 from a3c.checkpoint import rng_state, save_checkpoint
 from a3c.config import Config
+from a3c.environment import describe_env
 from a3c.errors import run_cli
-from a3c.model import ActorCritic
+from a3c.model import parameter_count
 from a3c.train import main
 
 SPACES_MODULE = textwrap.dedent(
@@ -163,7 +164,7 @@ def _checkpointed_run(tmp_path, **changes):
     """A run directory with a well-formed CartPole checkpoint at step 500 (``changes`` replace entries)."""
     run = _a_run(tmp_path)
     config = Config(workers=1, total_steps=1000, run_dir=str(run))
-    params = torch.cat([p.detach().reshape(-1) for p in ActorCritic(4, 2, config.hidden_sizes).parameters()])
+    params = torch.zeros(parameter_count(describe_env("CartPole-v1"), config))
     payload = {
         "model": params,
         "optimizer": {"lr": 1e-3, "steps": torch.tensor([50])},
@@ -190,6 +191,12 @@ def _checkpointed_run(tmp_path, **changes):
         ({"model": torch.zeros(7)}, [], "holds 7 parameters but the model has"),
         ({}, ["--env", "Acrobot-v1"], "--env 'Acrobot-v1' differs from the resumed run's 'CartPole-v1'"),
         ({}, ["--hidden-sizes", "32"], "--hidden-sizes [32] differs"),
+        ({}, ["--shared-torso"], "--shared-torso True differs"),
+        (
+            {"spaces": {"observation_space": "Box(-1.0, 1.0, (6,), float32)", "action_space": "Discrete(3)"}},
+            [],
+            "was trained on Box(-1.0, 1.0, (6,), float32) observations and Discrete(3) actions, but the env now has",
+        ),
         ({"global_step": 1000}, [], "already at step 1,000, not below --total-steps 1,000"),
         ({}, ["--total-steps", "400"], "give a larger --total-steps"),
         ({"optimizer": "not a dict"}, [], "no valid 'optimizer' entry"),

@@ -5,13 +5,16 @@ import re
 
 import numpy as np
 import pytest
+import torch
 from procs import DESIGN_TAGS
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
+from a3c.backends.shared_memory import SharedMemoryCoordinator
 from a3c.board import FIELD, FIELDS, EpisodeBoard, Stat
 from a3c.dashboard import HPARAM_METRICS, LOSS_HISTORY_TAG, Dashboard, custom_scalars_layout, hparam_values
+from a3c.optim import make_optimizer
 from a3c.plots import png_size
 from a3c.run_dir import RunDirectory
 
@@ -48,6 +51,12 @@ def update(board: EpisodeBoard, rank: int, lag: int, interval: int) -> None:
     s[Stat.LOSS : Stat.ENTROPY + 1] = (1.0, 0.5, 0.25, 0.6)
 
 
+def coordinator_for(board: EpisodeBoard) -> SharedMemoryCoordinator:
+    """The main process's side of the shared-memory backend around ``board`` (the model is a dummy)."""
+    params = torch.zeros(1).share_memory_()
+    return SharedMemoryCoordinator(params, make_optimizer("adam", params, 1e-3, board.workers), board, 10**9)
+
+
 def read_events(path) -> EventAccumulator:
     ea = EventAccumulator(str(path), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
     ea.Reload()
@@ -61,7 +70,9 @@ def dashboard(tmp_path):
     run.plots.mkdir()
     board = EpisodeBoard(WORKERS, capacity=64)
     interval = Interval()
-    dash = Dashboard(run, board, total_steps=10_000, reward_threshold=None, start_time=0.0, interval=interval)
+    dash = Dashboard(
+        run, coordinator_for(board), total_steps=10_000, reward_threshold=None, start_time=0.0, interval=interval
+    )
     yield dash, board, interval
     dash.close()
 
@@ -105,7 +116,7 @@ def test_scalars_of_every_worker_and_policy_lag_max_of_the_ending_interval(dashb
 def test_policy_lag_max_without_an_interval_source_uses_the_newest_tagged_interval(tmp_path):
     run = RunDirectory(tmp_path)
     board = EpisodeBoard(2, capacity=8)
-    dash = Dashboard(run, board, total_steps=100, reward_threshold=None, start_time=0.0)
+    dash = Dashboard(run, coordinator_for(board), total_steps=100, reward_threshold=None, start_time=0.0)
     update(board, 0, 9, 4)  # worker 0 last updated in interval 4
     update(board, 1, 5, 5)  # worker 1 is in interval 5: only its maximum is of the ending interval
     board.add_steps(0, 10)
@@ -172,7 +183,9 @@ def test_loss_history_figure_is_refreshed_during_the_run_and_published_as_an_ima
     run = RunDirectory(tmp_path)
     run.plots.mkdir()
     board = EpisodeBoard(2, capacity=64)
-    dash = Dashboard(run, board, total_steps=100, reward_threshold=None, start_time=0.0, plot_every_s=0.0)
+    dash = Dashboard(
+        run, coordinator_for(board), total_steps=100, reward_threshold=None, start_time=0.0, plot_every_s=0.0
+    )
     for i in range(5):
         for rank in range(2):
             board.write(rank, episode(ret=1.0, loss=float(i + rank), global_step=10 * i, wall_time=float(i)))

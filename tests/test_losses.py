@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from a3c.distributions import Categorical
 from a3c.losses import (
     actor_critic_loss,
     actor_critic_loss_grads,
@@ -134,7 +135,7 @@ def test_actor_critic_loss_matches_torch_distributions():
     actions = torch.randint(0, 4, (6,), generator=g)
     adv = torch.randn(6, generator=g)
     ret = torch.randn(6, generator=g)
-    terms = actor_critic_loss(logits, values, actions, adv, ret, ent_coef=0.01, vf_coef=0.5)
+    terms = actor_critic_loss(Categorical(4), logits, values, actions, adv, ret, ent_coef=0.01, vf_coef=0.5)
     dist = torch.distributions.Categorical(logits=logits)
     policy = -(dist.log_prob(actions) * adv).mean()
     value = 0.5 * ((ret - values) ** 2).mean()
@@ -145,7 +146,7 @@ def test_actor_critic_loss_matches_torch_distributions():
     assert math.isclose(terms.total.item(), (policy + 0.5 * value - 0.01 * entropy).item(), rel_tol=1e-6)
     # advantages are constants for the policy term: no gradient reaches them through the loss
     adv.requires_grad_(True)
-    actor_critic_loss(logits, values, actions, adv, ret, 0.01, 0.5).total.backward()
+    actor_critic_loss(Categorical(4), logits, values, actions, adv, ret, 0.01, 0.5).total.backward()
     assert adv.grad is None
 
 
@@ -158,9 +159,11 @@ def test_closed_form_loss_gradients_match_autograd(seed):
     actions = torch.randint(0, A, (B,), generator=g)
     adv = torch.randn(B, generator=g, dtype=torch.float64)
     ret = torch.randn(B, generator=g, dtype=torch.float64)
-    reference = actor_critic_loss(logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7)
+    reference = actor_critic_loss(Categorical(A), logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7)
     reference.total.backward()
-    terms, dlogits, dvalues = actor_critic_loss_grads(logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7)
+    terms, dlogits, dvalues = actor_critic_loss_grads(
+        Categorical(A), logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7
+    )
     for ours, theirs in zip(terms, reference, strict=True):
         assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
     torch.testing.assert_close(dlogits, logits.grad, rtol=1e-12, atol=1e-12)
@@ -176,11 +179,34 @@ def test_closed_form_gradients_reach_the_network_like_autograd():
     obs = torch.randn(10, 4, dtype=torch.float64)
     actions = torch.randint(0, 2, (8,))
     adv, ret = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
-    logits, values = model(obs)  # the last 2 rows take no part in the loss (like the rollout's boundary row)
-    actor_critic_loss(logits[:8], values[:8], actions, adv, ret, 0.01, 0.5).total.backward()
+    dist = Categorical(2)
+    logits, values, _ = model(obs)  # the last 2 rows take no part in the loss (like the rollout's boundary row)
+    actor_critic_loss(dist, logits[:8], values[:8], actions, adv, ret, 0.01, 0.5).total.backward()
     expected = grads.clone()
     grads.zero_()
-    logits, values = model(obs)
-    _, dlogits, dvalues = actor_critic_loss_grads(logits[:8], values[:8], actions, adv, ret, 0.01, 0.5)
+    logits, values, _ = model(obs)
+    _, dlogits, dvalues = actor_critic_loss_grads(dist, logits[:8], values[:8], actions, adv, ret, 0.01, 0.5)
     torch.autograd.backward((logits[:8], values[:8]), (dlogits, dvalues))
     torch.testing.assert_close(grads, expected, rtol=1e-10, atol=1e-12)
+
+
+class NoClosedForm(Categorical):
+    """Categorical without its closed form: the loss falls back to autograd over the head's output."""
+
+    def policy_grad(self, params, actions, advantages, ent_coef):
+        return None
+
+
+def test_loss_gradients_without_a_closed_form_match_the_closed_form():
+    g = torch.Generator().manual_seed(4)
+    B, A = 10, 5
+    logits = torch.randn(B, A, generator=g, dtype=torch.float64)
+    values = torch.randn(B, generator=g, dtype=torch.float64)
+    actions = torch.randint(0, A, (B,), generator=g)
+    adv, ret = torch.randn(B, generator=g, dtype=torch.float64), torch.randn(B, generator=g, dtype=torch.float64)
+    closed = actor_critic_loss_grads(Categorical(A), logits, values, actions, adv, ret, 0.03, 0.5)
+    general = actor_critic_loss_grads(NoClosedForm(A), logits, values, actions, adv, ret, 0.03, 0.5)
+    for ours, theirs in zip(general[0], closed[0], strict=True):
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
+    torch.testing.assert_close(general[1], closed[1], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(general[2], closed[2])

@@ -2,8 +2,12 @@
 process: each ends the run in time, leaves no process and no /dev/shm entry behind, and (when orderly) writes the
 final checkpoint and summary.json."""
 
+import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -109,3 +113,25 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path, start_method):
         assert not leaked_shm(before, children | {run.pid})
     finally:
         run.cleanup()
+
+
+@pytest.mark.timeout(60)
+def test_fork_server_children_start_with_sigint_ignored():
+    """Risk closed (f374bab): the fork server was started with SIGINT live, so a worker it forked ran with Python's
+    KeyboardInterrupt handler until the worker ignored SIGINT itself; a Ctrl-C in that window (1 in 6 trials)
+    printed a worker's traceback. Checked in a fresh interpreter: the fork server is one per process."""
+    script = (
+        "import multiprocessing as mp\n"
+        "from a3c.config import Config\n"
+        "from a3c.preflight import start_fork_server\n"
+        "from _sigint_probe import report_sigint\n"
+        "if __name__ == '__main__':\n"
+        "    start_fork_server(Config(start_method='forkserver'))\n"
+        "    p = mp.get_context('forkserver').Process(target=report_sigint)\n"
+        "    p.start(); p.join(30)\n"
+        "    raise SystemExit(p.exitcode)\n"
+    )
+    tests_dir = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0, f"the fork server's child began with SIGINT live (exit {done.returncode})"

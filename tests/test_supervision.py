@@ -22,6 +22,7 @@ from procs import (
     wait_for,
 )
 
+from a3c.backends.shared_memory import ProcessLauncher
 from a3c.board import Stat
 from a3c.supervisor import Supervisor
 
@@ -180,7 +181,8 @@ def test_supervisor_stops_restarting_at_the_limit_and_counts_incarnations():
 
     ctx = mp.get_context("fork")
     stats = np.zeros((1, len(Stat)))
-    sup = Supervisor(ctx, _exit_with, (3,), 1, stats, worker_timeout=30.0, max_restarts=2, log=lambda line: None)
+    launcher = ProcessLauncher(ctx, _exit_with, lambda rank: (rank, 3))
+    sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=30.0, max_restarts=2, log=lambda line: None)
     sup.start_all()
     assert wait_for(lambda: sup.poll(stopping=False) is not None or sup.failure is not None, timeout=30)
     failure = sup.failure
@@ -194,7 +196,8 @@ def test_supervisor_kills_a_worker_without_heartbeat():
 
     ctx = mp.get_context("fork")
     stats = np.zeros((1, len(Stat)))
-    sup = Supervisor(ctx, _sleep, (60,), 1, stats, worker_timeout=0.5, max_restarts=0, log=lambda line: None)
+    launcher = ProcessLauncher(ctx, _sleep, lambda rank: (rank, 60))
+    sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=0.5, max_restarts=0, log=lambda line: None)
     sup.start_all()
     stats[0, Stat.HEARTBEAT] = sup.slots[0].started_at + 0.01  # one heartbeat, then silence
     pid = sup.pids()[0]

@@ -1,42 +1,60 @@
-"""The shared-memory parameter store (the default backend): global parameters, optimizer state, board and control
-flags in shared tensors on this machine, reached by worker processes Hogwild-style, without locks."""
+"""The shared-memory backend (the default): the global parameters, the optimizer state, the episode board and the
+control flags are tensors in shared memory on this machine; workers are processes that reach them Hogwild-style,
+without locks. ``SharedMemoryCoordinator`` is the main process's side, ``SharedMemoryChannel`` a worker's (sent to
+the worker process by pickling: torch passes its tensors as shared memory), ``ProcessLauncher`` starts the processes.
+
+The same coordinator serves the serial backend (a3c/backends/serial.py), whose workers run in this process: the
+tensors are then simply memory, and the channel is the same code.
+"""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import numpy as np
 import torch
 
-from a3c.board import EpisodeBoard
+from a3c.board import BoardReader, Episode, EpisodeBoard, Stat
 from a3c.optim import _SharedOptimizer
 
 STOP, INTERVAL = 0, 1  # slots of the control tensor; the main process is their only writer
+# per-worker stats that count over the whole run (restored on resume); the others are gauges of a live process
+CUMULATIVE_STATS = (Stat.UPDATES, Stat.SKIPPED, Stat.GRAD_NORM_SUM, Stat.LAG_SUM)
 
 
-class SharedMemoryStore:
-    """Everything a worker process shares with the others. Picklable: torch sends its tensors as shared memory."""
+class SharedMemoryChannel:
+    """A worker's view of the shared state (a3c.backends.WorkerChannel). Picklable."""
 
     def __init__(
-        self, params: torch.Tensor, optimizer: _SharedOptimizer, board: EpisodeBoard, total_steps: int
+        self,
+        rank: int,
+        params: torch.Tensor,
+        optimizer: _SharedOptimizer,
+        board: EpisodeBoard,
+        control: torch.Tensor,
+        total_steps: int,
     ) -> None:
-        if not params.is_shared():
-            raise ValueError("the global parameters must be in shared memory")
-        self.params = params
-        self.optimizer = optimizer
-        self.board = board
-        self.total_steps = total_steps
-        self.control = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self.rank, self.params, self.optimizer, self.board = rank, params, optimizer, board
+        self.control, self.total_steps = control, total_steps
 
-    # -- worker side -------------------------------------------------------------------------------------------
     def pull(self, dest: torch.Tensor) -> int:
         dest.copy_(self.params)  # one memcpy of the whole model; other workers may be writing (Hogwild)
         return self.optimizer.step_count()
 
-    def push(self, grad: torch.Tensor, rank: int, pulled_at: int) -> int:
+    def push(self, grad: torch.Tensor, pulled_at: int) -> int:
         """The gradient handoff. The worker's gradient lives in its own (private) flat buffer; the shared optimizer
         reads it and updates the shared parameters and shared moments in place. No gradient tensor is ever shared,
         so there is no `.grad` of the global model to keep alive across processes (the usual Hogwild pitfall), and
         workers never see each other's half-written gradients: only parameter and moment updates interleave."""
         lag = self.optimizer.step_count() - pulled_at
-        self.optimizer.step(grad, slot=rank)
+        self.optimizer.step(grad, slot=self.rank)
         return lag
 
     def should_stop(self) -> bool:
@@ -45,9 +63,210 @@ class SharedMemoryStore:
     def interval(self) -> int:
         return int(self.control[INTERVAL])
 
-    # -- main side ---------------------------------------------------------------------------------------------
+    def global_step(self) -> int:
+        return self.board.global_step()
+
+    def load_stats(self) -> np.ndarray:
+        return self.board.stats.numpy()[self.rank].copy()
+
+    def publish(self, steps: int, episodes: Sequence[np.ndarray], stats: np.ndarray) -> None:
+        # the steps first: an episode the main process can read is then always within the global step it reads
+        # after it (a checkpoint's global_step covers every episode it counts)
+        if steps:
+            self.board.add_steps(self.rank, steps)
+        for row in episodes:  # each row is published by its counter (a3c.board's write protocol)
+            self.board.write(self.rank, row)
+        # one slice assignment: a worker killed (SIGKILL) mid-publish leaves its stats row either before or after
+        # this batch, never with the counters half-advanced
+        self.board.stats.numpy()[self.rank] = stats
+
+    def all_ready(self) -> bool:
+        return bool(self.board.stats.numpy()[:, Stat.READY].all())
+
+
+class SharedMemoryCoordinator:
+    """The main process's view (a3c.backends.Coordinator)."""
+
+    def __init__(
+        self, params: torch.Tensor, optimizer: _SharedOptimizer, board: EpisodeBoard, total_steps: int
+    ) -> None:
+        if not params.is_shared():
+            raise ValueError("the global parameters must be in shared memory")
+        self.params, self.optimizer, self.board, self.total_steps = params, optimizer, board, total_steps
+        self.workers = board.workers
+        self.control = torch.zeros(2, dtype=torch.int64).share_memory_()
+        self.reader = BoardReader(board)
+
+    def channel(self, rank: int) -> SharedMemoryChannel:
+        return SharedMemoryChannel(rank, self.params, self.optimizer, self.board, self.control, self.total_steps)
+
+    # -- reading -----------------------------------------------------------------------------------------------
+    def drain(self) -> list[Episode]:
+        return self.reader.drain()
+
+    @property
+    def lost(self) -> int:
+        return self.reader.lost
+
+    def episodes_read(self) -> np.ndarray:
+        return self.reader.read.copy()
+
+    def stats(self) -> np.ndarray:
+        return self.board.stats.numpy()
+
+    def global_step(self) -> int:
+        return self.board.global_step()
+
+    # -- control -----------------------------------------------------------------------------------------------
+    def should_stop(self) -> bool:
+        return bool(self.control[STOP]) or self.global_step() >= self.total_steps
+
     def request_stop(self) -> None:
         self.control[STOP] = 1
 
+    def interval(self) -> int:
+        return int(self.control[INTERVAL])
+
     def next_interval(self) -> None:
         self.control[INTERVAL] += 1
+
+    # -- checkpoints -------------------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        steps = self.board.steps.clone()  # one read of the counters: global_step is exactly their sum
+        return {
+            "model": self.params.clone(),
+            "optimizer": self.optimizer.state_dict(),
+            "global_step": int(steps.sum()),
+            "worker_steps": steps,
+            "episodes_written": torch.from_numpy(self.reader.read.copy()),
+            "worker_stats": self.board.stats.clone(),
+        }
+
+    def restore(self, payload: dict[str, Any]) -> None:
+        """A resumed run may have another number of workers: ranks beyond the new count give their steps to rank 0
+        (so the global step is exact) and their episode counters end; new ranks start at zero."""
+        board, n = self.board, self.workers
+        self.params.copy_(payload["model"])
+        self.optimizer.load_state_dict(payload["optimizer"])
+        steps = payload["worker_steps"].to(torch.int64)
+        written = payload["episodes_written"].to(torch.int64)
+        m = min(n, len(steps))
+        board.steps[:m] = steps[:m]
+        board.steps[0] += steps[m:].sum()
+        board.written[:m] = written[:m]
+        for col in CUMULATIVE_STATS:
+            board.stats[:m, col] = payload["worker_stats"][:m, col]
+        self.reader = BoardReader(board, start=board.written.numpy())
+
+
+# -- processes ---------------------------------------------------------------------------------------------------
+@dataclass
+class _Process:
+    process: Any  # multiprocessing BaseProcess
+    errors: Connection  # read end of this incarnation's traceback pipe
+
+
+class ProcessLauncher:
+    """Starts ``target(*args_for(rank), incarnation, errors_pipe)`` as a process per worker (a3c.backends.Launcher).
+
+    Each worker process gets its own one-way pipe for its traceback (one writer per pipe, so a worker killed while
+    writing cannot leave a lock held for the others, as a shared queue could)."""
+
+    def __init__(
+        self,
+        ctx: Any,
+        target: Callable[..., None],
+        args_for: Callable[[int], tuple[Any, ...]],
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.ctx, self.target, self.args_for = ctx, target, args_for
+        self.procs: dict[int, _Process] = {}
+        self.log = log or (lambda line: print(line, file=sys.stderr))
+
+    def start(self, rank: int, incarnation: int) -> None:
+        previous = self.procs.get(rank)
+        if previous is not None:
+            previous.errors.close()
+        read_end, write_end = self.ctx.Pipe(duplex=False)
+        process = self.ctx.Process(
+            target=self.target,
+            args=(*self.args_for(rank), incarnation, write_end),
+            name=f"a3c-worker-{rank}",
+            daemon=True,
+        )
+        # Started with SIGINT ignored: a spawned child inherits SIG_IGN through exec, so a Ctrl-C that arrives while
+        # it is still importing cannot kill it with a KeyboardInterrupt traceback (the worker ignores SIGINT anyway
+        # once it runs; the main process decides what a Ctrl-C means). The fork server is started the same way
+        # (a3c.preflight.start_fork_server), so its children begin with SIGINT ignored too.
+        previous_handler = _ignore_sigint()
+        try:
+            process.start()
+        finally:
+            _restore_sigint(previous_handler)
+        write_end.close()  # the child has its own copy; ours would keep the pipe open forever
+        self.procs[rank] = _Process(process, read_end)
+
+    def exitcode(self, rank: int) -> int | None:
+        return self.procs[rank].process.exitcode
+
+    def traceback(self, rank: int) -> str | None:
+        errors = self.procs[rank].errors
+        try:
+            if errors.poll(0.2):  # the worker sends before it exits; a short wait covers the pipe's latency
+                return str(errors.recv())
+        except (EOFError, OSError):
+            pass
+        return None
+
+    def kill(self, rank: int) -> None:
+        process = self.procs[rank].process
+        process.kill()  # hung, maybe in C code: only SIGKILL is sure to end it
+        process.join(timeout=5.0)
+
+    def kill_all(self) -> None:
+        for p in self.procs.values():
+            if p.process.pid is not None and p.process.exitcode is None:
+                try:
+                    os.kill(p.process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds in all for the workers to exit (after a stop request), then SIGTERM the
+        stragglers: a worker's SIGTERM handler only sets a flag that its loop reads at the top (a3c.worker), so it
+        finishes the update in hand and never leaves one half-applied. SIGKILL only for one still alive after that
+        (stuck in an env step)."""
+        deadline = time.monotonic() + timeout
+        live = [p.process for p in self.procs.values()]
+        for p in live:
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        stragglers = [p for p in live if p.is_alive()]
+        for p in stragglers:
+            self.log(f"a3c: {p.name} did not stop within {timeout:g} s; terminating it")
+            p.terminate()
+        for p in stragglers:
+            p.join(timeout=2.0)
+            if p.is_alive():
+                self.log(f"a3c: {p.name} ignored SIGTERM for 2 s; killing it")
+                p.kill()
+                p.join(timeout=1.0)
+        for p in self.procs.values():
+            p.errors.close()
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def pids(self) -> list[int]:
+        return [p.process.pid for p in self.procs.values() if p.process.pid is not None]
+
+
+def _ignore_sigint() -> Any:
+    try:
+        return signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: leave signals alone
+        return None
+
+
+def _restore_sigint(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
