@@ -12,6 +12,13 @@ reads a worker's counter first, then the rows below it. Each row and each counte
 reader never sees a half-written row under the counter. A worker that gets more than ``capacity`` episodes ahead of
 the reader overwrites rows the reader has not seen yet: the reader detects this from the counters, skips the
 overwritten rows and counts them in ``lost`` (reported in the dashboard and summary), never silently.
+
+The limit of this protocol: it needs the row's stores to become visible to the reader before the counter's store.
+x86-64 guarantees that (stores are seen in program order: TSO), and numpy issues the row's and the counter's stores
+as separate calls, in that order. Weakly ordered CPUs (ARM, POWER) do not: there a reader could see the new counter
+before the row and read stale fields. a3c is tested on x86-64 only; on ARM the counts (steps, episodes) stay exact
+but an episode's fields could, rarely, be read stale. Making it portable needs a memory barrier between the two
+stores, which numpy and torch do not expose.
 """
 
 from __future__ import annotations

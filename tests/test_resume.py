@@ -40,6 +40,7 @@ def test_resume_continues_the_step_count(tmp_path):
     # the optimizer's step counts (Adam's bias correction) went on from the checkpoint, not from zero
     assert ckpt2["optimizer"]["steps"].sum() > ckpt1["optimizer"]["steps"].sum()
     assert s2["updates"] == int(ckpt2["optimizer"]["steps"].sum())
+    assert (ckpt1["session"], ckpt2["session"]) == (0, 1)  # the resumed session's workers draw fresh seeds
     rows2 = episode_rows(run_dir)
     assert rows2[: len(rows1)] == rows1  # appended, the first session's rows untouched
     assert indexes_contiguous(rows2)
@@ -49,11 +50,18 @@ def test_resume_continues_the_step_count(tmp_path):
     assert steps == sorted(set(steps)) and steps[-1] > s1["total_steps"]
 
 
+# three-step episodes by the thousand: many end in the rollout during which a checkpoint is taken
+SHORT_EPISODES = ("--env", "envs/Classify-v0", "--env-kwargs", "episode_length=3")
+
+
 @pytest.mark.timeout(150)
 def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     # checkpoints far apart (several dashboard ticks), so that the kill lands between two of them
-    run = Run(train_cmd(run_dir, "--total-steps", "100000000", "--checkpoint-every", "20000"), tmp_path / "log.txt")
+    run = Run(
+        train_cmd(run_dir, *SHORT_EPISODES, "--total-steps", "100000000", "--checkpoint-every", "15000"),
+        tmp_path / "log.txt",
+    )
     latest = run_dir / "checkpoints" / "latest.pt"
 
     def orphans_logged() -> bool:
@@ -89,3 +97,8 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     assert indexes_contiguous(rows)  # no (worker, index) twice, none missing
     steps = _scalar_steps(run_dir, "charts/SPS")
     assert steps == sorted(set(steps)), "TensorBoard would show a step twice"
+    # Bug (f374bab): episodes were stamped with the step read at their rollout's start, so some logged after the
+    # checkpoint carried steps below it and survived the purge: TensorBoard kept episodes that episodes.csv dropped
+    # (16,670 points against 16,540 rows in the review's run). Now TensorBoard holds exactly the rows' episodes.
+    episode_steps = _scalar_steps(run_dir, "charts/episodic_return")
+    assert sorted(episode_steps) == sorted(int(r["global_step"]) for r in rows)

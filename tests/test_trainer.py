@@ -1,10 +1,20 @@
 """End to end: a real training run in a subprocess, its run directory, its episodes and its TensorBoard tags."""
 
 import json
+import shutil
 import subprocess
 
 import pytest
-from procs import DESIGN_TAGS, episode_rows, indexes_by_worker, indexes_contiguous, train_cmd
+from procs import (
+    DESIGN_TAGS,
+    Run,
+    episode_rows,
+    episodes_started,
+    indexes_by_worker,
+    indexes_contiguous,
+    train_cmd,
+    wait_for,
+)
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 WORKERS, N_STEPS, ENVS = 3, 5, 2
@@ -113,3 +123,24 @@ def test_sixteen_workers_on_few_cores(tmp_path):
     rows = episode_rows(run_dir)
     assert sorted(indexes_by_worker(rows)) == list(range(16))
     assert indexes_contiguous(rows)
+
+
+@pytest.mark.timeout(150)
+def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(tmp_path):
+    """Risk closed (f374bab): a failed mid-run checkpoint (a full disk) raised out of the main loop, killed the run
+    and left no summary.json. Here the checkpoints directory turns into a file mid-run: every write fails."""
+    run_dir = tmp_path / "run"
+    run = Run(train_cmd(run_dir, "--total-steps", "60000", "--checkpoint-every", "2000"), tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: episodes_started(run_dir), timeout=60), run.output()
+        shutil.rmtree(run_dir / "checkpoints")
+        (run_dir / "checkpoints").write_text("not a directory")
+        code = run.wait(timeout=120)
+    finally:
+        run.cleanup()
+    output = run.output()
+    assert code == 0, output
+    assert "could not write checkpoint" in output and "training goes on" in output
+    assert "Traceback" not in output
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["total_steps"] >= 60000 and s["stop_reason"] == "total_steps"
