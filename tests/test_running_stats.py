@@ -183,7 +183,7 @@ def _slow_reward_reference(rewards, dones, gamma, clip, sync_every):
     n_envs = len(rewards[0])
     ret = [0.0] * n_envs
     seen, var, out = [], None, []
-    for t, (r, d) in enumerate(zip(rewards, dones)):
+    for t, (r, d) in enumerate(zip(rewards, dones, strict=True)):
         ret = [ret[i] * gamma + r[i] for i in range(n_envs)]
         seen.extend(ret)
         if var is None:
