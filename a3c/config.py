@@ -12,6 +12,8 @@ from typing import Any
 
 from a3c.errors import UserError
 
+LR_SCHEDULES = ("constant", "linear")
+
 
 def _default_workers() -> int:
     return os.cpu_count() or 1
@@ -30,6 +32,11 @@ class Config:
     """Every setting of a training run. Field names are the CLI flags with '-' for '_'."""
 
     env: str = flag("CartPole-v1", help="gymnasium env id: a registered id, 'envs/Name-v0', or 'module:Name-v0'")
+    preset: str | None = flag(
+        None,
+        help="per-env hyperparameters from a3c/presets.toml: by default the preset named like --env, if there is "
+        "one; 'none' for the plain defaults. Flags given override the preset. config.json records the one applied",
+    )
     workers: int = flag(factory=_default_workers, help="number of worker processes; the default is the number of cores")
     envs_per_worker: int = flag(8, help="envs each worker steps together under one batched forward pass")
     total_steps: int = flag(500_000, help="stop after this many env steps, summed over all workers and envs")
@@ -44,12 +51,27 @@ class Config:
     gamma: float = flag(0.99, help="discount factor, in (0, 1]")
     gae_lambda: float = flag(1.0, help="GAE lambda in [0, 1]; 1.0 gives the classic n-step A3C returns")
     lr: float = flag(1e-3, help="learning rate of the shared optimizer")
+    lr_schedule: str = flag(
+        "constant",
+        help="learning-rate schedule: constant, or linear (from --lr down to 0 at --total-steps, as rl-zoo3's lin_)",
+        choices=LR_SCHEDULES,
+    )
     ent_coef: float = flag(0.01, help="entropy bonus coefficient")
     vf_coef: float = flag(0.5, help="value loss coefficient")
     max_grad_norm: float = flag(1.0, help="clip each worker's gradient to this global L2 norm")
     optimizer: str = flag("adam", help="shared optimizer", choices=("adam", "rmsprop"))
     hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso(s)")
-    shared_torso: bool = flag(False, help="one MLP torso for the actor and the critic (default: separate MLPs)")
+    shared_torso: bool = flag(
+        False, help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs)"
+    )
+    normalize_obs: bool = flag(
+        False, help="normalise observations by running mean/std shared by all workers (saved in checkpoints)"
+    )
+    clip_obs: float = flag(10.0, help="with --normalize-obs: clip normalised observations to [-clip, clip]")
+    normalize_reward: bool = flag(
+        False, help="scale rewards by the running std of the discounted return, shared by all workers (not centred)"
+    )
+    clip_reward: float = flag(10.0, help="with --normalize-reward: clip scaled rewards to [-clip, clip]")
     backend: str = flag(
         "shared-memory",
         help="where workers run: shared-memory (processes, the fast default) or serial (all in this process, in "
@@ -107,6 +129,18 @@ class Config:
             (math.isfinite(self.ent_coef) and self.ent_coef >= 0.0, f"--ent-coef must be >= 0 (got {self.ent_coef})"),
             (math.isfinite(self.vf_coef) and self.vf_coef >= 0.0, f"--vf-coef must be >= 0 (got {self.vf_coef})"),
             (self.max_grad_norm > 0.0, f"--max-grad-norm must be > 0 (got {self.max_grad_norm})"),
+            (
+                self.lr_schedule in LR_SCHEDULES,
+                f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})",
+            ),
+            (
+                math.isfinite(self.clip_obs) and self.clip_obs > 0.0,
+                f"--clip-obs must be a positive number (got {self.clip_obs})",
+            ),
+            (
+                math.isfinite(self.clip_reward) and self.clip_reward > 0.0,
+                f"--clip-reward must be a positive number (got {self.clip_reward})",
+            ),
             (
                 len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
                 f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",

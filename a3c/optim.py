@@ -39,12 +39,13 @@ class _SharedOptimizer:
         """Total optimizer steps taken by all workers."""
         return int(self.steps.sum())
 
-    def step(self, grad: torch.Tensor, slot: int = 0) -> None:
-        """Apply ``grad`` (this process's own flat gradient) to the shared parameters."""
+    def step(self, grad: torch.Tensor, slot: int = 0, lr: float | None = None) -> None:
+        """Apply ``grad`` (this process's own flat gradient) to the shared parameters, with learning rate ``lr``
+        (a schedule's current value; default: the optimizer's own)."""
         self.steps[slot] += 1
-        self._update(grad, self.step_count())
+        self._update(grad, self.step_count(), self.lr if lr is None else lr)
 
-    def _update(self, grad: torch.Tensor, t: int) -> None:
+    def _update(self, grad: torch.Tensor, t: int, lr: float) -> None:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
@@ -79,12 +80,12 @@ class SharedAdam(_SharedOptimizer):
         super().__init__(params, lr, slots)
         self.betas, self.eps = betas, eps
 
-    def _update(self, grad: torch.Tensor, t: int) -> None:
+    def _update(self, grad: torch.Tensor, t: int, lr: float) -> None:
         beta1, beta2 = self.betas
         exp_avg, exp_avg_sq = self.state["exp_avg"], self.state["exp_avg_sq"]
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        step_size = self.lr / (1 - beta1**t)
+        step_size = lr / (1 - beta1**t)
         denom = (exp_avg_sq.sqrt() / math.sqrt(1 - beta2**t)).add_(self.eps)
         self.params.addcdiv_(exp_avg, denom, value=-step_size)
 
@@ -100,13 +101,21 @@ class SharedRMSprop(_SharedOptimizer):
         super().__init__(params, lr, slots)
         self.alpha, self.eps = alpha, eps
 
-    def _update(self, grad: torch.Tensor, t: int) -> None:
+    def _update(self, grad: torch.Tensor, t: int, lr: float) -> None:
         square_avg = self.state["square_avg"]
         square_avg.mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
-        self.params.addcdiv_(grad, square_avg.sqrt().add_(self.eps), value=-self.lr)
+        self.params.addcdiv_(grad, square_avg.sqrt().add_(self.eps), value=-lr)
 
 
 def make_optimizer(name: str, params: torch.Tensor, lr: float, slots: int) -> _SharedOptimizer:
     """The shared optimizer called ``name`` ('adam' or 'rmsprop'), its state in shared memory."""
     optimizers = {"adam": SharedAdam, "rmsprop": SharedRMSprop}
     return optimizers[name](params, lr=lr, slots=slots).share_memory_()
+
+
+def scheduled_lr(lr: float, schedule: str, progress: float) -> float:
+    """The learning rate at ``progress`` = global_step / total_steps: ``constant``, or ``linear`` from lr down to 0
+    at the end of the run (rl-zoo3's ``lin_<lr>``)."""
+    if schedule == "linear":
+        return lr * max(0.0, 1.0 - progress)
+    return lr

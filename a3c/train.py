@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from a3c.config import Config, parse_env_kwargs
 from a3c.errors import UserError, run_cli
 from a3c.preflight import preflight, start_fork_server
+from a3c.presets import CHECKPOINT, FLAG, format_config, resolve_config
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
         hint = hints[f.name]
         extra = dict(f.metadata["cli"])
         default = getattr(defaults, f.name)
-        if hint is bool:
-            parser.add_argument(name, action="store_true", help=f.metadata["help"])
+        if hint is bool:  # --flag / --no-flag: a flag given must be able to turn off what a preset turned on
+            parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=f.metadata["help"])
             continue
         if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port)
             parser.add_argument(
@@ -51,32 +52,62 @@ def build_parser() -> argparse.ArgumentParser:
         if origin in (typing.Union, types.UnionType):
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
         parser.add_argument(name, type=hint, default=default, help=f.metadata["help"], **extra)
+    parser.add_argument(
+        "--show-config",
+        action="store_true",
+        help="print the resolved settings and where each comes from (default, preset, flag), then exit",
+    )
     return parser
 
 
-def parse_config(argv: Sequence[str] | None = None) -> Config:
-    parser = build_parser()
-    args = vars(parser.parse_args(argv))
+def parse_cli(argv: Sequence[str] | None = None) -> tuple[Config, dict[str, str], bool]:
+    """The command line -> (validated Config, {field: where its value came from}, whether --show-config was given).
+    A new run: defaults < the env's preset (a3c/presets.toml) < flags given. --resume: the checkpoint's config <
+    flags given (presets are not applied again over a resumed run)."""
+    args = vars(build_parser().parse_args(argv))
+    show = args.pop("show_config")
     args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"])
     args["hidden_sizes"] = tuple(args["hidden_sizes"])
+    given = _given_flags(argv)
     if args["resume"] is not None:
-        return _resume_config(parser, argv, args)
-    return Config(**args).validate()
+        return (*_resume_config(args, given), show)
+    return (*resolve_config(args, given), show)
 
 
-def _resume_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None, args: dict) -> Config:
+def parse_config(argv: Sequence[str] | None = None) -> Config:
+    return parse_cli(argv)[0]
+
+
+def _given_flags(argv: Sequence[str] | None) -> set[str]:
+    """The Config fields the user typed a flag for: parse again with no defaults, and what is left was typed."""
+    parser = build_parser()
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv))) - {"show_config"}
+
+
+def _resume_config(args: dict, given: set[str]) -> tuple[Config, dict[str, str]]:
     """--resume RUN_DIR: the run's checkpointed config, with the flags given on this command line on top."""
     from a3c.checkpoint import load_resume, resume_config  # imports torch: only when resuming
 
-    for action in parser._actions:  # parse again with no defaults: what is left is what the user typed
-        action.default = argparse.SUPPRESS
-    given = set(vars(parser.parse_args(argv))) - {"resume"}
-    return resume_config(load_resume(args["resume"]), args["resume"], {k: args[k] for k in given})
+    if "preset" in given:
+        raise UserError(
+            "--preset does not apply to --resume: a resumed run keeps its checkpoint's config; drop --preset, and "
+            "give the flags you want to change"
+        )
+    given = given - {"resume"}
+    config = resume_config(load_resume(args["resume"]), args["resume"], {k: args[k] for k in given})
+    sources = {f.name: FLAG if f.name in given else CHECKPOINT for f in dataclasses.fields(Config)}
+    sources["resume"] = sources["run_dir"] = FLAG
+    return config, sources
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     started_at = time.time()  # the origin of summary.json's startup_s: imports and validation count too
-    config = parse_config(argv)
+    config, sources, show = parse_cli(argv)
+    if show:
+        print(format_config(config, sources))
+        return 0
     spec = preflight(config)  # the user's input, checked without torch ...
     if config.resume is None:  # (a resume is checked against its checkpoint by the Trainer, with torch)
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us

@@ -24,7 +24,7 @@ import torch.multiprocessing as mp
 
 from a3c.backends import Coordinator, Launcher
 from a3c.backends.serial import SerialLauncher
-from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator
+from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, SharedRun
 from a3c.board import EpisodeBoard, Stat
 from a3c.checkpoint import (
     LATEST,
@@ -42,6 +42,7 @@ from a3c.model import build_model, flatten_parameters, parameter_count
 from a3c.optim import make_optimizer
 from a3c.preflight import preflight, start_fork_server
 from a3c.run_dir import RunDirectory
+from a3c.running_stats import SharedMoments
 from a3c.seeding import WorkerSeeds, model_init_seed
 from a3c.supervisor import Supervisor
 from a3c.tensorboard_server import TensorBoardServer
@@ -133,7 +134,15 @@ class Trainer:
         params, _ = flatten_parameters(self.model, shared=True)
         self.optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, slots=cfg.workers)
         coordinator = self.coordinator = SharedMemoryCoordinator(
-            params, self.optimizer, EpisodeBoard(cfg.workers), cfg.total_steps
+            SharedRun(
+                params,
+                self.optimizer,
+                EpisodeBoard(cfg.workers),
+                cfg.total_steps,
+                cfg.lr_schedule,
+                obs_stats=SharedMoments(spec.obs_shape, cfg.workers) if cfg.normalize_obs else None,
+                reward_stats=SharedMoments((), cfg.workers) if cfg.normalize_reward else None,
+            )
         )
         self.resumed_from_step = None
         self.restarts_before = 0

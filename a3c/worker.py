@@ -29,6 +29,7 @@ from a3c.config import Config
 from a3c.environment import EnvSpec, make_env
 from a3c.losses import actor_critic_loss_grads, gae_advantages, next_state_values
 from a3c.model import build_model, flatten_parameters
+from a3c.running_stats import ObsNormalizer, RewardScaler
 from a3c.seeding import WorkerSeeds
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
@@ -132,6 +133,17 @@ class Worker:
         self.terminated = torch.zeros(T, K)
         self.truncated = torch.zeros(T, K)
         self.state = self.model.initial_state(K)  # the recurrent state (empty for the MLP)
+        # --normalize-obs / --normalize-reward: statistics shared by all workers (a3c.running_stats); the buffers
+        # hold normalised observations and scaled rewards (what the model and the loss see), while the episode
+        # returns reported stay in the env's own units
+        self.obs_norm = (
+            ObsNormalizer(channel.obs_stats, rank, config.clip_obs) if channel.obs_stats is not None else None
+        )
+        self.reward_scale = (
+            RewardScaler(channel.reward_stats, rank, K, config.gamma, config.clip_reward)
+            if channel.reward_stats is not None
+            else None
+        )
         # per-env running episode statistics
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
@@ -146,10 +158,17 @@ class Worker:
         self.stats[Stat.READY] = 0.0
         self.lag_interval = -1
         # The reset observations go where the first rollout() reads them from: obs[T], copied to obs[0] at its start.
-        obs_np = self.obs.numpy()
+        first = []
         for k, env in enumerate(self.envs):
             env.action_space.seed(seeds.action_space(k))
-            obs_np[T, k] = np.asarray(env.reset(seed=seeds.env(k))[0], dtype=np.float32).reshape(obs_shape)
+            first.append(env.reset(seed=seeds.env(k))[0])
+        self.obs[T] = torch.from_numpy(self.observe(first))
+
+    def observe(self, observations: list[np.ndarray]) -> np.ndarray:
+        """The K envs' observations as the model sees them: [K, *obs_shape] float32, normalised with
+        --normalize-obs (and counted into the shared statistics)."""
+        batch = np.asarray(observations, dtype=np.float32).reshape(len(observations), *self.obs.shape[2:])
+        return batch if self.obs_norm is None else self.obs_norm(batch)
 
     def run(self, terminate: Callable[[], bool] = lambda: False) -> None:
         """The process's loop: the start line, then iterations until the channel says stop (or ``terminate``)."""
@@ -165,6 +184,9 @@ class Worker:
         pulled_at = self.channel.pull(self.params)
         self.rollout()
         self.update(pulled_at)
+        for stats in (self.obs_norm, self.reward_scale):
+            if stats is not None:
+                stats.sync()  # this worker's new samples into the shared statistics; the merged view refreshed
         self.publish()
 
     def should_stop(self) -> bool:
@@ -218,16 +240,20 @@ class Worker:
                     ended.append((k, obs))
                     obs, _ = env.reset()
                 next_obs[k] = obs
-            rewards[t] = step_rewards
             terminated[t] = step_terms
             # a terminal state is terminal even at the time limit: truncated only where not terminated
             np.greater(step_truncs, step_terms, out=truncated[t])
-            obs_np[t + 1] = np.asarray(next_obs, dtype=np.float32).reshape(K, *obs_shape)
-            self.ep_return += rewards[t]
+            obs_np[t + 1] = self.observe(next_obs)
+            self.ep_return += step_rewards  # the env's own rewards: returns are reported unscaled
             self.ep_length += 1
+            if self.reward_scale is None:
+                rewards[t] = step_rewards
+            else:
+                rewards[t] = self.reward_scale(np.asarray(step_rewards), np.logical_or(step_terms, step_truncs))
             for k, final_obs in ended:
                 if truncated[t, k]:
-                    final_np[t, k] = np.asarray(final_obs, dtype=np.float32).reshape(obs_shape)
+                    final = np.asarray(final_obs, dtype=np.float32).reshape(obs_shape)
+                    final_np[t, k] = final if self.obs_norm is None else self.obs_norm.apply(final)
                 self.finish_episode(k, base_step + (t + 1) * K)
         self.unpublished_steps += T * K
 

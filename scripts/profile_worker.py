@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table  # noqa: E402
 
-from a3c.backends.shared_memory import SharedMemoryCoordinator  # noqa: E402
+from a3c.backends.shared_memory import SharedMemoryCoordinator, SharedRun  # noqa: E402
 from a3c.board import EpisodeBoard  # noqa: E402
 from a3c.config import Config  # noqa: E402
 from a3c.environment import describe_env  # noqa: E402
@@ -57,7 +57,7 @@ def main() -> None:
     spec = describe_env(cfg.env, cfg.env_kwargs)
     params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
     coordinator = SharedMemoryCoordinator(
-        params, make_optimizer(cfg.optimizer, params, cfg.lr, 1), EpisodeBoard(1), cfg.total_steps
+        SharedRun(params, make_optimizer(cfg.optimizer, params, cfg.lr, 1), EpisodeBoard(1), cfg.total_steps)
     )
     worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
     profiler = cProfile.Profile()

@@ -15,7 +15,7 @@ from procs import DESIGN_TAGS, episode_rows, indexes_contiguous, train_cmd, wait
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from a3c.backends.serial import SerialLauncher
-from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator
+from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, SharedRun
 from a3c.board import FIELD, FIELDS, EpisodeBoard, Stat
 from a3c.config import Config
 from a3c.environment import describe_env
@@ -28,7 +28,7 @@ def coordinator(workers=2, total_steps=10**9, cfg=None):
     cfg = cfg or Config(workers=workers)
     params, _ = flatten_parameters(build_model(describe_env(cfg.env), cfg)[0], shared=True)
     optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, slots=workers)
-    return SharedMemoryCoordinator(params, optimizer, EpisodeBoard(workers, capacity=64), total_steps)
+    return SharedMemoryCoordinator(SharedRun(params, optimizer, EpisodeBoard(workers, capacity=64), total_steps))
 
 
 def row(ret=1.0, step=0):
@@ -227,3 +227,17 @@ def test_serial_backend_restarts_a_crashed_worker(tmp_path):
     assert "worker 1 exited with code 1 (RuntimeError: envs/Faulty-v0: injected crash at step 600" in done.stderr
     assert "restarting it" in done.stderr
     assert json.loads((run_dir / "summary.json").read_text())["restarts"] == 1
+
+
+def test_linear_lr_schedule_decays_with_the_global_step():
+    cfg = Config(workers=1, lr=1e-2, lr_schedule="linear")
+    params, _ = flatten_parameters(build_model(describe_env(cfg.env), cfg)[0], shared=True)
+    coord = SharedMemoryCoordinator(
+        SharedRun(params, make_optimizer("adam", params, cfg.lr, slots=1), EpisodeBoard(1), 1000, "linear")
+    )
+    ch = coord.channel(0)
+    ch.publish(750, [], ch.load_stats())  # three quarters through the run
+    before = params.clone()
+    ch.push(torch.ones_like(params), 0)
+    # Adam's first step moves every parameter by lr * sign(grad): here the scheduled lr, a quarter of --lr
+    torch.testing.assert_close((before - params).abs(), torch.full_like(params, 2.5e-3), rtol=1e-4, atol=1e-9)

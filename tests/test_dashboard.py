@@ -11,7 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from a3c.backends.shared_memory import SharedMemoryCoordinator
+from a3c.backends.shared_memory import SharedMemoryCoordinator, SharedRun
 from a3c.board import FIELD, FIELDS, EpisodeBoard, Stat
 from a3c.dashboard import HPARAM_METRICS, LOSS_HISTORY_TAG, Dashboard, custom_scalars_layout, hparam_values
 from a3c.optim import make_optimizer
@@ -54,7 +54,7 @@ def update(board: EpisodeBoard, rank: int, lag: int, interval: int) -> None:
 def coordinator_for(board: EpisodeBoard) -> SharedMemoryCoordinator:
     """The main process's side of the shared-memory backend around ``board`` (the model is a dummy)."""
     params = torch.zeros(1).share_memory_()
-    return SharedMemoryCoordinator(params, make_optimizer("adam", params, 1e-3, board.workers), board, 10**9)
+    return SharedMemoryCoordinator(SharedRun(params, make_optimizer("adam", params, 1e-3, board.workers), board, 10**9))
 
 
 def read_events(path) -> EventAccumulator:

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.backends.shared_memory import SharedMemoryCoordinator
+from a3c.backends.shared_memory import SharedMemoryCoordinator, SharedRun
 from a3c.board import FIELD, BoardReader, EpisodeBoard
 from a3c.config import Config
 from a3c.environment import describe_env
 from a3c.model import build_model, flatten_parameters
 from a3c.optim import make_optimizer
+from a3c.running_stats import SharedMoments
 from a3c.seeding import WorkerSeeds
 from a3c.worker import Worker
 
@@ -57,7 +58,11 @@ def make_worker(envs_per_worker=2, n_steps=8, env=ENV_ID, seed=1, **settings):
     spec = describe_env(cfg.env, cfg.env_kwargs)
     params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
     optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, slots=1)
-    coordinator = SharedMemoryCoordinator(params, optimizer, EpisodeBoard(1), cfg.total_steps)
+    stats = {
+        "obs_stats": SharedMoments(spec.obs_shape, 1) if cfg.normalize_obs else None,
+        "reward_stats": SharedMoments((), 1) if cfg.normalize_reward else None,
+    }
+    coordinator = SharedMemoryCoordinator(SharedRun(params, optimizer, EpisodeBoard(1), cfg.total_steps, **stats))
     worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
     return worker, coordinator
 
@@ -212,3 +217,19 @@ def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda):
     cfg = worker.config
     expected = slow_reference_gradient(worker, cfg.gamma, gae_lambda, cfg.ent_coef, cfg.vf_coef)
     torch.testing.assert_close(worker.channel.pushed[-1].double(), expected, rtol=2e-4, atol=1e-6)
+
+
+def test_normalised_observations_and_scaled_rewards_reach_the_loss_while_returns_stay_raw():
+    worker, coordinator = make_worker(
+        env="CartPole-v1", envs_per_worker=4, n_steps=16, normalize_obs=True, normalize_reward=True
+    )
+    worker.step()
+    worker.step()
+    obs = worker.obs[1:].reshape(-1, 4).numpy()
+    assert np.abs(obs.mean(0)).max() < 1.0 and 0.2 < obs.std(0).min() < 3.0  # ~ zero mean, unit variance
+    assert not np.allclose(worker.rewards.numpy(), 1.0)  # CartPole's reward 1, divided by the return's std
+    assert coordinator.run.obs_stats.merged().count == 4 * (1 + 2 * 16)  # resets + every step, counted once
+    rows = BoardReader(coordinator.board).drain()
+    assert all(r["return"] == r["length"] for r in rows)  # episode returns in CartPole's own units
+    snapshot = coordinator.snapshot()
+    assert set(snapshot["obs_stats"]) >= {"count", "mean"} and "reward_stats" in snapshot

@@ -22,27 +22,35 @@ import numpy as np
 import torch
 
 from a3c.board import BoardReader, Episode, EpisodeBoard, Stat
-from a3c.optim import _SharedOptimizer
+from a3c.optim import _SharedOptimizer, scheduled_lr
+from a3c.running_stats import SharedMoments
 
 STOP, INTERVAL = 0, 1  # slots of the control tensor; the main process is their only writer
 # per-worker stats that count over the whole run (restored on resume); the others are gauges of a live process
 CUMULATIVE_STATS = (Stat.UPDATES, Stat.SKIPPED, Stat.GRAD_NORM_SUM, Stat.LAG_SUM)
 
 
+@dataclass
+class SharedRun:
+    """The shared state of a run, what every channel and the coordinator hold (picklable: tensors travel as shared
+    memory). ``obs_stats``/``reward_stats``: the running statistics of --normalize-obs/--normalize-reward, or None."""
+
+    params: torch.Tensor
+    optimizer: _SharedOptimizer
+    board: EpisodeBoard
+    total_steps: int
+    lr_schedule: str = "constant"
+    obs_stats: SharedMoments | None = None
+    reward_stats: SharedMoments | None = None
+
+
 class SharedMemoryChannel:
     """A worker's view of the shared state (a3c.backends.WorkerChannel). Picklable."""
 
-    def __init__(
-        self,
-        rank: int,
-        params: torch.Tensor,
-        optimizer: _SharedOptimizer,
-        board: EpisodeBoard,
-        control: torch.Tensor,
-        total_steps: int,
-    ) -> None:
-        self.rank, self.params, self.optimizer, self.board = rank, params, optimizer, board
-        self.control, self.total_steps = control, total_steps
+    def __init__(self, rank: int, run: SharedRun, control: torch.Tensor) -> None:
+        self.rank, self.params, self.optimizer, self.board = rank, run.params, run.optimizer, run.board
+        self.control, self.total_steps, self.lr_schedule = control, run.total_steps, run.lr_schedule
+        self.obs_stats, self.reward_stats = run.obs_stats, run.reward_stats
 
     def pull(self, dest: torch.Tensor) -> int:
         dest.copy_(self.params)  # one memcpy of the whole model; other workers may be writing (Hogwild)
@@ -54,7 +62,8 @@ class SharedMemoryChannel:
         so there is no `.grad` of the global model to keep alive across processes (the usual Hogwild pitfall), and
         workers never see each other's half-written gradients: only parameter and moment updates interleave."""
         lag = self.optimizer.step_count() - pulled_at
-        self.optimizer.step(grad, slot=self.rank)
+        lr = scheduled_lr(self.optimizer.lr, self.lr_schedule, self.board.global_step() / self.total_steps)
+        self.optimizer.step(grad, slot=self.rank, lr=lr)
         return lag
 
     def should_stop(self) -> bool:
@@ -87,18 +96,22 @@ class SharedMemoryChannel:
 class SharedMemoryCoordinator:
     """The main process's view (a3c.backends.Coordinator)."""
 
-    def __init__(
-        self, params: torch.Tensor, optimizer: _SharedOptimizer, board: EpisodeBoard, total_steps: int
-    ) -> None:
-        if not params.is_shared():
+    def __init__(self, run: SharedRun) -> None:
+        if not run.params.is_shared():
             raise ValueError("the global parameters must be in shared memory")
-        self.params, self.optimizer, self.board, self.total_steps = params, optimizer, board, total_steps
-        self.workers = board.workers
+        self.run = run
+        self.params, self.optimizer, self.board, self.total_steps = (
+            run.params,
+            run.optimizer,
+            run.board,
+            run.total_steps,
+        )
+        self.workers = run.board.workers
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()
-        self.reader = BoardReader(board)
+        self.reader = BoardReader(run.board)
 
     def channel(self, rank: int) -> SharedMemoryChannel:
-        return SharedMemoryChannel(rank, self.params, self.optimizer, self.board, self.control, self.total_steps)
+        return SharedMemoryChannel(rank, self.run, self.control)
 
     # -- reading -----------------------------------------------------------------------------------------------
     def drain(self) -> list[Episode]:
@@ -140,7 +153,16 @@ class SharedMemoryCoordinator:
             "worker_steps": steps,
             "episodes_written": torch.from_numpy(self.reader.read.copy()),
             "worker_stats": self.board.stats.clone(),
+            **self.running_stats(),
         }
+
+    def running_stats(self) -> dict[str, Any]:
+        """The merged normalisation statistics (what evaluation and a3c.load apply, frozen), by checkpoint key."""
+        out = {}
+        for key, shared in (("obs_stats", self.run.obs_stats), ("reward_stats", self.run.reward_stats)):
+            if shared is not None:
+                out[key] = shared.state_dict()
+        return out
 
     def restore(self, payload: dict[str, Any]) -> None:
         """A resumed run may have another number of workers: ranks beyond the new count give their steps to rank 0
@@ -156,6 +178,9 @@ class SharedMemoryCoordinator:
         board.written[:m] = written[:m]
         for col in CUMULATIVE_STATS:
             board.stats[:m, col] = payload["worker_stats"][:m, col]
+        for key, shared in (("obs_stats", self.run.obs_stats), ("reward_stats", self.run.reward_stats)):
+            if shared is not None and key in payload:
+                shared.load_state_dict(payload[key])
         self.reader = BoardReader(board, start=board.written.numpy())
 
 

@@ -1,0 +1,293 @@
+"""The classic-control suite (and LunarLander), a3c against Stable-Baselines3's A2C with rl-zoo3's hyperparameters,
+on the same step budget, several seeds, runs alternating (a3c, SB3, a3c, ...) in one process so that drifts in machine
+load hit both alike.
+
+a3c runs as ``python -m a3c.train --env ENV --workers 2 --seed S --total-steps BUDGET --run-dir ...`` (its preset
+from a3c/presets.toml applies through --env) and is read back from the run's episodes.csv; SB3's A2C runs in this
+process with rl-zoo3's settings for the env (hyperparams/a2c.yml: n_envs, ent_coef, gamma, linear learning-rate
+schedules, and VecNormalize where rl-zoo3 says normalize), one torch thread. Returns are training-episode returns
+(stochastic policy; SB3's Monitor records the raw rewards, before VecNormalize), in the order the episodes ended.
+Wall time: a3c from its trainer's start (episodes.csv wall_time), SB3 from building its envs.
+
+    pip install -e ".[bench]" "gymnasium[box2d]"
+    python scripts/bench_suite.py --seeds 1 2 3 --out bench-out
+    python scripts/bench_suite.py --envs CartPole-v1 Acrobot-v1 --seeds 1 --scale 0.01   # a smoke test
+
+Per env: the final 100-episode training mean (mean +- std over seeds), how many seeds reached the threshold, the
+median steps and wall time to it, the median steps/s. Writes OUT/suite.json, .md and .png (learning curves against
+wall time, a3c and SB3 on one axis per env).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table, run_train, save_results  # noqa: E402
+
+WINDOW = 100  # episodes in the training mean that is compared with the threshold
+
+# Issue 10's budgets and thresholds (100-episode training mean), and rl-zoo3's A2C hyperparameters for each env
+# (DLR-RM/rl-baselines3-zoo hyperparams/a2c.yml; LunarLander-v3 takes rl-zoo3's LunarLander-v2 entry, the same task).
+# "normalize": SB3's VecNormalize with its defaults (observations and rewards, clipped at 10, gamma of the agent);
+# "lr_linear": the learning rate falls linearly from this value to 0 over the run (rl-zoo3's lin_X).
+# "zoo": rl-zoo3's published A2C score for the env (mean deterministic evaluation return, benchmark.md), a reference.
+SUITE: dict[str, dict[str, Any]] = {
+    "CartPole-v1": {"budget": 500_000, "threshold": 475.0, "zoo": "500 at 500k", "sb3": {"n_envs": 8, "ent_coef": 0.0}},
+    "Acrobot-v1": {
+        "budget": 500_000,
+        "threshold": -100.0,
+        "zoo": "-83 at 500k",
+        "sb3": {"n_envs": 16, "ent_coef": 0.0, "normalize": True},
+    },
+    "MountainCar-v0": {
+        "budget": 1_000_000,
+        "threshold": -130.0,
+        "zoo": "-111 at 1M",
+        "sb3": {"n_envs": 16, "ent_coef": 0.0, "normalize": True},
+    },
+    "LunarLander-v3": {
+        "budget": 1_000_000,
+        "threshold": 100.0,
+        "zoo": "156 at 200k (v2)",
+        "sb3": {"n_envs": 8, "gamma": 0.995, "n_steps": 5, "lr_linear": 0.00083, "ent_coef": 0.00001},
+    },
+}
+
+
+def first_reach(episodes: list[tuple[float, int, float]], threshold: float) -> tuple[int | None, float | None]:
+    """(step, seconds) at which the mean of the last WINDOW finished episodes first reached ``threshold``;
+    ``episodes`` are (wall seconds, global step, return) in the order they ended."""
+    recent: deque[float] = deque(maxlen=WINDOW)
+    for wall, step, ret in episodes:
+        recent.append(ret)
+        if len(recent) == WINDOW and statistics.fmean(recent) >= threshold:
+            return step, wall
+    return None, None
+
+
+def final_mean(episodes: list[tuple[float, int, float]]) -> float | None:
+    returns = [r for _, _, r in episodes[-WINDOW:]]
+    return statistics.fmean(returns) if returns else None
+
+
+def curve(episodes: list[tuple[float, int, float]], points: int = 300) -> list[tuple[float, float]]:
+    """(wall seconds, mean of the last <= WINDOW episodes), thinned to about ``points`` points for the plot/JSON."""
+    recent: deque[float] = deque(maxlen=WINDOW)
+    out = []
+    every = max(1, len(episodes) // points)
+    for i, (wall, _, ret) in enumerate(episodes):
+        recent.append(ret)
+        if i % every == 0 or i == len(episodes) - 1:
+            out.append((wall, statistics.fmean(recent)))
+    return out
+
+
+def summarize(episodes: list[tuple[float, int, float]], threshold: float, steps: int, steps_per_s: float) -> dict:
+    step, wall = first_reach(episodes, threshold)
+    return {
+        "final_mean_100": final_mean(episodes),
+        "episodes": len(episodes),
+        "reached_at_step": step,
+        "reached_at_s": wall,
+        "steps": steps,
+        "steps_per_s": steps_per_s,
+        "curve": curve(episodes),
+    }
+
+
+def a3c_run(env_id: str, seed: int, budget: int, workers: int, threshold: float, tmp: Path, timeout: float) -> dict:
+    run_dir = tmp / f"a3c-{env_id}-{seed}-{time.time_ns()}"
+    args = ["--env", env_id, "--workers", str(workers), "--seed", str(seed), "--total-steps", str(budget)]
+    summary = run_train([*args, "--checkpoint-every", "0"], run_dir, timeout=timeout)
+    with open(run_dir / "episodes.csv") as f:
+        rows = list(csv.DictReader(f))
+    episodes = sorted((float(r["wall_time"]), int(float(r["global_step"])), float(r["return"])) for r in rows)
+    config = (run_dir / "config.json").read_text()
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {
+        **summarize(episodes, threshold, summary["total_steps"], summary["steps_per_s"]),
+        "config": config,
+    }
+
+
+def sb3_run(env_id: str, seed: int, budget: int, threshold: float) -> dict:
+    """SB3 A2C with rl-zoo3's settings for ``env_id``; every finished episode is recorded as it ends."""
+    import torch
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    torch.set_num_threads(1)  # SB3 steps its envs in one process; one thread is its fastest on a small MLP
+    hp = dict(SUITE[env_id]["sb3"])
+    n_envs, normalize, lr_linear = hp.pop("n_envs"), hp.pop("normalize", False), hp.pop("lr_linear", None)
+    if lr_linear is not None:
+        hp["learning_rate"] = lambda progress_remaining: progress_remaining * lr_linear
+
+    episodes: list[tuple[float, int, float]] = []
+
+    class Record(BaseCallback):
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:  # Monitor's raw return, whatever VecNormalize does to the rewards
+                    episodes.append((time.perf_counter() - start, self.num_timesteps, float(info["episode"]["r"])))
+            return True
+
+    start = time.perf_counter()
+    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
+    if normalize:
+        env = VecNormalize(env, gamma=hp.get("gamma", 0.99))
+    model = A2C("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hp)
+    learn_start = time.perf_counter()
+    model.learn(total_timesteps=budget, callback=Record())
+    learn_s = time.perf_counter() - learn_start
+    env.close()
+    return summarize(episodes, threshold, model.num_timesteps, model.num_timesteps / learn_s)
+
+
+def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
+    known = [v for v in values if v is not None]
+    if not known:
+        return None, None
+    return statistics.fmean(known), (statistics.stdev(known) if len(known) > 1 else 0.0)
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def report(results: dict[str, dict[str, list[dict]]], budgets: dict[str, int]) -> tuple[str, dict]:
+    headers = [
+        "env",
+        "steps",
+        "threshold",
+        "trainer",
+        "final mean100",
+        "± std",
+        "reached",
+        "median steps to thr",
+        "median s to thr",
+        "median steps/s",
+        "rl-zoo3 A2C (eval)",
+    ]
+    rows, aggregate = [], {}
+    for env_id, by_trainer in results.items():
+        for trainer, runs in by_trainer.items():
+            mean, std = _mean_std([r["final_mean_100"] for r in runs])
+            reached = [r for r in runs if r["reached_at_step"] is not None]
+            agg = {
+                "final_mean_100": mean,
+                "final_std": std,
+                "reached": f"{len(reached)}/{len(runs)}",
+                "median_steps_to_threshold": _median([r["reached_at_step"] for r in reached]),
+                "median_s_to_threshold": _median([r["reached_at_s"] for r in reached]),
+                "median_steps_per_s": _median([r["steps_per_s"] for r in runs]),
+            }
+            aggregate.setdefault(env_id, {})[trainer] = agg
+            steps_to = agg["median_steps_to_threshold"]
+            rows.append(
+                [
+                    env_id,
+                    f"{budgets[env_id]:,}",
+                    SUITE[env_id]["threshold"],
+                    "a3c" if trainer == "a3c" else "SB3 A2C",
+                    mean,
+                    std,
+                    agg["reached"],
+                    None if steps_to is None else f"{steps_to:,.0f}",
+                    agg["median_s_to_threshold"],
+                    agg["median_steps_per_s"],
+                    SUITE[env_id]["zoo"],
+                ]
+            )
+    table = (
+        "Training return (mean of the last 100 episodes at the end; mean ± std over seeds), and the median over the "
+        "seeds that reached the threshold of the steps and wall time to it\n\n" + markdown_table(headers, rows)
+    )
+    return table, aggregate
+
+
+def figure(results: dict[str, dict[str, list[dict]]]) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(results)
+    cols = min(2, n)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.6 * rows), dpi=80, squeeze=False)
+    colors = {"a3c": "tab:blue", "sb3": "tab:orange"}
+    for ax, (env_id, by_trainer) in zip(axes.flat, results.items(), strict=False):
+        for trainer, runs in by_trainer.items():
+            for i, run in enumerate(runs):
+                xs, ys = zip(*run["curve"], strict=True) if run["curve"] else ((), ())
+                label = ("a3c (2 workers, preset)" if trainer == "a3c" else "SB3 A2C (rl-zoo3)") if i == 0 else None
+                ax.plot(xs, ys, color=colors[trainer], alpha=0.8, linewidth=1.2, label=label)
+        ax.axhline(SUITE[env_id]["threshold"], color="grey", linestyle="--", linewidth=0.8)
+        ax.set_title(env_id)
+        ax.set_xlabel("wall time (s)")
+        ax.set_ylabel(f"mean return, last {WINDOW} episodes")
+        ax.legend(loc="lower right", fontsize=8)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=list(SUITE), choices=list(SUITE), metavar="ENV")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--workers", type=int, default=2, help="a3c worker processes")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every step budget by this (e.g. 0.01 for a smoke test)"
+    )
+    parser.add_argument("--timeout", type=float, default=7200.0, help="seconds allowed per a3c run")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    args = parser.parse_args()
+    if not 0.0 < args.scale <= 1.0:
+        parser.error("--scale must be in (0, 1]")
+    budgets = {env_id: max(1000, int(SUITE[env_id]["budget"] * args.scale)) for env_id in args.envs}
+    tmp = Path(tempfile.mkdtemp(prefix="a3c-suite-"))
+    results: dict[str, dict[str, list[dict]]] = {env_id: {"a3c": [], "sb3": []} for env_id in args.envs}
+    try:
+        for seed in args.seeds:
+            for env_id in args.envs:  # alternate a3c and SB3, env by env, seed by seed
+                threshold = SUITE[env_id]["threshold"]
+                a = a3c_run(env_id, seed, budgets[env_id], args.workers, threshold, tmp, args.timeout)
+                results[env_id]["a3c"].append({"seed": seed, **a})
+                s = sb3_run(env_id, seed, budgets[env_id], threshold)
+                results[env_id]["sb3"].append({"seed": seed, **s})
+                print(
+                    f"{env_id} seed {seed}: a3c final {a['final_mean_100']}, reached at {a['reached_at_s']} s; "
+                    f"SB3 final {s['final_mean_100']}, reached at {s['reached_at_s']} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    table, aggregate = report(results, budgets)
+    save_results(
+        args.out,
+        "suite",
+        {"budgets": budgets, "window": WINDOW, "aggregate": aggregate, "runs": results},
+        table,
+        figure(results),
+    )
+
+
+if __name__ == "__main__":
+    main()
