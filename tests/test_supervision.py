@@ -25,6 +25,7 @@ from procs import (
 from a3c.backends.shared_memory import ProcessLauncher
 from a3c.board import Stat
 from a3c.supervisor import Supervisor
+from a3c.worker import _cut_to_bytes
 
 
 @pytest.mark.timeout(180)
@@ -204,3 +205,37 @@ def test_supervisor_kills_a_worker_without_heartbeat():
     assert wait_for(lambda: sup.poll(stopping=False) is not None, timeout=10)
     assert sup.failure.cause.startswith("hung: no heartbeat")
     assert not alive({pid})
+
+
+@pytest.mark.timeout(120)
+def test_a_crash_with_a_huge_non_ascii_message_is_reported_as_a_crash(tmp_path):
+    """Risk closed (f374bab): the traceback was cut to 16,000 characters, but the pipe's buffer (64 KiB) holds
+    bytes; cut to bytes now, a crash whose text is mostly 4-byte characters still reaches the supervisor at once
+    (a blocked send would have shown as a hang after --worker-timeout)."""
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "crash_at=7",
+        "crash_ranks=0",
+        "crash_pad=40000",
+        "--max-restarts",
+        "0",
+        "--worker-timeout",
+        "30",
+        "--total-steps",
+        "10000000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "a3c: error: worker 0 exited with code 1" in proc.stderr and "hung" not in proc.stderr
+    assert "worker 0's traceback:" in proc.stderr and "\N{GRINNING FACE}" in proc.stderr
+
+
+def test_traceback_is_cut_to_bytes_at_a_character_boundary():
+    text = "Traceback\n" + "\N{GRINNING FACE}" * 10_000 + "\nRuntimeError: end"
+    cut = _cut_to_bytes(text, 16_000)
+    assert len(cut.encode()) <= 16_000 and cut.endswith("RuntimeError: end")
+    assert _cut_to_bytes("short", 16_000) == "short"
