@@ -60,7 +60,12 @@ class RunDirectory:
         return run
 
     def write_config(self, config: Config) -> None:
-        write_json_atomic(self.config_json, config.to_dict())
+        """config.json: every setting as resolved: this directory, the start method, the worker count (with how
+        --workers auto chose it, in ``workers_auto``)."""
+        data = config.to_dict()
+        data["run_dir"] = str(self.path)
+        data["start_method"] = config.resolved_start_method()
+        write_json_atomic(self.config_json, data)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary_json, summary)

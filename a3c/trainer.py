@@ -44,6 +44,7 @@ from a3c.run_dir import RunDirectory
 from a3c.supervisor import Supervisor
 from a3c.tensorboard_server import TensorBoardServer
 from a3c.worker import worker_main
+from a3c.workers_auto import resolve_workers
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
 JOIN_TIMEOUT_S = 5.0  # for all workers together to finish their update after a stop; then they are terminated
@@ -87,6 +88,8 @@ class Trainer:
         self.started_at = time.time() if started_at is None else started_at
         # everything a user can get wrong is checked here, before any process starts
         self.spec = spec if spec is not None else preflight(config)
+        if config.workers == "auto":  # the CLI resolved it already (a3c/train.py); here for Trainer(Config())
+            config = resolve_workers(config, self.spec)
         self.config = config
         self.resume = load_resume(config.resume) if config.resume else None
         if self.resume is not None:
