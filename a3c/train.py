@@ -14,7 +14,6 @@ from a3c.config import Config, parse_env_kwargs
 from a3c.errors import UserError, run_cli
 from a3c.preflight import preflight, start_fork_server
 
-
 EXAMPLES = """examples:
   # CartPole-v1 until solved, as many workers as keep the cores busy (measured)
   python -m a3c.train --env CartPole-v1 --stop-when-solved
@@ -86,7 +85,7 @@ def parse_config(argv: Sequence[str] | None = None) -> Config:
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     if args["env_kwargs"] == []:
-        raise UserError("--env-kwargs needs one or more key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out")
+        raise UserError("--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out")
     args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"] or [])
     args["hidden_sizes"] = tuple(args["hidden_sizes"])
     if args["resume"] is not None:

@@ -40,7 +40,7 @@ from a3c.environment import EnvSpec
 from a3c.model import ActorCritic, flatten_parameters
 from a3c.optim import make_optimizer
 from a3c.preflight import preflight, start_fork_server
-from a3c.run_dir import RunDirectory
+from a3c.run_dir import RunDirectory, final_line, round_return
 from a3c.supervisor import Supervisor
 from a3c.tensorboard_server import TensorBoardServer
 from a3c.worker import worker_main
@@ -188,12 +188,7 @@ class Trainer:
                 dashboard.close()
             if self.tensorboard is not None:
                 self.tensorboard.stop()
-        print(
-            f"a3c: {summary['total_steps']} steps in {summary['wall_time_s']:.1f} s "
-            f"({summary['steps_per_s']:,.0f} steps/s), {summary['episodes']} episodes, "
-            f"mean return (last 100) {summary['mean_return_100']}; {run.path}",
-            file=sys.stderr,
-        )
+        print(final_line(summary, run.path), file=sys.stderr)
         return exit_code
 
     def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: _Signals) -> tuple[int, str]:
@@ -335,7 +330,7 @@ class Trainer:
             "wall_time_s": wall,
             "steps_per_s": session_steps / train_s if train_s > 0 else 0.0,
             "episodes": dashboard.episodes,
-            "mean_return_100": dashboard.mean_return_100(),
+            "mean_return_100": round_return(dashboard.mean_return_100()),
             "solved_at_step": dashboard.solved_at_step,
             "solved_at_s": dashboard.solved_at_s,
             "startup_s": startup_s,

@@ -269,4 +269,3 @@ def resolve_workers(config: Config, spec: EnvSpec, log: Callable[[str], None] | 
         if message:
             log(message)
     return config
-
