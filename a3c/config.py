@@ -114,7 +114,7 @@ class Config:
         checks: list[tuple[bool, str]] = [
             (
                 self.workers == "auto" or (isinstance(self.workers, int) and self.workers >= 1),
-                f"--workers must be auto or at least 1 (got {self.workers})",
+                f"--workers must be at least 1 (got {self.workers}), or auto",
             ),
             (self.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {self.envs_per_worker})"),
             (self.total_steps >= 1, f"--total-steps must be at least 1 (got {self.total_steps})"),
