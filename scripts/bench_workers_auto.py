@@ -10,8 +10,9 @@ worker, --n-steps 5) and gives each worker the same work (a row's --steps-per-wo
 --min-steps in all), so an ideal run lasts about as long whatever the count. steps/s is summary.json's: from the
 workers' common first step to the last update (start-up excluded; it is the startup s column). Auto runs first in
 each row, so the sweep can reach past its choice; with --repeats R every count runs R times (interleaved) and the
-median counts. Prints a markdown table; writes OUT/workers_auto.json (every run's summary and resolved config, the
-machine, the command) and OUT/workers_auto.png.
+median counts. "load" is the range of the 1-minute load average after the row's runs. Prints a markdown table;
+writes OUT/workers_auto.json (every run's summary and resolved config, the machine, the command) and
+OUT/workers_auto.png.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def run_row(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         total = max(args.min_steps, n * per_worker)
         cmd = [*env_args, "--workers", workers, "--total-steps", str(total), "--checkpoint-every", "0"]
         summary = run_trainer(cmd, tmp / f"{name}-{workers}-{rep}")
+        summary["load"] = os.getloadavg()[0]  # other jobs on the machine show here first
         print(f"  {name} workers={workers} ({summary['workers']}): {summary['steps_per_s']:,.0f} steps/s", flush=True)
         return summary
 
@@ -103,6 +105,7 @@ def run_row(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         "best_fixed": best,
         "best_fixed_steps_per_s": fixed[best],
         "auto_over_best": median["auto"] / fixed[best],
+        "load": [min(x["load"] for v in runs.values() for x in v), max(x["load"] for v in runs.values() for x in v)],
         "runs": runs,
     }
 
@@ -123,11 +126,21 @@ def main() -> None:
             r["best_fixed_steps_per_s"],
             f"{r['auto_over_best']:.0%}",
             ", ".join(f"{n}: {v:,.0f}" for n, v in sorted(r["fixed_steps_per_s"].items())),
+            f"{r['load'][0]:.1f}-{r['load'][1]:.1f}",
         ]
         for r in results
     ]
     table = markdown_table(
-        ["env", "auto workers", "auto steps/s", "best fixed", "best steps/s", "auto/best", "sweep (workers: steps/s)"],
+        [
+            "env",
+            "auto workers",
+            "auto steps/s",
+            "best fixed",
+            "best steps/s",
+            "auto/best",
+            "sweep (workers: steps/s)",
+            "load",
+        ],
         rows,
     )
     import matplotlib
