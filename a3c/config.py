@@ -3,10 +3,10 @@ validation that runs in the main process before any worker starts."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import multiprocessing
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,13 +15,27 @@ from a3c.errors import UserError
 LR_SCHEDULES = ("constant", "linear")
 
 
-def _default_workers() -> int:
-    return os.cpu_count() or 1
+def workers_arg(text: str) -> int | str:
+    """--workers: 'auto' or a positive integer (the range is checked by Config.validate)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of workers or auto (got {text!r})") from None
 
 
-def flag(default: Any = dataclasses.MISSING, *, help: str, factory: Any = dataclasses.MISSING, **cli: Any) -> Any:
-    """A dataclass field that carries its CLI help text (and extra argparse options) in its metadata."""
-    metadata = {"help": help, "cli": cli}
+def flag(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    factory: Any = dataclasses.MISSING,
+    internal: bool = False,
+    **cli: Any,
+) -> Any:
+    """A dataclass field that carries its CLI help text (and extra argparse options) in its metadata; ``internal``:
+    a setting the program resolves (recorded in config.json), not a flag."""
+    metadata = {"help": help, "cli": cli, "internal": internal}
     if factory is not dataclasses.MISSING:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -37,7 +51,13 @@ class Config:
         help="per-env hyperparameters from a3c/presets.toml: by default the preset named like --env, if there is "
         "one; 'none' for the plain defaults. Flags given override the preset. config.json records the one applied",
     )
-    workers: int = flag(factory=_default_workers, help="number of worker processes; the default is the number of cores")
+    workers: int | str = flag(
+        "auto",
+        help="number of worker processes, or auto: measure the env's step time against the model's cost at start-up "
+        "and run as many as keep every core busy (one per core for fast envs, more for slow ones)",
+        type=workers_arg,
+        metavar="N|auto",
+    )
     envs_per_worker: int = flag(8, help="envs each worker steps together under one batched forward pass")
     total_steps: int = flag(500_000, help="stop after this many env steps, summed over all workers and envs")
     seed: int = flag(
@@ -45,7 +65,9 @@ class Config:
         help="the run's root seed: every random stream (each worker's envs and sampler, each restart, each resume) "
         "is derived from it",
     )
-    run_dir: str | None = flag(None, help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)")
+    run_dir: str | None = flag(
+        None, help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)", metavar="RUN_DIR"
+    )
     exp_name: str = flag("a3c", help="experiment name, used in the default run directory name")
     n_steps: int = flag(5, help="rollout length: env steps per env between two updates of a worker")
     gamma: float = flag(0.99, help="discount factor, in (0, 1]")
@@ -90,13 +112,17 @@ class Config:
         None, help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
     )
     resume: str | None = flag(
-        None, help="continue the run in this run directory from its checkpoints/latest.pt (flags given override)"
+        None,
+        help="continue the run in RUN_DIR from its checkpoints/latest.pt (flags given override)",
+        metavar="RUN_DIR",
     )
     worker_timeout: float = flag(60.0, help="restart a worker whose heartbeat (one per update) is older than this (s)")
     max_restarts: int = flag(3, help="restarts allowed per worker (after a crash or a hang) before the run fails")
     max_skipped_in_row: int = flag(
         100, help="stop the run when a worker skips this many updates in a row for a non-finite loss or gradient"
     )
+    # not a flag: set by --workers auto (a3c/workers_auto.py), the measurement and the reason for the count chosen
+    workers_auto: dict[str, Any] | None = flag(None, help="", internal=True)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -119,7 +145,10 @@ class Config:
     def validate(self) -> Config:
         """Raise UserError naming the first out-of-range setting and its valid range; return self when all is well."""
         checks: list[tuple[bool, str]] = [
-            (self.workers >= 1, f"--workers must be at least 1 (got {self.workers})"),
+            (
+                self.workers == "auto" or (isinstance(self.workers, int) and self.workers >= 1),
+                f"--workers must be at least 1 (got {self.workers}), or auto",
+            ),
             (self.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {self.envs_per_worker})"),
             (self.total_steps >= 1, f"--total-steps must be at least 1 (got {self.total_steps})"),
             (self.n_steps >= 1, f"--n-steps must be at least 1 (got {self.n_steps})"),

@@ -1,5 +1,5 @@
 """The main process's view of a running job: reads new rows off the episode board and the per-worker stats, and
-writes them to episodes.csv, TensorBoard (tags of shared/DESIGN.md, x axis = global env step) and the progress bar.
+writes them to episodes.csv, TensorBoard (tags of docs/design.md, x axis = global env step) and the progress bar.
 Called about four times a second by the trainer; TensorBoard is flushed every tick.
 
 Besides the scalars it writes, once, a custom-scalars layout (every worker's return in one multi-line chart, every

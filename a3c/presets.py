@@ -104,6 +104,8 @@ def resolve_config(values: dict[str, Any], given: set[str]) -> tuple[Config, dic
     resolved: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for f in dataclasses.fields(Config):
+        if f.metadata.get("internal"):  # resolved by the program later (e.g. workers_auto), never by a flag
+            continue
         if f.name in given:
             resolved[f.name], sources[f.name] = values[f.name], FLAG
         elif f.name in preset:

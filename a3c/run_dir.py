@@ -34,6 +34,41 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def round_return(value: float | None) -> float | None:
+    """A mean return as reported (summary.json, the final line): two decimals are more than its noise."""
+    return None if value is None else round(float(value), 2)
+
+
+def final_line(summary: dict[str, Any], path: Path | str) -> str:
+    """The last line a run prints: how it ended (solved at step N (T s) when it stopped because it solved), this
+    session's steps, time and speed, and, after a resume, the run's total apart from this session's."""
+    reason = summary.get("stop_reason", "total_steps")
+    resumed = summary.get("resumed_from_step")
+    total, wall, sps = summary["total_steps"], summary["wall_time_s"], summary["steps_per_s"]
+    mean = summary.get("mean_return_100")
+    solved_at, solved_s = summary.get("solved_at_step"), summary.get("solved_at_s")
+    if reason == "solved" and solved_at is not None:
+        if resumed is None:
+            head = f"solved at step {solved_at:,} ({solved_s:.1f} s)"
+        elif solved_at > resumed:
+            head = f"solved at step {solved_at:,} ({solved_s:.1f} s into this session)"
+        else:
+            head = f"solved at step {solved_at:,} (in an earlier session)"
+    elif reason == "total_steps":
+        head = f"reached --total-steps {total:,}"
+    else:
+        head = f"stopped: {reason}"
+    mean_text = "no episode finished" if mean is None else f"mean return (last 100) {mean:g}"
+    if resumed is None:
+        body = f"{total:,} steps in {wall:.1f} s ({sps:,.0f} steps/s), {summary['episodes']:,} episodes, {mean_text}"
+    else:
+        body = (
+            f"this session: steps {resumed:,} -> {total:,} ({total - resumed:,} steps) in {wall:.1f} s "
+            f"({sps:,.0f} steps/s); the run: {total:,} steps, {summary['episodes']:,} episodes, {mean_text}"
+        )
+    return f"a3c: {head}; {body}; {path}"
+
+
 class RunDirectory:
     """Paths of one run, and the writers for its plain files."""
 
@@ -60,7 +95,12 @@ class RunDirectory:
         return run
 
     def write_config(self, config: Config) -> None:
-        write_json_atomic(self.config_json, config.to_dict())
+        """config.json: every setting as resolved: this directory, the start method, the worker count (with how
+        --workers auto chose it, in ``workers_auto``)."""
+        data = config.to_dict()
+        data["run_dir"] = str(self.path)
+        data["start_method"] = config.resolved_start_method()
+        write_json_atomic(self.config_json, data)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary_json, summary)

@@ -15,6 +15,29 @@ from a3c.errors import UserError, run_cli
 from a3c.preflight import preflight, start_fork_server
 from a3c.presets import CHECKPOINT, FLAG, format_config, resolve_config
 
+EXAMPLES = """examples:
+  # CartPole-v1 until solved, as many workers as keep the cores busy (measured)
+  python -m a3c.train --env CartPole-v1 --stop-when-solved
+  # 4 workers, with TensorBoard served while it trains
+  python -m a3c.train --env CartPole-v1 --workers 4 --tensorboard
+  # a slow I/O-bound env: 10 ms a step (auto then runs many workers per core)
+  python -m a3c.train --env envs/SlowCartPole-v1 --env-kwargs latency=0.01
+  # your own env, registered when my_envs is imported
+  python -m a3c.train --env my_envs:MyEnv-v0
+  # continue a run to 1,000,000 steps in total
+  python -m a3c.train --resume runs/RUN_DIR --total-steps 1000000
+"""
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows "(default: X)" where there is a default worth showing (not for unset options, switches, or a help
+    text that explains its default itself); keeps the epilog's line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, []) or "(default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
@@ -25,11 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m a3c.train",
         description="Train an A3C agent on a gymnasium environment.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
+        epilog=EXAMPLES,
     )
     hints = typing.get_type_hints(Config)
     defaults = Config()
     for f in dataclasses.fields(Config):
+        if f.metadata["internal"]:
+            continue
         name = "--" + f.name.replace("_", "-")
         hint = hints[f.name]
         extra = dict(f.metadata["cli"])
@@ -43,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
             )
             continue
         if f.name == "env_kwargs":
-            parser.add_argument(name, nargs="*", default=[], metavar="KEY=VALUE", help=f.metadata["help"])
+            # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored
+            parser.add_argument(name, nargs="*", default=None, metavar="KEY=VALUE", help=f.metadata["help"])
             continue
         origin = typing.get_origin(hint)
         if origin is tuple:
@@ -51,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         if origin in (typing.Union, types.UnionType):
             hint = next(a for a in typing.get_args(hint) if a is not type(None))
-        parser.add_argument(name, type=hint, default=default, help=f.metadata["help"], **extra)
+        parser.add_argument(name, type=extra.pop("type", hint), default=default, help=f.metadata["help"], **extra)
     parser.add_argument(
         "--show-config",
         action="store_true",
@@ -66,7 +93,9 @@ def parse_cli(argv: Sequence[str] | None = None) -> tuple[Config, dict[str, str]
     flags given (presets are not applied again over a resumed run)."""
     args = vars(build_parser().parse_args(argv))
     show = args.pop("show_config")
-    args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"])
+    if args["env_kwargs"] == []:
+        raise UserError("--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out")
+    args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"] or [])
     args["hidden_sizes"] = tuple(args["hidden_sizes"])
     given = _given_flags(argv)
     if args["resume"] is not None:
@@ -96,7 +125,10 @@ def _resume_config(args: dict, given: set[str]) -> tuple[Config, dict[str, str]]
             "give the flags you want to change"
         )
     given = given - {"resume"}
-    config = resume_config(load_resume(args["resume"]), args["resume"], {k: args[k] for k in given})
+    overrides = {k: args[k] for k in given}
+    if "workers" in overrides:  # a count given now replaces the one --workers auto chose before, and its reason
+        overrides["workers_auto"] = None
+    config = resume_config(load_resume(args["resume"]), args["resume"], overrides)
     sources = {f.name: FLAG if f.name in given else CHECKPOINT for f in dataclasses.fields(Config)}
     sources["resume"] = sources["run_dir"] = FLAG
     return config, sources
@@ -112,6 +144,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.resume is None:  # (a resume is checked against its checkpoint by the Trainer, with torch)
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
     from a3c.trainer import Trainer  # imported here, so that --help and input errors answer fast
+    from a3c.workers_auto import resolve_workers
+
+    config = resolve_workers(config, spec)  # --workers auto: measured now, while the fork server starts
 
     return Trainer(config, started_at=started_at, spec=spec).run()
 

@@ -41,12 +41,13 @@ from a3c.environment import EnvSpec
 from a3c.model import build_model, flatten_parameters, parameter_count
 from a3c.optim import make_optimizer
 from a3c.preflight import preflight, start_fork_server
-from a3c.run_dir import RunDirectory
+from a3c.run_dir import RunDirectory, final_line, round_return
 from a3c.running_stats import SharedMoments
 from a3c.seeding import WorkerSeeds, model_init_seed
 from a3c.supervisor import Supervisor
 from a3c.tensorboard_server import TensorBoardServer
 from a3c.worker import Worker, worker_main
+from a3c.workers_auto import resolve_workers
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
 JOIN_TIMEOUT_S = 5.0  # for all workers together to finish their update after a stop; then they are terminated
@@ -88,6 +89,8 @@ class Trainer:
         self.started_at = time.time() if started_at is None else started_at
         # everything a user can get wrong is checked here, before any process starts
         self.spec = spec if spec is not None else preflight(config)
+        if config.workers == "auto":  # the CLI resolved it already (a3c/train.py); here for Trainer(Config())
+            config = resolve_workers(config, self.spec)
         self.config = config
         self.resume = load_resume(config.resume) if config.resume else None
         if self.resume is not None:
@@ -186,12 +189,7 @@ class Trainer:
                 dashboard.close()
             if self.tensorboard is not None:
                 self.tensorboard.stop()
-        print(
-            f"a3c: {summary['total_steps']} steps in {summary['wall_time_s']:.1f} s "
-            f"({summary['steps_per_s']:,.0f} steps/s), {summary['episodes']} episodes, "
-            f"mean return (last 100) {summary['mean_return_100']}; {run.path}",
-            file=sys.stderr,
-        )
+        print(final_line(summary, run.path), file=sys.stderr)
         return exit_code
 
     def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: _Signals) -> tuple[int, str]:
@@ -313,7 +311,7 @@ class Trainer:
             "wall_time_s": wall,
             "steps_per_s": session_steps / train_s if train_s > 0 else 0.0,
             "episodes": dashboard.episodes,
-            "mean_return_100": dashboard.mean_return_100(),
+            "mean_return_100": round_return(dashboard.mean_return_100()),
             "solved_at_step": dashboard.solved_at_step,
             "solved_at_s": dashboard.solved_at_s,
             "startup_s": startup_s,

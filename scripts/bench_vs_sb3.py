@@ -5,12 +5,15 @@ SB3 uses rl-zoo3's settings for A2C on CartPole-v1 (8 envs, ent_coef 0.0, SB3's 
     pip install -e ".[bench]"
     python scripts/bench_vs_sb3.py --seeds 1 2 3 --workers 2 --out bench-out
 
-Prints markdown tables; writes OUT/vs_sb3.json, .md and .png.
+Prints markdown tables; writes OUT/vs_sb3.json, .md and .png. Every run records its best and final 100-episode mean
+return (best: over full 100-episode windows; final: the last 100 episodes, or all if fewer); a seed that does not
+reach 475 within --max-steps shows as "-" in the table and is counted in the figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import shutil
 import statistics
 import sys
@@ -39,9 +42,15 @@ def sb3_run(seed: int, max_steps: int, stop_when_solved: bool) -> dict:
             super().__init__()
             self.solved_at_step: int | None = None
             self.solved_at_s: float | None = None
+            self.best: float | None = None
+            self.seen = 0
 
         def _on_step(self) -> bool:
             buf = self.model.ep_info_buffer
+            if len(buf) == 100 and self.model._episode_num != self.seen:  # a new episode ended: a new mean
+                self.seen = self.model._episode_num
+                mean = statistics.fmean(e["r"] for e in buf)
+                self.best = mean if self.best is None else max(self.best, mean)
             if self.solved_at_step is None and len(buf) == 100:
                 if statistics.fmean(e["r"] for e in buf) >= THRESHOLD:
                     self.solved_at_step = self.num_timesteps
@@ -56,12 +65,38 @@ def sb3_run(seed: int, max_steps: int, stop_when_solved: bool) -> dict:
     learn_start = time.perf_counter()
     model.learn(total_timesteps=max_steps, callback=watch)
     learn_s = time.perf_counter() - learn_start
+    buf = model.ep_info_buffer
     return {
         "steps_per_s": model.num_timesteps / learn_s,
         "solved_at_step": watch.solved_at_step,
         "solved_at_s": watch.solved_at_s,
         "steps": model.num_timesteps,
+        "best_mean100": watch.best,
+        "final_mean100": statistics.fmean(e["r"] for e in buf) if buf else None,
     }
+
+
+def best_mean100(episodes_csv: Path) -> float | None:
+    """The best 100-episode moving mean of the returns in episodes.csv (in logging order); None under 100 episodes."""
+    with open(episodes_csv, newline="") as f:
+        returns = [float(row["return"]) for row in csv.DictReader(f)]
+    if len(returns) < 100:
+        return None
+    window = sum(returns[:100])
+    best = window
+    for i in range(100, len(returns)):
+        window += returns[i] - returns[i - 100]
+        best = max(best, window)
+    return best / 100
+
+
+def describe(r: dict) -> str:
+    """One seed's outcome in words: when it solved, or that it did not, with its best and final means."""
+    best = "-" if r.get("best_mean100") is None else f"{r['best_mean100']:.1f}"
+    final = "-" if r.get("final_mean100") is None else f"{r['final_mean100']:.1f}"
+    if r["solved_at_s"] is None:
+        return f"not solved in {r['steps']:,} steps (best mean100 {best}, final {final})"
+    return f"solved in {r['solved_at_s']:.1f} s at step {r['solved_at_step']:,} (best mean100 {best}, final {final})"
 
 
 def a3c_run(seed: int, workers: int, max_steps: int, stop_when_solved: bool, tmp: Path) -> dict:
@@ -79,22 +114,31 @@ def a3c_run(seed: int, workers: int, max_steps: int, stop_when_solved: bool, tmp
     ]
     if stop_when_solved:
         args.append("--stop-when-solved")
-    s = run_train(args, tmp / f"a3c-{seed}-{stop_when_solved}-{time.time_ns()}")
+    run_dir = tmp / f"a3c-{seed}-{stop_when_solved}-{time.time_ns()}"
+    s = run_train(args, run_dir)
     return {
         "steps_per_s": s["steps_per_s"],
         "solved_at_step": s["solved_at_step"],
         "solved_at_s": s["solved_at_s"],
         "steps": s["total_steps"],
+        "best_mean100": best_mean100(run_dir / "episodes.csv"),
+        "final_mean100": s["mean_return_100"],
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--throughput-steps", type=int, default=100_000)
-    parser.add_argument("--max-steps", type=int, default=500_000, help="step budget for the time-to-solve runs")
-    parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds, each run by both trainers")
+    parser.add_argument("--workers", type=int, default=2, help="a3c's --workers (SB3 steps its 8 envs in one process)")
+    parser.add_argument(
+        "--throughput-steps", type=int, default=100_000, help="env steps of each throughput run (no stop when solved)"
+    )
+    parser.add_argument(
+        "--max-steps", type=int, default=500_000, help="step budget of each time-to-solve run (stops when solved)"
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="a3c-vs-sb3-"))
     throughput: dict[str, list[float]] = {"a3c": [], "sb3": []}
@@ -106,7 +150,7 @@ def main() -> None:
             solve["a3c"].append({"seed": seed, **a3c_run(seed, args.workers, args.max_steps, True, tmp)})
             solve["sb3"].append({"seed": seed, **sb3_run(seed, args.max_steps, True)})
             print(
-                f"seed {seed}: a3c {solve['a3c'][-1]['solved_at_s']} s, sb3 {solve['sb3'][-1]['solved_at_s']} s",
+                f"seed {seed}: a3c {describe(solve['a3c'][-1])}; SB3 {describe(solve['sb3'][-1])}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -125,21 +169,30 @@ def main() -> None:
     rows = [
         [
             r["seed"],
-            solve["a3c"][i]["solved_at_s"],
-            solve["a3c"][i]["solved_at_step"],
+            a["solved_at_s"],
+            a["solved_at_step"],
+            a["best_mean100"],
+            a["final_mean100"],
             r["solved_at_s"],
             r["solved_at_step"],
+            r["best_mean100"],
+            r["final_mean100"],
         ]
-        for i, r in enumerate(solve["sb3"])
+        for a, r in zip(solve["a3c"], solve["sb3"], strict=True)
     ]
-    table += "Wall time to a 100-episode mean >= 475 (s; '-' = not within the step budget)\n\n"
-    table += markdown_table(["seed", "a3c s", "a3c steps", "SB3 s", "SB3 steps"], rows)
+    table += (
+        f"Wall time to a 100-episode mean >= 475 ('-': not within {args.max_steps:,} steps), and the best and final "
+        "100-episode means of those runs\n\n"
+    )
+    headers = ["seed", "a3c s", "a3c steps", "a3c best", "a3c final", "SB3 s", "SB3 steps", "SB3 best", "SB3 final"]
+    table += markdown_table(headers, rows)
     ma, ms = med_time("a3c"), med_time("sb3")
     if ma is not None and ms is not None:
         table += f"\n\nmedian time to solve: a3c {ma:.1f} s, SB3 {ms:.1f} s, ratio {ma / ms:.2f}"
     else:
-        table += "\n\nnot every seed solved: " + ", ".join(
-            f"{k}: {[r['solved_at_s'] for r in v]}" for k, v in solve.items()
+        solved = {k: sum(r["solved_at_s"] is not None for r in v) for k, v in solve.items()}
+        table += (
+            f"\n\nnot every seed solved: a3c {solved['a3c']}/{len(args.seeds)}, SB3 {solved['sb3']}/{len(args.seeds)}"
         )
 
     import matplotlib
@@ -151,12 +204,27 @@ def main() -> None:
     a.bar(["a3c", "SB3 A2C"], [tp["a3c"], tp["sb3"]], color=["tab:blue", "tab:orange"])
     a.set_ylabel("env steps/s (median)")
     a.set_title("throughput")
+    labels = []
     for i, name in enumerate(("a3c", "sb3")):
         times = [r["solved_at_s"] for r in solve[name] if r["solved_at_s"] is not None]
         b.scatter([i] * len(times), times, color=["tab:blue", "tab:orange"][i])
-    b.set_xticks([0, 1], ["a3c", "SB3 A2C"])
-    b.set_ylabel("seconds to mean100 >= 475")
+        labels.append(f"{'a3c' if name == 'a3c' else 'SB3 A2C'}\n{len(times)}/{len(solve[name])} seeds solved")
     b.set_title("time to solve, per seed")
+    if any(r["solved_at_s"] is not None for v in solve.values() for r in v):
+        b.set_xticks([0, 1], labels)
+        b.set_xlim(-0.5, 1.5)
+        b.set_ylim(bottom=0)
+        b.set_ylabel("seconds to mean100 >= 475")
+    else:  # nothing to plot: say so instead of drawing an empty axis
+        b.axis("off")
+        b.text(
+            0.5,
+            0.5,
+            f"no seed of either trainer\nreached 475 within {args.max_steps:,} steps",
+            ha="center",
+            va="center",
+            transform=b.transAxes,
+        )
     fig.tight_layout()
     save_results(
         args.out,

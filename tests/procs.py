@@ -17,7 +17,7 @@ from pathlib import Path
 START_METHODS = ("fork", "forkserver", "spawn")
 
 
-# the aggregate scalar tags of shared/DESIGN.md that every run writes (per-worker tags: workers/<rank>/...)
+# the aggregate scalar tags of docs/design.md that every run writes (per-worker tags: workers/<rank>/...)
 DESIGN_TAGS = frozenset(
     {
         "charts/episodic_return",

@@ -119,7 +119,9 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
         (["--worker-timeout", "0"], "--worker-timeout must be a positive number"),
         (["--max-restarts", "-1"], "--max-restarts must be >= 0"),
         (["--max-skipped-in-row", "0"], "--max-skipped-in-row must be at least 1"),
-        (["--workers", "two"], "argument --workers: invalid int value: 'two'"),
+        (["--workers", "two"], "argument --workers: takes a number of workers or auto (got 'two')"),
+        (["--env-kwargs"], "--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out"),
+        (["--env-kwargs", "--seed", "2"], "--env-kwargs needs key=value pairs"),
         (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
         (["--optimizer", "sgd"], "argument --optimizer: invalid choice"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
@@ -234,7 +236,8 @@ def test_malicious_resume_checkpoint_is_refused_end_to_end(tmp_path):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--workers", "two"], "invalid int value: 'two'"),
+        (["--workers", "two"], "takes a number of workers or auto (got 'two')"),
+        (["--env-kwargs"], "--env-kwargs needs key=value pairs"),
         (["--env", "CartPol-v1"], "did you mean CartPole-v1"),
     ],
 )

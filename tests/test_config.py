@@ -59,7 +59,7 @@ def test_config_round_trips_through_a_dict():
         (["--gamma", "1.5"], "--gamma must be in (0, 1]"),
         (["--n-steps", "0"], "--n-steps must be at least 1"),
         (["--total-steps", "0"], "--total-steps must be at least 1"),
-        (["--workers", "two"], "invalid int value"),
+        (["--workers", "two"], "takes a number of workers or auto"),
     ],
 )
 def test_bad_values_are_user_errors(argv, needle):
