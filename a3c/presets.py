@@ -130,6 +130,7 @@ def format_config(config: Config, sources: dict[str, str]) -> str:
     rows = [
         (flag_name(f.name), _show(getattr(config, f.name)), sources.get(f.name, DEFAULT))
         for f in dataclasses.fields(Config)
+        if not f.metadata.get("internal")
     ]
     width = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
     lines += [f"{a:<{width[0]}}  {b:<{width[1]}}  {c}" for a, b, c in rows]

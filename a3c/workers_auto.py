@@ -155,10 +155,10 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
 
     from a3c.environment import make_env
     from a3c.losses import actor_critic_loss_grads, gae_advantages
-    from a3c.model import ActorCritic, flatten_parameters, sample_actions
+    from a3c.model import build_model, flatten_parameters
     from a3c.optim import make_optimizer
 
-    T, K, D = config.n_steps, config.envs_per_worker, spec.obs_dim
+    T, K = config.n_steps, config.envs_per_worker
     rss = _rss_mb()
     envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
     env_mb = max(0.0, _rss_mb() - rss)  # a worker holds the same K envs
@@ -185,31 +185,34 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in a worker
     try:
-        model = ActorCritic(D, spec.n_actions, config.hidden_sizes)
+        model, dist = build_model(spec, config)
         params, grads = flatten_parameters(model)
         optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1)
         rng = np.random.default_rng(0)
-        obs = torch.randn(T + 1, K, D)
+        obs = torch.randn(T + 1, K, *spec.obs_shape)
+        actions = torch.zeros(T * K, *dist.action_shape, dtype=dist.action_dtype)  # any valid actions: timing only
 
         def act() -> None:
             with torch.inference_mode():
-                logits, _ = model(obs[0])
-            sample_actions(logits, rng)
+                logits, _ = model.policy(obs[0])
+            dist.sample(logits, rng)
 
         def update() -> None:
             # what the worker's update does, except that autograd's backward (whose first call imports a few hundred
             # modules: too slow here) is replaced by two more forward passes, about its cost
-            logits, values = model(obs.view((T + 1) * K, D))
+            flat = obs.view((T + 1) * K, *spec.obs_shape)
+            logits, values, _ = model(flat)
             with torch.no_grad():
-                model(obs.view((T + 1) * K, D))
-                model(obs.view((T + 1) * K, D))
+                model(flat)
+                model(flat)
             values = values.detach().view(T + 1, K)
             zeros = torch.zeros(T, K)
             adv, ret = gae_advantages(zeros, values[:T], values[1:], zeros, zeros, config.gamma, config.gae_lambda)
             actor_critic_loss_grads(
+                dist,
                 logits.detach()[: T * K],
                 values[:T].reshape(-1),
-                torch.zeros(T * K, dtype=torch.int64),
+                actions,
                 adv.view(-1),
                 ret.view(-1),
                 config.ent_coef,
