@@ -1,6 +1,14 @@
 """The main process's view of a running job: reads new rows off the episode board and the per-worker stats, and
-writes them to episodes.csv, TensorBoard (tags of shared/DESIGN.md, x axis = global env step) and the progress bar.
-Called about four times a second by the trainer; TensorBoard is flushed every tick.
+writes them to episodes.csv (every episode), TensorBoard (tags of docs/design.md, x axis = global env step) and the
+progress bar. Called about four times a second by the trainer; TensorBoard is flushed every tick.
+
+Event streams: the all-workers tags go to the run directory's own event file, each worker's tags
+(``workers/<rank>/...``) to an event file of their own in ``workers/<rank>/``. TensorBoard colours lines by run, and
+each of those subdirectories is a run, so in the multi-line charts every worker has its own colour.
+
+Volume is bounded by time, not by the episode rate (a3c/episode_scalars.py): per-episode points per group of tags
+at most ``points_per_s`` a second, the interval's mean/min/max exact; the interval's aggregates and the perf scalars
+are written once per ``1 / points_per_s`` seconds (every tick when it is 0).
 
 Besides the scalars it writes, once, a custom-scalars layout (every worker's return in one multi-line chart, every
 worker's loss in another, the aggregates beside them); every ``plot_every_s`` the tutorial's loss-history figure,
@@ -26,17 +34,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 from tqdm import tqdm
 
 from a3c.board import BoardReader, Episode, EpisodeBoard, Stat
-from a3c.plots import figure_png, loss_history_figure, png_size, write_bytes_atomic
+from a3c.episode_scalars import ALL, EpisodeScalars
+from a3c.plots import LossHistory, draw_loss_history, figure_png, png_size, write_bytes_atomic
 from a3c.run_dir import EpisodeLog, RunDirectory
 
 PLOT_EVERY_S = 30.0
+POINTS_PER_S = 1.0  # per-episode TensorBoard points per group of tags per second (--tb-episode-points-per-s)
+WORKERS_DIR = "workers"  # workers/<rank>/: each worker's event stream (a TensorBoard run of its own)
 LOSS_HISTORY_TAG = "plots/loss_history"
 # final metrics of the hparams table: summary.json key -> scalar tag
 HPARAM_METRICS: dict[str, str] = {
@@ -51,11 +62,14 @@ def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
     return {
         "return": {
             "every worker": ["Multiline", [r"^workers/\d+/episodic_return$"]],
+            "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episodic_return_mean$"]],
             "all workers": ["Multiline", ["^charts/episodic_return$"]],
-            "episode length": ["Multiline", ["^charts/episodic_length$"]],
+            "all workers (mean, min, max per interval)": ["Multiline", [r"^charts/episodic_return_(mean|min|max)$"]],
+            "episode length": ["Multiline", ["^charts/episodic_length$", "^charts/episodic_length_mean$"]],
         },
         "loss": {
             "every worker (episode mean)": ["Multiline", [r"^workers/\d+/episode_loss$"]],
+            "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episode_loss_mean$"]],
             "all workers": ["Multiline", ["^losses/loss$", "^losses/policy_loss$", "^losses/value_loss$"]],
             "entropy": ["Multiline", ["^losses/entropy$"]],
         },
@@ -93,26 +107,36 @@ class Dashboard:
         restarts: int = 0,
         interval: Callable[[], int] | None = None,
         plot_every_s: float = PLOT_EVERY_S,
+        points_per_s: float = POINTS_PER_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """``interval`` returns the logging interval the workers tag their lag maxima with (the store's
         ``interval``); the trainer advances it right after each tick, so at a tick the interval that is ending is
-        the current one. Without it, the newest interval found in the stats is used."""
+        the current one. Without it, the newest interval found in the stats is used. ``clock``: the time that
+        paces the TensorBoard intervals (a test passes its own)."""
         self.run, self.board, self.start_time = run, board, start_time
         self.interval = interval
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
+        self.clock = clock
         self.writer = SummaryWriter(log_dir=str(run.path), flush_secs=1)
+        self.worker_writers = {r: self._worker_writer(r) for r in range(board.workers)}
+        self._dirty: set[int] = set()  # groups written since the last flush
+        self.scalars = EpisodeScalars(points_per_s)
+        self._next_interval = clock() + self.scalars.period
+        self._pending_lag_max: float | None = None
+        self._closed = False
         self.reader = BoardReader(board)
         self.log = EpisodeLog(run.episodes_csv)
         self.recent_returns: deque[float] = deque(maxlen=100)
         self.episodes = 0
         self.solved_at_step: int | None = None
         self.solved_at_s: float | None = None
-        # the tutorial's per-process loss history, unbounded (the board is a ring; this keeps everything)
-        self.loss_history: dict[int, list[float]] = {r: [] for r in range(board.workers)}
-        self.loss_times: dict[int, list[float]] = {r: [] for r in range(board.workers)}
+        # the tutorial's per-process loss history, bounded (episodes.csv keeps every episode)
+        self.loss_history = LossHistory(board.workers)
         self.restarts = restarts
-        self._last = (time.time(), board.global_step(), self._stats().copy())
+        self._last = (clock(), board.global_step(), self._stats().copy())  # at the last perf point
+        self._bar_last = (time.time(), board.global_step())
         self._lag_interval_done = -1  # the newest interval whose lag maximum was written
         self._plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a3c-plot")
         self._plot: Future[tuple[bytes, int]] | None = None
@@ -131,6 +155,23 @@ class Dashboard:
     def _stats(self) -> np.ndarray:
         return self.board.stats.numpy()
 
+    def _worker_writer(self, rank: int) -> SummaryWriter:
+        return SummaryWriter(log_dir=str(self.run.path / WORKERS_DIR / str(rank)), flush_secs=1)
+
+    def _writer(self, group: int) -> SummaryWriter:
+        if group == ALL:
+            return self.writer
+        if group not in self.worker_writers:  # a rank beyond the board's (not expected; kept safe)
+            self.worker_writers[group] = self._worker_writer(group)
+        return self.worker_writers[group]
+
+    def purge_from(self, step: int) -> None:
+        """On resume: TensorBoard drops, in every stream, the events at or after ``step`` written before this point
+        (what SummaryWriter(purge_step=...) writes): they came after the checkpoint, before a crash, and will be
+        written again."""
+        for writer in (self.writer, *self.worker_writers.values()):
+            writer.file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+
     def mean_return_100(self) -> float | None:
         return float(np.mean(self.recent_returns)) if self.recent_returns else None
 
@@ -140,22 +181,14 @@ class Dashboard:
     def tick(self) -> list[Episode]:
         """Read everything new and publish it. Returns the new episodes."""
         episodes = self.reader.drain()
-        self.log.append(episodes)
-        w = self.writer
-        for ep in episodes:
+        self.log.append(episodes)  # every episode, in board order
+        for ep in sorted(episodes, key=lambda e: e["wall_time"]):
             step = int(ep["global_step"])
-            self.add_scalars(
-                step,
-                {
-                    "charts/episodic_return": ep["return"],
-                    "charts/episodic_length": ep["length"],
-                    f"workers/{ep.worker}/episodic_return": ep["return"],
-                    f"workers/{ep.worker}/episode_loss": ep["loss"],
-                },
-            )
-            self.loss_history[ep.worker].append(ep["loss"])
-            self.loss_times[ep.worker].append(ep["wall_time"])
-            self.recent_returns.append(ep["return"])
+            ret, loss = ep["return"], ep["loss"]
+            for group, at, values in self.scalars.add(ep.worker, step, ep["wall_time"], ret, ep["length"], loss):
+                self.add_scalars(at, values, group)
+            self.loss_history.add(ep.worker, loss)
+            self.recent_returns.append(ret)
             self.episodes += 1
             if (
                 self.solved_at_step is None
@@ -164,22 +197,56 @@ class Dashboard:
                 and self.mean_return_100() >= self.reward_threshold
             ):
                 self.solved_at_step, self.solved_at_s = step, ep["wall_time"]
-        self._write_perf()
+        self._fold_lag_max()
+        self._update_bar()
+        now = self.clock()
+        if now >= self._next_interval:
+            self._write_interval()
+            self._next_interval = now + self.scalars.period
         self._refresh_plot()
-        w.flush()
+        self._flush()
         return episodes
 
-    def add_scalars(self, step: int, values: Mapping[str, float]) -> None:
+    def add_scalars(self, step: int, values: Mapping[str, float], group: int = ALL) -> None:
         """Several scalars at one step, as ONE event (what SummaryWriter.add_scalar writes, one value each, but
-        batched). The main process shares the cores with the workers: one add_scalar costs ~150 us of Python (proto
-        building, queueing, and tensorboard's pure-Python CRC of every record), and short episodes arrive by the
-        thousand per second, so one event per episode instead of four is worth it. TensorBoard reads each value
-        of the event as a point of its own tag."""
+        batched), in the stream of ``group`` (ALL: the run's own; a rank: that worker's). The main process shares
+        the cores with the workers: one add_scalar costs ~150 us of Python (proto building, queueing, and
+        tensorboard's pure-Python CRC of every record), so batching the values of one step is worth it.
+        TensorBoard reads each value of the event as a point of its own tag."""
         summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
-        self.writer.file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+        self._writer(group).file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+        self._dirty.add(group)
+
+    def _flush(self) -> None:
+        for group in self._dirty:
+            self._writer(group).flush()
+        self._dirty.clear()
+
+    def _write_interval(self) -> None:
+        """The interval that is ending: its episodes' aggregates, and the perf scalars since the last ones."""
+        for group, step, values in self.scalars.flush():
+            self.add_scalars(step, values, group)
+        self._write_perf()
+
+    def _fold_lag_max(self) -> None:
+        """Every tick: the ending logging interval's largest policy lag, kept until the next perf point."""
+        lag_max = self._lag_max(self._stats())
+        if lag_max is not None:
+            self._pending_lag_max = max(lag_max, self._pending_lag_max or lag_max)
+
+    def _update_bar(self) -> None:
+        now, step = time.time(), self.board.global_step()
+        last_time, last_step = self._bar_last
+        if step == last_step:
+            return
+        self.bar.update(step - self.bar.n)
+        mean = self.mean_return_100()
+        sps = (step - last_step) / max(now - last_time, 1e-9)
+        self.bar.set_postfix(sps=f"{sps:,.0f}", ret100="-" if mean is None else f"{mean:.1f}", refresh=False)
+        self._bar_last = (now, step)
 
     def _write_perf(self) -> None:
-        now, step, stats = time.time(), self.board.global_step(), self._stats().copy()
+        now, step, stats = self.clock(), self.board.global_step(), self._stats().copy()
         last_time, last_step, last_stats = self._last
         dt = max(now - last_time, 1e-9)
         if step == last_step:
@@ -188,9 +255,9 @@ class Dashboard:
         scalars = {"charts/SPS": (step - last_step) / dt, "perf/updates_per_s": updates / dt}
         if updates > 0:
             scalars["perf/policy_lag"] = (stats[:, Stat.LAG_SUM].sum() - last_stats[:, Stat.LAG_SUM].sum()) / updates
-            lag_max = self._lag_max(stats)
-            if lag_max is not None:
-                scalars["perf/policy_lag_max"] = lag_max
+            if self._pending_lag_max is not None:
+                scalars["perf/policy_lag_max"] = self._pending_lag_max
+                self._pending_lag_max = None
             scalars["perf/grad_norm"] = (
                 stats[:, Stat.GRAD_NORM_SUM].sum() - last_stats[:, Stat.GRAD_NORM_SUM].sum()
             ) / updates
@@ -206,11 +273,6 @@ class Dashboard:
         scalars["perf/restarts"] = self.restarts
         scalars["perf/lost_episodes"] = self.reader.lost
         self.add_scalars(step, scalars)
-        self.bar.update(step - self.bar.n)
-        mean = self.mean_return_100()
-        self.bar.set_postfix(
-            sps=f"{(step - last_step) / dt:,.0f}", ret100="-" if mean is None else f"{mean:.1f}", refresh=False
-        )
         self._last = (now, step, stats)
 
     def _lag_max(self, stats: np.ndarray) -> float | None:
@@ -226,14 +288,19 @@ class Dashboard:
         return float(stats[in_interval, Stat.LAG_MAX].max())
 
     # -- the loss-history figure -------------------------------------------------------------------------------
-    def _snapshot(self) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-        return (
-            {r: np.asarray(v, dtype=float) for r, v in self.loss_history.items()},
-            {r: np.asarray(v, dtype=float) for r, v in self.loss_times.items()},
-        )
+    def _snapshot(self) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+        """A copy of the (bounded) loss history's lines, for the plot thread."""
+        h = self.loss_history
+        return {r: s.points() for r, s in h.workers.items() if s.count}, h.overall.points()
 
-    def _render(self, losses: dict[int, np.ndarray], times: dict[int, np.ndarray], step: int) -> tuple[bytes, int]:
-        png = figure_png(loss_history_figure(losses, times, title=f"{self.run.path.name}, step {step:,}"))
+    def _render(
+        self,
+        per_worker: dict[int, tuple[np.ndarray, np.ndarray]],
+        overall: tuple[np.ndarray, np.ndarray],
+        step: int,
+    ) -> tuple[bytes, int]:
+        title = f"{self.run.path.name}, step {step:,}"
+        png = figure_png(draw_loss_history(per_worker, overall, title=title))
         write_bytes_atomic(png, self.run.plots / "loss_history.png")
         return png, step
 
@@ -279,9 +346,16 @@ class Dashboard:
         self.writer.flush()
 
     def close(self) -> None:
+        """Write the last interval's aggregates and perf scalars, wait for the figure, close every writer."""
+        if self._closed:
+            return
+        self._closed = True
+        self._fold_lag_max()
+        self._write_interval()
         self._collect_plot(wait=True)
         self._plotter.shutdown(wait=True)
         self.bar.close()
-        self.writer.flush()
-        self.writer.close()
+        for writer in (self.writer, *self.worker_writers.values()):
+            writer.flush()
+            writer.close()
         self.log.close()

@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.multiprocessing as mp
-from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from a3c.backends.shared_memory import SharedMemoryStore
 from a3c.board import BoardReader, EpisodeBoard, Stat
 from a3c.checkpoint import (
     LATEST,
+    CheckpointSchedule,
     check_compatible,
     load_resume,
     rng_state,
@@ -164,7 +164,13 @@ class Trainer:
             else:
                 print(f"a3c: resuming {run.path} at step {self.resumed_from_step:,}", file=sys.stderr)
             dashboard = Dashboard(
-                run, board, cfg.total_steps, spec.reward_threshold, start, interval=self.store.interval
+                run,
+                board,
+                cfg.total_steps,
+                spec.reward_threshold,
+                start,
+                interval=self.store.interval,
+                points_per_s=cfg.tb_episode_points_per_s,  # issue 15
             )
             if resume is not None:
                 self._continue_dashboard(dashboard, resume, kept_episodes)
@@ -197,8 +203,7 @@ class Trainer:
         """The main loop: publish, checkpoint, watch the workers; returns (exit code, stop reason)."""
         cfg, board, run = self.config, self.store.board, dashboard.run
         stats = board.stats.numpy()
-        every = cfg.checkpoint_every
-        next_checkpoint = (board.global_step() // every + 1) * every if every else None
+        schedule = CheckpointSchedule.from_config(cfg, board.global_step())  # issue 15: steps or seconds, retention
         reason = "total_steps"
         while True:
             time.sleep(TICK_S)
@@ -212,9 +217,10 @@ class Trainer:
                 reason = "solved"
                 self.store.request_stop()
             step = board.global_step()
-            if next_checkpoint is not None and step >= next_checkpoint:
-                self.checkpoint(run, dashboard, (f"step-{step}.pt", LATEST))
-                next_checkpoint = (step // every + 1) * every
+            names = schedule.due(step)  # issue 15
+            if names:
+                self.checkpoint(run, dashboard, names)
+                schedule.written(run.checkpoints, step)  # issue 15: keeps the newest --keep-checkpoints step files
             in_row = stats[:, Stat.SKIPPED_IN_ROW]
             if in_row.max() >= cfg.max_skipped_in_row:
                 rank = int(in_row.argmax())
@@ -290,18 +296,13 @@ class Trainer:
         TensorBoard events from the checkpoint's step on purged (they were written after the checkpoint, before a
         crash, and will be written again), and the running statistics refilled from the kept episodes.csv rows."""
         dashboard.reader = BoardReader(self.store.board, start=self.store.board.written.numpy())
-        # what SummaryWriter(purge_step=...) writes: TensorBoard drops every earlier event at or after this step
-        dashboard.writer.file_writer.add_event(
-            Event(step=self.resumed_from_step, session_log=SessionLog(status=SessionLog.START))
-        )
+        dashboard.purge_from(self.resumed_from_step)  # issue 15: every event stream (the per-worker ones too)
         dashboard.restarts = self.restarts_before
         dashboard.episodes = len(kept)
         for row in kept:
             worker = int(row["worker"])
             dashboard.recent_returns.append(row["return"])
-            if worker in dashboard.loss_history:
-                dashboard.loss_history[worker].append(row["loss"])
-                dashboard.loss_times[worker].append(row["wall_time"])
+            dashboard.loss_history.add(worker, row["loss"])  # issue 15: the bounded history
             mean = dashboard.mean_return_100()
             if (
                 dashboard.solved_at_step is None
