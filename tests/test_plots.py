@@ -149,16 +149,16 @@ def test_downsampled_series_is_bounded_and_every_episode_counts_once():
 
 
 def test_figure_memory_does_not_grow_with_redraws_of_a_growing_history():
-    """20 redraws while the history grows by 16 x 200 episodes each time (past its capacity after 3): the history's
+    """12 redraws while the history grows by 16 x 100 episodes each time (past its capacity after 1): the history's
     memory is fixed, no rendered figure stays alive, and the traced Python memory is flat after warm-up (before the
     fix, figures waited in reference cycles for the cyclic GC: +1 MB traced, several MB of RSS, per redraw)."""
-    history = LossHistory(workers=16, capacity=64)
+    history = LossHistory(workers=16, capacity=32)
     rng = np.random.default_rng(0)
     figures, traced, sizes = [], [], []
     tracemalloc.start()
     try:
-        for redraw in range(20):
-            for _ in range(200):
+        for redraw in range(12):
+            for _ in range(100):
                 for rank in range(16):
                     history.add(rank, float(rng.random()))
             fig = history.figure(title=f"redraw {redraw}")
@@ -169,7 +169,7 @@ def test_figure_memory_does_not_grow_with_redraws_of_a_growing_history():
             traced.append(tracemalloc.get_traced_memory()[0])
     finally:
         tracemalloc.stop()
-    assert history.episodes == 20 * 200 * 16
+    assert history.episodes == 12 * 100 * 16
     assert len(set(sizes)) == 1  # fixed-size buffers from the start
     assert all(ref() is None for ref in figures)  # freed at once, not left to the cyclic GC
-    assert traced[-1] - traced[5] < 500_000, [t // 1000 for t in traced]  # kB after each redraw
+    assert traced[-1] - traced[3] < 300_000, [t // 1000 for t in traced]  # kB after each redraw
