@@ -13,6 +13,12 @@ Resume (``--resume RUN_DIR``): the config is the checkpoint's, with the flags gi
 those that define the model (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken
 (before a crash) are dropped, as the resumed run will produce those episode indexes again; the trainer likewise
 purges TensorBoard events from the checkpoint's step on.
+
+Schedule and retention (``CheckpointSchedule``): a checkpoint (step-N.pt and latest.pt) is due every
+``--checkpoint-every`` steps or every ``--checkpoint-every-s`` seconds, whichever comes first (0 turns either off;
+both 0: the final latest.pt only). Time makes sense at any speed (100,000 steps are 1.5 s of CartPole with 16
+workers, minutes of Atari); steps suit a reproducible schedule. After each write only the newest
+``--keep-checkpoints`` step-N.pt files stay; latest.pt and best.pt (the evaluator's) are never deleted.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import csv
 import os
 import pickle
 import random
+import re
+import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +44,8 @@ from a3c.errors import UserError
 
 FORMAT = 1
 LATEST = "latest.pt"
+BEST = "best.pt"  # written by the evaluator; retention never deletes it
+STEP_FILE = re.compile(r"^step-(\d+)\.pt$")
 # key -> the type it must have; anything else means the file is not a checkpoint this a3c can use
 REQUIRED: dict[str, type | tuple[type, ...]] = {
     "model": torch.Tensor,
@@ -237,3 +248,72 @@ def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return parsed
+
+
+def step_file(step: int) -> str:
+    return f"step-{step}.pt"
+
+
+def step_checkpoints(directory: Path) -> list[tuple[int, Path]]:
+    """The step-N.pt files in ``directory``, oldest (smallest N) first."""
+    found = []
+    for path in Path(directory).iterdir() if Path(directory).is_dir() else ():
+        match = STEP_FILE.match(path.name)
+        if match and path.is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
+    """Delete all but the ``keep`` newest step-N.pt files in ``directory``; returns the deleted paths. Only files
+    named step-N.pt are touched: latest.pt, best.pt and anything else stay."""
+    files = step_checkpoints(directory)
+    doomed = [path for _, path in files[: max(0, len(files) - keep)]]
+    for path in doomed:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    return doomed
+
+
+class CheckpointSchedule:
+    """When to write checkpoints during a run, and which files to keep.
+
+    ``every_steps``/``every_s``: a checkpoint is due when the global step has passed the next multiple of
+    ``every_steps``, or ``every_s`` seconds have passed since the last one (or the start), whichever first; 0 turns
+    either off. ``due`` returns the file names to write (step-N.pt and latest.pt; latest.pt alone when ``keep`` is
+    0), or () when none is due; ``written`` moves the schedule on and deletes step files beyond the newest ``keep``.
+    """
+
+    def __init__(
+        self,
+        every_steps: int,
+        every_s: float,
+        keep: int,
+        step: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.every_steps, self.every_s, self.keep, self.clock = every_steps, every_s, keep, clock
+        self._advance(step)
+
+    @classmethod
+    def from_config(cls, config: Config, step: int = 0) -> CheckpointSchedule:
+        return cls(config.checkpoint_every, config.checkpoint_every_s, config.keep_checkpoints, step)
+
+    def _advance(self, step: int) -> None:
+        every = self.every_steps
+        self.next_step = (step // every + 1) * every if every > 0 else None
+        self.next_time = self.clock() + self.every_s if self.every_s > 0 else None
+
+    def due(self, step: int) -> tuple[str, ...]:
+        by_steps = self.next_step is not None and step >= self.next_step
+        by_time = self.next_time is not None and self.clock() >= self.next_time
+        if not (by_steps or by_time):
+            return ()
+        return (step_file(step), LATEST) if self.keep > 0 else (LATEST,)
+
+    def written(self, directory: Path, step: int) -> list[Path]:
+        """After the checkpoint of ``step`` was written: the next due point, and retention; returns deleted files."""
+        self._advance(step)
+        return prune_checkpoints(directory, self.keep)

@@ -107,9 +107,22 @@ class Config:
     )
     env_kwargs: dict[str, Any] = flag(factory=dict, help="keyword arguments for gymnasium.make, as key=value ...")
     stop_when_solved: bool = flag(False, help="stop once the 100-episode mean return reaches the env's threshold")
-    checkpoint_every: int = flag(100_000, help="write checkpoints/step-N.pt every this many steps (0: final only)")
+    checkpoint_every: int = flag(
+        0, help="also write checkpoints/step-N.pt and latest.pt every this many env steps (0: not by steps)"
+    )
+    checkpoint_every_s: float = flag(
+        300.0, help="write checkpoints/step-N.pt and latest.pt every this many seconds (0: not by time)"
+    )
+    keep_checkpoints: int = flag(
+        5, help="step-N.pt files kept (the newest; latest.pt and best.pt are always kept); 0: only latest.pt"
+    )
     tensorboard: int | None = flag(
         None, help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
+    )
+    tb_episode_points_per_s: float = flag(
+        1.0,
+        help="per-episode TensorBoard points per second for each worker and for all workers (0: every episode); "
+        "the mean, min and max of each interval's episodes are exact, episodes.csv keeps every episode",
     )
     resume: str | None = flag(
         None,
@@ -175,6 +188,15 @@ class Config:
                 f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",
             ),
             (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
+            (
+                math.isfinite(self.checkpoint_every_s) and self.checkpoint_every_s >= 0.0,
+                f"--checkpoint-every-s must be a number of seconds >= 0 (got {self.checkpoint_every_s})",
+            ),
+            (self.keep_checkpoints >= 0, f"--keep-checkpoints must be >= 0 (got {self.keep_checkpoints})"),
+            (
+                math.isfinite(self.tb_episode_points_per_s) and self.tb_episode_points_per_s >= 0.0,
+                f"--tb-episode-points-per-s must be a number >= 0 (got {self.tb_episode_points_per_s})",
+            ),
             (
                 self.tensorboard is None or 0 <= self.tensorboard <= 65535,
                 f"--tensorboard takes a port in 0..65535 (got {self.tensorboard})",

@@ -1,6 +1,14 @@
 """The main process's view of a running job: reads new rows off the episode board and the per-worker stats, and
-writes them to episodes.csv, TensorBoard (tags of docs/design.md, x axis = global env step) and the progress bar.
-Called about four times a second by the trainer; TensorBoard is flushed every tick.
+writes them to episodes.csv (every episode), TensorBoard (tags of docs/design.md, x axis = global env step) and the
+progress bar. Called about four times a second by the trainer; TensorBoard is flushed every tick.
+
+Event streams: the all-workers tags go to the run directory's own event file, each worker's tags
+(``workers/<rank>/...``) to an event file of their own in ``workers/<rank>/``. TensorBoard colours lines by run, and
+each of those subdirectories is a run, so in the multi-line charts every worker has its own colour.
+
+Volume is bounded by time, not by the episode rate (a3c/episode_scalars.py): per-episode points per group of tags
+at most ``points_per_s`` a second, the interval's mean/min/max exact; the interval's aggregates and the perf scalars
+are written once per ``1 / points_per_s`` seconds (every tick when it is 0).
 
 Besides the scalars it writes, once, a custom-scalars layout (every worker's return in one multi-line chart, every
 worker's loss in another, the aggregates beside them); every ``plot_every_s`` the tutorial's loss-history figure,
@@ -34,10 +42,13 @@ from tqdm import tqdm
 
 from a3c.backends import Coordinator
 from a3c.board import FIELD, Episode, Stat
-from a3c.plots import figure_png, loss_history_figure, png_size, write_bytes_atomic
+from a3c.episode_scalars import ALL, EpisodeScalars
+from a3c.plots import LossHistory, draw_loss_history, figure_png, png_size, write_bytes_atomic
 from a3c.run_dir import EpisodeLog, RunDirectory
 
 PLOT_EVERY_S = 30.0
+POINTS_PER_S = 1.0  # per-episode TensorBoard points per group of tags per second (--tb-episode-points-per-s)
+WORKERS_DIR = "workers"  # workers/<rank>/: each worker's event stream (a TensorBoard run of its own)
 LOSS_HISTORY_TAG = "plots/loss_history"
 # final metrics of the hparams table: summary.json key -> scalar tag
 HPARAM_METRICS: dict[str, str] = {
@@ -52,11 +63,14 @@ def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
     return {
         "return": {
             "every worker": ["Multiline", [r"^workers/\d+/episodic_return$"]],
+            "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episodic_return_mean$"]],
             "all workers": ["Multiline", ["^charts/episodic_return$"]],
-            "episode length": ["Multiline", ["^charts/episodic_length$"]],
+            "all workers (mean, min, max per interval)": ["Multiline", [r"^charts/episodic_return_(mean|min|max)$"]],
+            "episode length": ["Multiline", ["^charts/episodic_length$", "^charts/episodic_length_mean$"]],
         },
         "loss": {
             "every worker (episode mean)": ["Multiline", [r"^workers/\d+/episode_loss$"]],
+            "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episode_loss_mean$"]],
             "all workers": ["Multiline", ["^losses/loss$", "^losses/policy_loss$", "^losses/value_loss$"]],
             "entropy": ["Multiline", ["^losses/entropy$"]],
         },
@@ -94,15 +108,25 @@ class Dashboard:
         restarts: int = 0,
         interval: Callable[[], int] | None = None,
         plot_every_s: float = PLOT_EVERY_S,
+        points_per_s: float = POINTS_PER_S,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """``interval`` returns the logging interval the workers tag their lag maxima with (the store's
         ``interval``); the trainer advances it right after each tick, so at a tick the interval that is ending is
-        the current one. Without it, the newest interval found in the stats is used."""
+        the current one. Without it, the newest interval found in the stats is used. ``clock``: the time that
+        paces the TensorBoard intervals (a test passes its own)."""
         self.run, self.source, self.start_time = run, source, start_time
         self.interval = interval
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
+        self.clock = clock
         self.writer = SummaryWriter(log_dir=str(run.path), flush_secs=1)
+        self.worker_writers = {r: self._worker_writer(r) for r in range(source.workers)}
+        self._dirty: set[int] = set()  # groups written since the last flush
+        self.scalars = EpisodeScalars(points_per_s)
+        self._next_interval = clock() + self.scalars.period
+        self._pending_lag_max: float | None = None
+        self._closed = False
         self.log = EpisodeLog(run.episodes_csv)
         # Episodes read after a checkpoint are stamped at least one step past it (see checkpointed()).
         self.floor_step = 0
@@ -110,11 +134,11 @@ class Dashboard:
         self.episodes = 0
         self.solved_at_step: int | None = None
         self.solved_at_s: float | None = None
-        # the tutorial's per-process loss history, unbounded (the board is a ring; this keeps everything)
-        self.loss_history: dict[int, list[float]] = {r: [] for r in range(source.workers)}
-        self.loss_times: dict[int, list[float]] = {r: [] for r in range(source.workers)}
+        # the tutorial's per-process loss history, bounded (episodes.csv keeps every episode)
+        self.loss_history = LossHistory(source.workers)
         self.restarts = restarts
-        self._last = (time.time(), source.global_step(), self._stats().copy())
+        self._last = (clock(), source.global_step(), self._stats().copy())  # at the last perf point
+        self._bar_last = (time.time(), source.global_step())
         self._lag_interval_done = -1  # the newest interval whose lag maximum was written
         self._plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a3c-plot")
         self._plot: Future[tuple[bytes, int]] | None = None
@@ -133,6 +157,53 @@ class Dashboard:
     def _stats(self) -> np.ndarray:
         return self.source.stats()
 
+    def _worker_writer(self, rank: int) -> SummaryWriter:
+        return SummaryWriter(log_dir=str(self.run.path / WORKERS_DIR / str(rank)), flush_secs=1)
+
+    def _writer(self, group: int) -> SummaryWriter:
+        if group == ALL:
+            return self.writer
+        if group not in self.worker_writers:  # a rank beyond the board's (not expected; kept safe)
+            self.worker_writers[group] = self._worker_writer(group)
+        return self.worker_writers[group]
+
+    # -- checkpoints and resume --------------------------------------------------------------------------------
+    def checkpointed(self, step: int) -> None:
+        """A checkpoint at global step ``step`` was written. A resume from it purges TensorBoard events from
+        ``step + 1`` on (a3c.trainer), so every episode read from now on is stamped at least ``step + 1``: those
+        the checkpoint does not count are then exactly the ones purged, and TensorBoard keeps the same episodes as
+        episodes.csv. Every episode read before has a stamp <= ``step`` (a worker publishes its steps before its
+        episodes)."""
+        self.floor_step = max(self.floor_step, step + 1)
+
+    def resume(self, kept: list[dict[str, float]], purge_step: int, restarts: int) -> None:
+        """Go on from an earlier session: TensorBoard events at and after ``purge_step`` purged in every stream,
+        and the running statistics refilled from the episodes.csv rows kept (``kept``, file order)."""
+        self.purge_from(purge_step)
+        self.floor_step = max(self.floor_step, purge_step)
+        self.restarts = restarts
+        self.episodes = len(kept)
+        for row in kept:
+            self.recent_returns.append(row["return"])
+            self.loss_history.add(int(row["worker"]), row["loss"])
+            self._check_solved(int(row["global_step"]), row["wall_time"])
+
+    def _check_solved(self, step: int, wall_time: float) -> None:
+        if (
+            self.solved_at_step is None
+            and self.reward_threshold is not None
+            and len(self.recent_returns) == self.recent_returns.maxlen
+            and self.mean_return_100() >= self.reward_threshold
+        ):
+            self.solved_at_step, self.solved_at_s = step, wall_time
+
+    def purge_from(self, step: int) -> None:
+        """On resume: TensorBoard drops, in every stream, the events at or after ``step`` written before this point
+        (what SummaryWriter(purge_step=...) writes): they came after the checkpoint, before a crash, and will be
+        written again."""
+        for writer in (self.writer, *self.worker_writers.values()):
+            writer.file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+
     def mean_return_100(self) -> float | None:
         return float(np.mean(self.recent_returns)) if self.recent_returns else None
 
@@ -148,40 +219,66 @@ class Dashboard:
             # the checkpoint does not count lies in the range a resume from it purges from TensorBoard.
             if ep.values[FIELD["global_step"]] < self.floor_step:
                 ep.values[FIELD["global_step"]] = self.floor_step
-        self.log.append(episodes)
-        w = self.writer
-        for ep in episodes:
+        self.log.append(episodes)  # every episode, in board order
+        for ep in sorted(episodes, key=lambda e: e["wall_time"]):
             step = int(ep["global_step"])
-            self.add_scalars(
-                step,
-                {
-                    "charts/episodic_return": ep["return"],
-                    "charts/episodic_length": ep["length"],
-                    f"workers/{ep.worker}/episodic_return": ep["return"],
-                    f"workers/{ep.worker}/episode_loss": ep["loss"],
-                },
-            )
-            self.loss_history[ep.worker].append(ep["loss"])
-            self.loss_times[ep.worker].append(ep["wall_time"])
-            self.recent_returns.append(ep["return"])
+            ret, loss = ep["return"], ep["loss"]
+            for group, at, values in self.scalars.add(ep.worker, step, ep["wall_time"], ret, ep["length"], loss):
+                self.add_scalars(at, values, group)
+            self.loss_history.add(ep.worker, loss)
+            self.recent_returns.append(ret)
             self.episodes += 1
             self._check_solved(step, ep["wall_time"])
-        self._write_perf()
+        self._fold_lag_max()
+        self._update_bar()
+        now = self.clock()
+        if now >= self._next_interval:
+            self._write_interval()
+            self._next_interval = now + self.scalars.period
         self._refresh_plot()
-        w.flush()
+        self._flush()
         return episodes
 
-    def add_scalars(self, step: int, values: Mapping[str, float]) -> None:
+    def add_scalars(self, step: int, values: Mapping[str, float], group: int = ALL) -> None:
         """Several scalars at one step, as ONE event (what SummaryWriter.add_scalar writes, one value each, but
-        batched). The main process shares the cores with the workers: one add_scalar costs ~150 us of Python (proto
-        building, queueing, and tensorboard's pure-Python CRC of every record), and short episodes arrive by the
-        thousand per second, so one event per episode instead of four is worth it. TensorBoard reads each value
-        of the event as a point of its own tag."""
+        batched), in the stream of ``group`` (ALL: the run's own; a rank: that worker's). The main process shares
+        the cores with the workers: one add_scalar costs ~150 us of Python (proto building, queueing, and
+        tensorboard's pure-Python CRC of every record), so batching the values of one step is worth it.
+        TensorBoard reads each value of the event as a point of its own tag."""
         summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
-        self.writer.file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+        self._writer(group).file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+        self._dirty.add(group)
+
+    def _flush(self) -> None:
+        for group in self._dirty:
+            self._writer(group).flush()
+        self._dirty.clear()
+
+    def _write_interval(self) -> None:
+        """The interval that is ending: its episodes' aggregates, and the perf scalars since the last ones."""
+        for group, step, values in self.scalars.flush():
+            self.add_scalars(step, values, group)
+        self._write_perf()
+
+    def _fold_lag_max(self) -> None:
+        """Every tick: the ending logging interval's largest policy lag, kept until the next perf point."""
+        lag_max = self._lag_max(self._stats())
+        if lag_max is not None:
+            self._pending_lag_max = max(lag_max, self._pending_lag_max or lag_max)
+
+    def _update_bar(self) -> None:
+        now, step = time.time(), self.source.global_step()
+        last_time, last_step = self._bar_last
+        if step == last_step:
+            return
+        self.bar.update(step - self.bar.n)
+        mean = self.mean_return_100()
+        sps = (step - last_step) / max(now - last_time, 1e-9)
+        self.bar.set_postfix(sps=f"{sps:,.0f}", ret100="-" if mean is None else f"{mean:.1f}", refresh=False)
+        self._bar_last = (now, step)
 
     def _write_perf(self) -> None:
-        now, step, stats = time.time(), self.source.global_step(), self._stats().copy()
+        now, step, stats = self.clock(), self.source.global_step(), self._stats().copy()
         last_time, last_step, last_stats = self._last
         dt = max(now - last_time, 1e-9)
         if step == last_step:
@@ -190,9 +287,9 @@ class Dashboard:
         scalars = {"charts/SPS": (step - last_step) / dt, "perf/updates_per_s": updates / dt}
         if updates > 0:
             scalars["perf/policy_lag"] = (stats[:, Stat.LAG_SUM].sum() - last_stats[:, Stat.LAG_SUM].sum()) / updates
-            lag_max = self._lag_max(stats)
-            if lag_max is not None:
-                scalars["perf/policy_lag_max"] = lag_max
+            if self._pending_lag_max is not None:
+                scalars["perf/policy_lag_max"] = self._pending_lag_max
+                self._pending_lag_max = None
             scalars["perf/grad_norm"] = (
                 stats[:, Stat.GRAD_NORM_SUM].sum() - last_stats[:, Stat.GRAD_NORM_SUM].sum()
             ) / updates
@@ -208,11 +305,6 @@ class Dashboard:
         scalars["perf/restarts"] = self.restarts
         scalars["perf/lost_episodes"] = self.source.lost
         self.add_scalars(step, scalars)
-        self.bar.update(step - self.bar.n)
-        mean = self.mean_return_100()
-        self.bar.set_postfix(
-            sps=f"{(step - last_step) / dt:,.0f}", ret100="-" if mean is None else f"{mean:.1f}", refresh=False
-        )
         self._last = (now, step, stats)
 
     def _lag_max(self, stats: np.ndarray) -> float | None:
@@ -227,50 +319,20 @@ class Dashboard:
         self._lag_interval_done = interval
         return float(stats[in_interval, Stat.LAG_MAX].max())
 
-    # -- checkpoints and resume --------------------------------------------------------------------------------
-    def checkpointed(self, step: int) -> None:
-        """A checkpoint at global step ``step`` was written. A resume from it purges TensorBoard events from
-        ``step + 1`` on (a3c.trainer), so every episode read from now on is stamped at least ``step + 1``: those
-        the checkpoint does not count are then exactly the ones purged, and TensorBoard keeps the same episodes as
-        episodes.csv. Every episode read before has a stamp <= ``step`` (a worker publishes its steps before its
-        episodes)."""
-        self.floor_step = max(self.floor_step, step + 1)
-
-    def resume(self, kept: list[dict[str, float]], purge_step: int, restarts: int) -> None:
-        """Go on from an earlier session: TensorBoard events at and after ``purge_step`` purged (what the earlier
-        session logged after the checkpoint, before a crash, and will be logged again), the running statistics
-        refilled from the episodes.csv rows kept (``kept``, file order)."""
-        # what SummaryWriter(purge_step=...) writes: TensorBoard drops every earlier event at or after this step
-        self.writer.file_writer.add_event(Event(step=purge_step, session_log=SessionLog(status=SessionLog.START)))
-        self.floor_step = max(self.floor_step, purge_step)
-        self.restarts = restarts
-        self.episodes = len(kept)
-        for row in kept:
-            worker = int(row["worker"])
-            self.recent_returns.append(row["return"])
-            if worker in self.loss_history:
-                self.loss_history[worker].append(row["loss"])
-                self.loss_times[worker].append(row["wall_time"])
-            self._check_solved(int(row["global_step"]), row["wall_time"])
-
-    def _check_solved(self, step: int, wall_time: float) -> None:
-        if (
-            self.solved_at_step is None
-            and self.reward_threshold is not None
-            and len(self.recent_returns) == self.recent_returns.maxlen
-            and self.mean_return_100() >= self.reward_threshold
-        ):
-            self.solved_at_step, self.solved_at_s = step, wall_time
-
     # -- the loss-history figure -------------------------------------------------------------------------------
-    def _snapshot(self) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-        return (
-            {r: np.asarray(v, dtype=float) for r, v in self.loss_history.items()},
-            {r: np.asarray(v, dtype=float) for r, v in self.loss_times.items()},
-        )
+    def _snapshot(self) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], tuple[np.ndarray, np.ndarray]]:
+        """A copy of the (bounded) loss history's lines, for the plot thread."""
+        h = self.loss_history
+        return {r: s.points() for r, s in h.workers.items() if s.count}, h.overall.points()
 
-    def _render(self, losses: dict[int, np.ndarray], times: dict[int, np.ndarray], step: int) -> tuple[bytes, int]:
-        png = figure_png(loss_history_figure(losses, times, title=f"{self.run.path.name}, step {step:,}"))
+    def _render(
+        self,
+        per_worker: dict[int, tuple[np.ndarray, np.ndarray]],
+        overall: tuple[np.ndarray, np.ndarray],
+        step: int,
+    ) -> tuple[bytes, int]:
+        title = f"{self.run.path.name}, step {step:,}"
+        png = figure_png(draw_loss_history(per_worker, overall, title=title))
         write_bytes_atomic(png, self.run.plots / "loss_history.png")
         return png, step
 
@@ -316,9 +378,16 @@ class Dashboard:
         self.writer.flush()
 
     def close(self) -> None:
+        """Write the last interval's aggregates and perf scalars, wait for the figure, close every writer."""
+        if self._closed:
+            return
+        self._closed = True
+        self._fold_lag_max()
+        self._write_interval()
         self._collect_plot(wait=True)
         self._plotter.shutdown(wait=True)
         self.bar.close()
-        self.writer.flush()
-        self.writer.close()
+        for writer in (self.writer, *self.worker_writers.values()):
+            writer.flush()
+            writer.close()
         self.log.close()

@@ -5,10 +5,20 @@ global step and against wall time, one line per run).
 Figures are built on ``matplotlib.figure.Figure`` directly, never through pyplot's global state, so the dashboard
 can render them in a background thread while the main thread keeps ticking. Long histories are thinned to at most
 ``max_points`` points per line before drawing: a figure of a million episodes costs what one of a few thousand does.
+
+During a run the dashboard keeps the loss history in bounded form (``LossHistory``: per worker, and for all workers in
+time order, at most ``capacity`` bucket means, the buckets doubling in size as the run grows), so the main process's
+memory does not grow with the episode count; episodes.csv keeps every episode (``python -m a3c.plot`` draws from it).
+
+Memory: a rendered Figure sits in reference cycles (figure <-> canvas <-> artists) that hold megabytes of C++ memory
+(the Agg buffer, paths) but few Python objects, so Python's cyclic GC, which is triggered by object counts, frees
+them late: redrawn every 30 s, RSS grew by several MB per redraw (issue 15). ``figure_png`` therefore clears the
+figure and runs the collector right after rendering it.
 """
 
 from __future__ import annotations
 
+import gc
 import io
 import struct
 from collections.abc import Mapping, Sequence
@@ -19,6 +29,78 @@ import numpy as np
 from matplotlib.figure import Figure
 
 MAX_POINTS = 4000  # per line; more points than pixels only cost time
+HISTORY_CAPACITY = 1024  # bucket means kept per line during a run (a panel is ~400 px wide)
+
+
+class DownsampledSeries:
+    """A series of values, one per episode, kept as at most ``capacity`` points: the means of consecutive buckets
+    of ``stride`` episodes. When the buffer fills up, neighbouring buckets are merged pairwise and the stride
+    doubles, so memory is O(capacity) however long the run, and every episode counts in exactly one bucket."""
+
+    def __init__(self, capacity: int = HISTORY_CAPACITY) -> None:
+        if capacity < 2 or capacity % 2:
+            raise ValueError("capacity must be an even number >= 2")
+        self.capacity = capacity
+        self.means = np.zeros(capacity)
+        self.full = 0  # complete buckets in ``means``
+        self.stride = 1  # episodes per bucket
+        self.count = 0  # episodes seen
+        self._sum, self._n = 0.0, 0  # the bucket being filled
+
+    def append(self, value: float) -> None:
+        self.count += 1
+        self._sum += value
+        self._n += 1
+        if self._n < self.stride:
+            return
+        self.means[self.full] = self._sum / self._n
+        self.full += 1
+        self._sum, self._n = 0.0, 0
+        if self.full == self.capacity:  # merge pairs: half the points, each twice as wide
+            half = self.capacity // 2
+            self.means[:half] = (self.means[0::2] + self.means[1::2]) / 2
+            self.full, self.stride = half, self.stride * 2
+
+    def points(self) -> tuple[np.ndarray, np.ndarray]:
+        """(episode index at each bucket's centre, bucket mean), the partly filled last bucket included."""
+        x = np.arange(self.full) * self.stride + (self.stride - 1) / 2
+        y = self.means[: self.full].copy()
+        if self._n:
+            start = self.full * self.stride
+            x = np.append(x, start + (self._n - 1) / 2)
+            y = np.append(y, self._sum / self._n)
+        return x, y
+
+    def nbytes(self) -> int:
+        return self.means.nbytes
+
+
+class LossHistory:
+    """The tutorial's loss history, bounded: each worker's per-episode loss in its own episode order, and all
+    workers' losses in the order they were added (the dashboard adds each tick's episodes in wall-time order)."""
+
+    def __init__(self, workers: int, capacity: int = HISTORY_CAPACITY) -> None:
+        self.capacity = capacity
+        self.workers: dict[int, DownsampledSeries] = {r: DownsampledSeries(capacity) for r in range(workers)}
+        self.overall = DownsampledSeries(capacity)
+
+    def add(self, worker: int, loss: float) -> None:
+        if worker not in self.workers:  # a resumed run's rank beyond the current worker count
+            self.workers[worker] = DownsampledSeries(self.capacity)
+        self.workers[worker].append(loss)
+        self.overall.append(loss)
+
+    @property
+    def episodes(self) -> int:
+        return self.overall.count
+
+    def nbytes(self) -> int:
+        return self.overall.nbytes() + sum(s.nbytes() for s in self.workers.values())
+
+    def figure(self, title: str = "") -> Figure:
+        return draw_loss_history(
+            {r: s.points() for r, s in self.workers.items() if s.count}, self.overall.points(), title=title
+        )
 
 
 def thin(x: np.ndarray, y: np.ndarray, max_points: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
@@ -49,23 +131,34 @@ def loss_history_figure(
 ) -> Figure:
     """losses[rank] is worker rank's per-episode loss, in its episode order; times[rank] the matching wall times.
     Left: each worker's loss against its own episode index. Right: all workers' losses in wall-time order."""
-    fig = Figure(figsize=(11, 4), dpi=80)
-    left, right = fig.subplots(1, 2)
-    for rank in sorted(losses):
-        y = np.asarray(losses[rank], dtype=float)
-        x, y = thin(np.arange(len(y)), y, max_points)
-        left.plot(x, y, lw=0.8, label=f"worker {rank}")
-    left.set_xlabel("episode of the worker")
-    left.set_ylabel("loss")
-    left.set_title("loss history of each worker")
-    if 0 < len(losses) <= 16:
-        left.legend(fontsize=6, ncol=2)
     ranks = sorted(losses)
+    per_worker = {r: (np.arange(len(losses[r])), np.asarray(losses[r], dtype=float)) for r in ranks}
     all_t = np.concatenate([np.asarray(times[r], dtype=float) for r in ranks]) if ranks else np.zeros(0)
     all_l = np.concatenate([np.asarray(losses[r], dtype=float) for r in ranks]) if ranks else np.zeros(0)
     order = np.argsort(all_t, kind="stable")
-    x, y = thin(np.arange(len(order)), all_l[order], max_points)
-    right.plot(x, y, lw=0.6, color="black")
+    return draw_loss_history(per_worker, (np.arange(len(order)), all_l[order]), title, max_points)
+
+
+def draw_loss_history(
+    per_worker: Mapping[int, tuple[np.ndarray, np.ndarray]],
+    overall: tuple[np.ndarray, np.ndarray],
+    title: str = "",
+    max_points: int = MAX_POINTS,
+) -> Figure:
+    """The loss-history figure from lines already laid out: per_worker[rank] = (episode index, loss) on the
+    left, overall = (episode index of all workers in time order, loss) on the right."""
+    fig = Figure(figsize=(11, 4), dpi=80)
+    left, right = fig.subplots(1, 2)
+    for rank in sorted(per_worker):
+        x, y = per_worker[rank]
+        left.plot(*thin(np.asarray(x), np.asarray(y, dtype=float), max_points), lw=0.8, label=f"worker {rank}")
+    left.set_xlabel("episode of the worker")
+    left.set_ylabel("loss")
+    left.set_title("loss history of each worker")
+    if 0 < len(per_worker) <= 16:
+        left.legend(fontsize=6, ncol=2)
+    x, y = overall
+    right.plot(*thin(np.asarray(x), np.asarray(y, dtype=float), max_points), lw=0.6, color="black")
     right.set_xlabel("episode (all workers, in time order)")
     right.set_title("all workers' losses")
     if title:
@@ -112,10 +205,22 @@ def comparison_figure(
 
 
 def figure_png(fig: Figure) -> bytes:
-    """The figure as PNG bytes (Agg canvas; thread-safe because the figure is not registered with pyplot)."""
+    """The figure as PNG bytes (Agg canvas; thread-safe because the figure is not registered with pyplot). The
+    figure is used up: cleared, and its memory given back at once (see the module docstring)."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    try:
+        fig.savefig(buffer, format="png")
+    finally:
+        release_figure(fig)
     return buffer.getvalue()
+
+
+def release_figure(fig: Figure) -> None:
+    """Drop the figure's artists and its canvas's renderer, then collect the cycles that kept them alive."""
+    fig.clear()
+    if hasattr(fig.canvas, "renderer"):
+        del fig.canvas.renderer
+    gc.collect()
 
 
 def png_size(png: bytes) -> tuple[int, int]:

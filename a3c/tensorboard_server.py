@@ -7,6 +7,10 @@ SIGKILL) gives the child end-of-file, and it exits. No orphan TensorBoard outliv
 
 TensorBoard runs with the pure-Python event loader (``--load_fast=false``): the Rust data server would be one more
 process to account for, and a single run directory is small.
+
+Run names: the run directory is served under its own name (``--logdir_spec NAME:PATH``), so the run's own event
+stream shows as NAME (not ".") and each worker's stream (``workers/<rank>/``, see a3c/dashboard.py) as
+NAME/workers/<rank>; TensorBoard gives every run, so every worker, a colour of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -149,6 +154,19 @@ def _stop_process(process: subprocess.Popen, timeout: float) -> None:
             process.wait()
 
 
+def run_name(logdir: Path) -> str:
+    """The name TensorBoard shows for the run: the directory's name (',' and ':' separate --logdir_spec entries)."""
+    return re.sub(r"[,:]", "_", Path(logdir).resolve().name) or "run"
+
+
+def logdir_flags(logdir: Path) -> list[str]:
+    """``--logdir_spec NAME:PATH``; a plain ``--logdir`` when the path itself holds a ',' (which the spec splits)."""
+    path = str(Path(logdir).resolve())
+    if "," in path:
+        return ["--logdir", path]
+    return ["--logdir_spec", f"{run_name(logdir)}:{path}"]
+
+
 def serve(logdir: Path, port: int, reload_interval: float) -> int:
     """The child: launch TensorBoard in a thread, print ``URL <url>``, exit when stdin reaches end-of-file."""
     from tensorboard import program
@@ -157,8 +175,7 @@ def serve(logdir: Path, port: int, reload_interval: float) -> int:
     tb.configure(
         argv=[
             "tensorboard",
-            "--logdir",
-            str(logdir),
+            *logdir_flags(logdir),
             "--host",
             HOST,
             "--port",

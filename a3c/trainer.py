@@ -28,6 +28,7 @@ from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator,
 from a3c.board import EpisodeBoard, Stat
 from a3c.checkpoint import (
     LATEST,
+    CheckpointSchedule,
     check_compatible,
     load_resume,
     rng_state,
@@ -166,7 +167,13 @@ class Trainer:
             else:
                 print(f"a3c: resuming {run.path} at step {self.resumed_from_step:,}", file=sys.stderr)
             dashboard = Dashboard(
-                run, coordinator, cfg.total_steps, spec.reward_threshold, start, interval=coordinator.interval
+                run,
+                coordinator,
+                cfg.total_steps,
+                spec.reward_threshold,
+                start,
+                interval=coordinator.interval,
+                points_per_s=cfg.tb_episode_points_per_s,
             )
             if resume is not None:
                 # TensorBoard events from just past the checkpoint's step on are purged: they were written after
@@ -195,8 +202,7 @@ class Trainer:
     def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: _Signals) -> tuple[int, str]:
         """The main loop: publish, checkpoint, watch the workers; returns (exit code, stop reason)."""
         cfg, coordinator, run = self.config, self.coordinator, dashboard.run
-        every = cfg.checkpoint_every
-        next_checkpoint = (coordinator.global_step() // every + 1) * every if every else None
+        schedule = CheckpointSchedule.from_config(cfg, coordinator.global_step())  # steps or seconds, retention
         reason = "total_steps"
         while True:
             supervisor.launcher.wait(TICK_S)  # processes run by themselves; the serial backend runs them here
@@ -210,9 +216,9 @@ class Trainer:
                 reason = "solved"
                 coordinator.request_stop()
             step = coordinator.global_step()
-            if next_checkpoint is not None and step >= next_checkpoint:
-                self.checkpoint(run, dashboard, (f"step-{step}.pt", LATEST))
-                next_checkpoint = (step // every + 1) * every
+            names = schedule.due(step)
+            if names and self.checkpoint(run, dashboard, names):
+                schedule.written(run.checkpoints, step)  # keeps the newest --keep-checkpoints step files
             in_row = coordinator.stats()[:, Stat.SKIPPED_IN_ROW]
             if in_row.max() >= cfg.max_skipped_in_row:
                 rank = int(in_row.argmax())

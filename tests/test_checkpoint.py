@@ -1,5 +1,6 @@
 """a3c.checkpoint: atomic save, safe load (a malicious pickle is refused and does nothing), clear errors for corrupt,
-foreign or incomplete files, RNG state round trip, and episodes.csv trimming for resume. All in-process, fast."""
+foreign or incomplete files, RNG state round trip, episodes.csv trimming for resume, and the checkpoint schedule
+(steps or seconds) with its retention. All in-process, fast."""
 
 import csv
 import random
@@ -10,13 +11,19 @@ import pytest
 import torch
 
 from a3c.checkpoint import (
+    LATEST,
+    STEP_FILE,
+    CheckpointSchedule,
     check_compatible,
     load_checkpoint,
     load_resume,
+    prune_checkpoints,
     resume_config,
     rng_state,
     save_checkpoint,
     set_rng_state,
+    step_checkpoints,
+    step_file,
     trim_episode_log,
 )
 from a3c.config import Config
@@ -211,3 +218,75 @@ def test_trim_episode_log_keeps_what_the_checkpoint_counted(tmp_path):
     with open(path) as f:
         on_disk = list(csv.reader(f))
     assert on_disk[0] == header and len(on_disk) == 6
+
+
+def test_retention_keeps_exactly_the_newest_n_step_files_plus_latest_and_best(tmp_path):
+    d = tmp_path / "checkpoints"
+    d.mkdir()
+    for name in ("latest.pt", "best.pt", "notes.txt", "step-x.pt"):
+        (d / name).write_bytes(b"keep me")
+    schedule = CheckpointSchedule(every_steps=100, every_s=0, keep=3)
+    written = []
+    for step in range(0, 2001, 50):  # a checkpoint every 100 steps, each step file written as the trainer does
+        names = schedule.due(step)
+        if names:
+            assert names == (step_file(step), LATEST)
+            for name in names:
+                (d / name).write_bytes(b"x")
+            written.append(step)
+            deleted = schedule.written(d, step)
+            assert all(STEP_FILE.match(p.name) for p in deleted)
+    assert written == list(range(100, 2001, 100))
+    assert sorted(p.name for p in d.iterdir()) == sorted(
+        ["best.pt", "latest.pt", "notes.txt", "step-x.pt", "step-1800.pt", "step-1900.pt", "step-2000.pt"]
+    )
+    assert [s for s, _ in step_checkpoints(d)] == [1800, 1900, 2000]
+    assert prune_checkpoints(d, 1) == [d / "step-1800.pt", d / "step-1900.pt"]
+    assert (d / "best.pt").read_bytes() == b"keep me" and (d / "latest.pt").is_file()
+
+
+def test_keep_zero_writes_only_latest():
+    schedule = CheckpointSchedule(every_steps=10, every_s=0, keep=0)
+    assert schedule.due(5) == ()
+    assert schedule.due(12) == (LATEST,)
+
+
+def test_schedule_by_seconds_is_independent_of_the_step_rate(tmp_path):
+    now = [0.0]
+    schedule = CheckpointSchedule(every_steps=0, every_s=300, keep=2, step=0, clock=lambda: now[0])
+    assert schedule.due(10**9) == ()  # a billion steps: no checkpoint before 300 s
+    now[0] = 299.9
+    assert schedule.due(10**9) == ()
+    now[0] = 300.0
+    assert schedule.due(10**9) == (step_file(10**9), LATEST)
+    schedule.written(tmp_path, 10**9)
+    now[0] = 599.0
+    assert schedule.due(10**9 + 5) == ()  # the next one 300 s after the last write
+    now[0] = 600.5
+    assert schedule.due(7) == (step_file(7), LATEST)
+
+
+def test_schedule_by_steps_or_seconds_whichever_first_and_both_off(tmp_path):
+    now = [0.0]
+    schedule = CheckpointSchedule(every_steps=1000, every_s=60, keep=5, step=2500, clock=lambda: now[0])
+    assert schedule.next_step == 3000  # a resumed run goes on from the next multiple
+    assert schedule.due(2999) == ()
+    assert schedule.due(3000) == (step_file(3000), LATEST)
+    schedule.written(tmp_path, 3000)
+    now[0] = 61.0
+    assert schedule.due(3001) == (step_file(3001), LATEST)  # by time, before step 4000
+    off = CheckpointSchedule(every_steps=0, every_s=0, keep=5, clock=lambda: now[0])
+    now[0] = 10**6
+    assert off.due(10**12) == ()
+
+
+def test_checkpoint_flags_are_validated():
+    assert Config().checkpoint_every_s > 0 and Config().keep_checkpoints >= 1
+    for kwargs, match in (
+        ({"keep_checkpoints": -1}, "--keep-checkpoints"),
+        ({"checkpoint_every_s": -1.0}, "--checkpoint-every-s"),
+        ({"checkpoint_every_s": float("nan")}, "--checkpoint-every-s"),
+        ({"tb_episode_points_per_s": -0.5}, "--tb-episode-points-per-s"),
+    ):
+        with pytest.raises(UserError, match=match):
+            Config(**kwargs).validate()

@@ -1,6 +1,9 @@
-"""The dashboard without worker processes: a board filled by hand, ticks, and the event file read back with
-TensorBoard's own EventAccumulator (scalars, policy lag per interval, custom-scalars layout, hparams, image)."""
+"""The dashboard without worker processes: a board filled by hand, ticks, and the event files read back with
+TensorBoard's own EventAccumulator (scalars, policy lag per interval, per-worker event streams, the per-episode rate
+limit with exact aggregates, custom-scalars layout, hparams, image, the purge on resume)."""
 
+import csv
+import itertools
 import re
 
 import numpy as np
@@ -13,7 +16,14 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 from a3c.backends.shared_memory import SharedMemoryCoordinator, SharedRun
 from a3c.board import FIELD, FIELDS, EpisodeBoard, Stat
-from a3c.dashboard import HPARAM_METRICS, LOSS_HISTORY_TAG, Dashboard, custom_scalars_layout, hparam_values
+from a3c.dashboard import (
+    HPARAM_METRICS,
+    LOSS_HISTORY_TAG,
+    WORKERS_DIR,
+    Dashboard,
+    custom_scalars_layout,
+    hparam_values,
+)
 from a3c.optim import make_optimizer
 from a3c.plots import png_size
 from a3c.run_dir import RunDirectory
@@ -58,9 +68,19 @@ def coordinator_for(board: EpisodeBoard) -> SharedMemoryCoordinator:
 
 
 def read_events(path) -> EventAccumulator:
+    """The event files directly in ``path`` (one TensorBoard run; subdirectories are runs of their own)."""
     ea = EventAccumulator(str(path), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
     ea.Reload()
     return ea
+
+
+def worker_events(run: RunDirectory, rank: int) -> EventAccumulator:
+    return read_events(run.path / WORKERS_DIR / str(rank))
+
+
+def clock():
+    """A clock that moves 10 s per reading: every tick ends a TensorBoard interval (at the default 1 point/s)."""
+    return itertools.count(1000.0, 10.0).__next__
 
 
 @pytest.fixture
@@ -71,7 +91,13 @@ def dashboard(tmp_path):
     board = EpisodeBoard(WORKERS, capacity=64)
     interval = Interval()
     dash = Dashboard(
-        run, coordinator_for(board), total_steps=10_000, reward_threshold=None, start_time=0.0, interval=interval
+        run,
+        coordinator_for(board),
+        total_steps=10_000,
+        reward_threshold=None,
+        start_time=0.0,
+        interval=interval,
+        clock=clock(),
     )
     yield dash, board, interval
     dash.close()
@@ -102,12 +128,21 @@ def test_scalars_of_every_worker_and_policy_lag_max_of_the_ending_interval(dashb
 
     ea = read_events(dash.run.path)
     tags = set(ea.Tags()["scalars"])
-    for rank in range(WORKERS):
-        assert {f"workers/{rank}/episodic_return", f"workers/{rank}/episode_loss"} <= tags
+    for rank in range(WORKERS):  # each worker's tags in its own stream (its own TensorBoard run), not the run's
+        own = {f"workers/{rank}/episodic_return", f"workers/{rank}/episode_loss"}
+        assert own | {f"workers/{rank}/episodic_return_mean"} <= set(worker_events(dash.run, rank).Tags()["scalars"])
+        assert not own & tags
     expected = DESIGN_TAGS | {"perf/policy_lag_max"}
     assert expected <= tags, expected - tags
-    assert [(e.step, e.value) for e in ea.Scalars("workers/0/episodic_return")] == [(100, 10.0), (300, 20.0)]
-    assert [e.value for e in ea.Scalars("workers/2/episodic_return")] == [12.0]
+    w0 = worker_events(dash.run, 0)
+    assert [(e.step, e.value) for e in w0.Scalars("workers/0/episodic_return")] == [(100, 10.0), (300, 20.0)]
+    assert [e.value for e in worker_events(dash.run, 2).Scalars("workers/2/episodic_return")] == [12.0]
+    assert set(worker_events(dash.run, 1).Tags()["scalars"]) == {
+        "workers/1/episodic_return",
+        "workers/1/episode_loss",
+        "workers/1/episodic_return_mean",
+        "workers/1/episode_loss_mean",
+    }
     assert [e.value for e in ea.Scalars("charts/episodic_return")] == [10.0, 11.0, 12.0, 20.0]
     assert [(e.step, e.value) for e in ea.Scalars("perf/policy_lag_max")] == [(200, 7.0), (400, 4.0)]
     assert [e.value for e in ea.Scalars("perf/policy_lag")] == pytest.approx([(3 + 7 + 2) / 3, 4.0])
@@ -116,7 +151,7 @@ def test_scalars_of_every_worker_and_policy_lag_max_of_the_ending_interval(dashb
 def test_policy_lag_max_without_an_interval_source_uses_the_newest_tagged_interval(tmp_path):
     run = RunDirectory(tmp_path)
     board = EpisodeBoard(2, capacity=8)
-    dash = Dashboard(run, coordinator_for(board), total_steps=100, reward_threshold=None, start_time=0.0)
+    dash = Dashboard(run, coordinator_for(board), total_steps=100, reward_threshold=None, start_time=0.0, clock=clock())
     update(board, 0, 9, 4)  # worker 0 last updated in interval 4
     update(board, 1, 5, 5)  # worker 1 is in interval 5: only its maximum is of the ending interval
     board.add_steps(0, 10)
@@ -202,3 +237,95 @@ def test_loss_history_figure_is_refreshed_during_the_run_and_published_as_an_ima
     png = (run.plots / "loss_history.png").read_bytes()
     assert images[-1].encoded_image_string == png
     assert (images[-1].height, images[-1].width) == png_size(png)
+
+
+def test_per_episode_points_are_rate_limited_and_the_interval_aggregates_stay_exact(tmp_path):
+    """2 workers, 600 episodes each over 6 s of episode wall time, read in 6 ticks that each end an interval: at
+    1 point/s a group writes at most one sample per second of episode time, while the mean/min/max/count of every
+    interval are those of all of its episodes (checked against episodes.csv, which keeps every episode)."""
+    run = RunDirectory(tmp_path)
+    run.plots.mkdir()
+    board = EpisodeBoard(2, capacity=1024)
+    dash = Dashboard(
+        run, coordinator_for(board), total_steps=10**9, reward_threshold=None, start_time=0.0, clock=clock()
+    )
+    rng = np.random.default_rng(0)
+    step, per_tick = 0, []
+    for second in range(6):
+        batch = []
+        for i in range(100):
+            for rank in range(2):
+                step += 7
+                ret, loss = float(rng.normal(50, 20)), float(rng.normal())
+                t = second + (2 * i + rank) / 200  # 200 episodes per second of wall time
+                row = episode(ret=ret, loss=loss, global_step=step, wall_time=t)
+                row[FIELD["length"]] = float(rng.integers(5, 500))
+                board.write(rank, row)
+                batch.append((rank, ret, row[FIELD["length"]], loss, step))
+        board.add_steps(0, 1400)
+        dash.tick()
+        per_tick.append(batch)
+    dash.close()
+
+    with open(run.episodes_csv) as f:
+        assert len(list(csv.DictReader(f))) == 1200  # the complete record
+    ea = read_events(run.path)
+    samples = ea.Scalars("charts/episodic_return")
+    assert 5 <= len(samples) <= 6  # 1 per second of episode time, not 200
+    assert len(ea.Scalars("charts/episodic_length")) == len(samples)
+    returns32 = {float(np.float32(r)) for batch in per_tick for _, r, *_ in batch}  # TensorBoard stores float32
+    assert all(e.value in returns32 for e in samples)  # each sample is a real episode's value
+    for name, reduce in (("mean", np.mean), ("min", np.min), ("max", np.max)):
+        got = [e.value for e in ea.Scalars(f"charts/episodic_return_{name}")]
+        assert got == pytest.approx([reduce([r for _, r, *_ in b]) for b in per_tick], rel=1e-6), name
+        got = [e.value for e in ea.Scalars(f"charts/episodic_length_{name}")]
+        assert got == pytest.approx([reduce([n for _, _, n, *_ in b]) for b in per_tick], rel=1e-6), name
+    assert [e.value for e in ea.Scalars("charts/episodes")] == [200.0] * 6
+    assert [e.step for e in ea.Scalars("charts/episodic_return_mean")] == [max(b[-1][4], b[-2][4]) for b in per_tick]
+    for rank in range(2):
+        w = worker_events(run, rank)
+        assert 5 <= len(w.Scalars(f"workers/{rank}/episodic_return")) <= 6
+        mine = [[e for e in b if e[0] == rank] for b in per_tick]
+        got = [e.value for e in w.Scalars(f"workers/{rank}/episode_loss_mean")]
+        assert got == pytest.approx([np.mean([e[3] for e in b]) for b in mine], rel=1e-6)
+        got = [e.value for e in w.Scalars(f"workers/{rank}/episodic_return_mean")]
+        assert got == pytest.approx([np.mean([e[1] for e in b]) for b in mine], rel=1e-6)
+
+
+def test_zero_points_per_s_writes_every_episode(tmp_path):
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(1, capacity=64)
+    dash = Dashboard(
+        run, coordinator_for(board), total_steps=100, reward_threshold=None, start_time=0.0, points_per_s=0.0
+    )
+    for i in range(20):
+        board.write(0, episode(ret=float(i), loss=0.0, global_step=i, wall_time=0.001 * i))
+    board.add_steps(0, 20)
+    dash.tick()
+    dash.close()
+    assert [e.value for e in read_events(tmp_path).Scalars("charts/episodic_return")] == [float(i) for i in range(20)]
+    assert len(worker_events(run, 0).Scalars("workers/0/episodic_return")) == 20
+
+
+def test_purge_on_resume_reaches_every_event_stream(tmp_path):
+    """What a resume writes: TensorBoard drops, in the run's stream and in each worker's, the points at or after the
+    checkpoint's step that an earlier session wrote."""
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(2, capacity=64)
+    first = Dashboard(
+        run, coordinator_for(board), total_steps=10**6, reward_threshold=None, start_time=0.0, clock=clock()
+    )
+    for step in (100, 200, 300):
+        for rank in range(2):
+            board.write(rank, episode(ret=float(step), loss=0.0, global_step=step, wall_time=step / 10))
+        board.add_steps(0, 100)
+        first.tick()
+    first.close()  # "crashed" after step 300; the checkpoint was at step 200
+    second = Dashboard(
+        run, coordinator_for(EpisodeBoard(2, capacity=64)), total_steps=10**6, reward_threshold=None, start_time=0.0
+    )
+    second.purge_from(200)
+    second.close()
+    assert [e.step for e in read_events(tmp_path).Scalars("charts/episodic_return")] == [100]
+    for rank in range(2):
+        assert [e.step for e in worker_events(run, rank).Scalars(f"workers/{rank}/episodic_return")] == [100]

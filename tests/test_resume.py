@@ -1,6 +1,7 @@
 """--resume RUN_DIR: the global step, the optimizer state and the episode indexes go on; episodes.csv is appended;
 TensorBoard shows no step twice, even after a crash between the last checkpoint and the end (kill -9)."""
 
+import json
 import signal
 import subprocess
 
@@ -51,7 +52,8 @@ def test_resume_continues_the_step_count(tmp_path):
 
 
 # three-step episodes by the thousand: many end in the rollout during which a checkpoint is taken
-SHORT_EPISODES = ("--env", "envs/Classify-v0", "--env-kwargs", "episode_length=3")
+# (every episode a TensorBoard point, to compare TensorBoard with episodes.csv one to one)
+SHORT_EPISODES = ("--env", "envs/Classify-v0", "--env-kwargs", "episode_length=3", "--tb-episode-points-per-s", "0")
 
 
 @pytest.mark.timeout(150)
@@ -93,6 +95,7 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     s = summary(run_dir)
     assert s["resumed_from_step"] == step and s["total_steps"] >= step + 3000
+    assert json.loads((run_dir / "config.json").read_text())["tb_episode_points_per_s"] == 0
     rows = episode_rows(run_dir)
     assert indexes_contiguous(rows)  # no (worker, index) twice, none missing
     steps = _scalar_steps(run_dir, "charts/SPS")

@@ -23,9 +23,10 @@ from pathlib import Path
 import gymnasium
 import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from a3c.errors import UserError
-from a3c.tensorboard_server import TensorBoardServer, check_port
+from a3c.tensorboard_server import TensorBoardServer, check_port, logdir_flags, run_name
 from a3c.train import parse_config
 
 STEP_S = 0.002
@@ -53,9 +54,12 @@ def get(url: str, path: str, params: dict | None = None, body: dict | None = Non
     return payload if raw else json.loads(payload)
 
 
+RUN = "run"  # the run directory's name: TensorBoard shows the run under it (not "."), each worker as RUN/workers/<r>
+
+
 def episodic_return_points(url: str) -> int:
     try:
-        return len(get(url, "/data/plugin/scalars/scalars", {"run": ".", "tag": "charts/episodic_return"}))
+        return len(get(url, "/data/plugin/scalars/scalars", {"run": RUN, "tag": "charts/episodic_return"}))
     except urllib.error.HTTPError:  # 400 until the tag exists in the loaded data
         return 0
 
@@ -91,7 +95,7 @@ def wait_for(predicate, timeout: float, interval: float = 0.5):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to look for orphan servers")
 @pytest.mark.timeout(240)
 def test_live_run_is_served_and_everything_is_served_after_it(tmp_path):
-    run_dir = tmp_path / "run"
+    run_dir = tmp_path / RUN
     log = tmp_path / "train.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     cmd = [
@@ -142,23 +146,40 @@ def test_live_run_is_served_and_everything_is_served_after_it(tmp_path):
         # 3. a server on the finished run serves every worker's tags, the layout, the hparams and the image
         server = TensorBoardServer(run_dir, 0, reload_interval=1).start()
         url = server.wait_ready(timeout=60)
-        want = {f"workers/{r}/{m}" for r in (0, 1) for m in ("episodic_return", "episode_loss")}
-        want |= {"charts/episodic_return", "charts/SPS", "losses/loss", "perf/policy_lag", "perf/policy_lag_max"}
+        # the run under its directory's name; each worker a run (a colour) of its own with its own tags
+        want = {"charts/episodic_return", "charts/SPS", "losses/loss", "perf/policy_lag", "perf/policy_lag_max"}
         want |= {"perf/updates_per_s", "perf/grad_norm", "perf/skipped_updates", "perf/restarts"}
-        tags = wait_for(lambda: want <= set(get(url, "/data/plugin/scalars/tags").get(".", {})), 30)
-        assert tags, want - set(get(url, "/data/plugin/scalars/tags").get(".", {}))
-        expected_points = min(summary["episodes"], 1000)  # TensorBoard keeps at most 1000 points per scalar tag
-        assert wait_for(lambda: episodic_return_points(url) == expected_points, 30), episodic_return_points(url)
+        want |= {"charts/episodic_return_mean", "charts/episodic_return_min", "charts/episodic_return_max"}
+        want_by_run = {RUN: want}
+        for r in (0, 1):
+            want_by_run[f"{RUN}/workers/{r}"] = {f"workers/{r}/{m}" for m in ("episodic_return", "episode_loss")}
+
+        def missing() -> dict:
+            tags = get(url, "/data/plugin/scalars/tags")
+            return {
+                run: want - set(tags.get(run, {})) for run, want in want_by_run.items() if want - set(tags.get(run, {}))
+            }
+
+        assert wait_for(lambda: not missing(), 30), missing()
+        assert set(get(url, "/data/runs")) == set(want_by_run)
+        # what TensorBoard serves is what the event file holds (rate-limited: far fewer points than episodes)
+        on_disk = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+        on_disk.Reload()
+        written = len(on_disk.Scalars("charts/episodic_return"))
+        assert 0 < written < summary["episodes"]
+        assert wait_for(lambda: episodic_return_points(url) == written, 30), (episodic_return_points(url), written)
 
         layout = get(url, "/data/plugin/custom_scalars/layout")
         charts = {c["title"]: {ch["title"]: ch["multiline"]["tag"] for ch in c["chart"]} for c in layout["category"]}
         assert charts["return"]["every worker"] == [r"^workers/\d+/episodic_return$"]
         assert charts["loss"]["every worker (episode mean)"] == [r"^workers/\d+/episode_loss$"]
-        multi = get(url, "/data/plugin/custom_scalars/scalars", {"run": ".", "tag": r"^workers/\d+/episodic_return$"})
-        assert multi["regex_valid"] and set(multi["tag_to_events"]) == {
-            "workers/0/episodic_return",
-            "workers/1/episodic_return",
-        }
+        for r in (0, 1):  # the multi-line chart's regex finds each worker's line in that worker's run
+            multi = get(
+                url,
+                "/data/plugin/custom_scalars/scalars",
+                {"run": f"{RUN}/workers/{r}", "tag": r"^workers/\d+/episodic_return$"},
+            )
+            assert multi["regex_valid"] and set(multi["tag_to_events"]) == {f"workers/{r}/episodic_return"}
 
         experiment = get(url, "/data/plugin/hparams/experiment", body={"experimentName": ""})
         hparam_names = {h["name"] for h in experiment["hparamInfos"]}
@@ -179,7 +200,7 @@ def test_live_run_is_served_and_everything_is_served_after_it(tmp_path):
         metrics = {m["name"]["tag"]: m["value"] for m in groups[0]["metricValues"]}
         assert metrics["final/mean_return_100"] == pytest.approx(summary["mean_return_100"], rel=1e-5)
 
-        images = get(url, "/data/plugin/images/images", {"run": ".", "tag": "plots/loss_history", "sample": 0})
+        images = get(url, "/data/plugin/images/images", {"run": RUN, "tag": "plots/loss_history", "sample": 0})
         assert images and images[-1]["step"] == summary["total_steps"]
         png = get(url, "/data/plugin/images/individualImage?" + images[-1]["query"], raw=True)
         assert png == (run_dir / "plots" / "loss_history.png").read_bytes()
@@ -255,3 +276,16 @@ def _zombie(pid: str) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_the_run_is_named_after_its_directory(tmp_path):
+    run = tmp_path / "CartPole-v1__a3c__1__17"
+    run.mkdir()
+    assert run_name(run) == "CartPole-v1__a3c__1__17"
+    assert logdir_flags(run) == ["--logdir_spec", f"CartPole-v1__a3c__1__17:{run.resolve()}"]
+    odd = tmp_path / "a:b"
+    odd.mkdir()
+    assert logdir_flags(odd) == ["--logdir_spec", f"a_b:{odd.resolve()}"]  # the name before the first ':'
+    comma = tmp_path / "a,b"
+    comma.mkdir()
+    assert logdir_flags(comma) == ["--logdir", str(comma.resolve())]  # a ',' would split the spec

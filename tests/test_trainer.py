@@ -92,12 +92,15 @@ def test_event_file_holds_the_tags(finished_run):
     acc = EventAccumulator(str(finished_run), size_guidance={"scalars": 0})
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    expected = set(DESIGN_TAGS)
-    expected |= {f"workers/{r}/episodic_return" for r in range(WORKERS)}
-    expected |= {f"workers/{r}/episode_loss" for r in range(WORKERS)}
-    assert expected <= tags, expected - tags
+    assert DESIGN_TAGS <= tags, DESIGN_TAGS - tags
+    for r in range(WORKERS):  # each worker's tags in its own event stream (a TensorBoard run, a colour, of its own)
+        worker = EventAccumulator(str(finished_run / "workers" / str(r)), size_guidance={"scalars": 0})
+        worker.Reload()
+        assert {f"workers/{r}/episodic_return", f"workers/{r}/episode_loss"} <= set(worker.Tags()["scalars"])
     summary = json.loads((finished_run / "summary.json").read_text())
-    assert len(acc.Scalars("charts/episodic_return")) == summary["episodes"]
+    # per-episode points are a rate-limited sample; every episode counts once in the interval aggregates
+    assert 0 < len(acc.Scalars("charts/episodic_return")) <= summary["episodes"]
+    assert sum(e.value for e in acc.Scalars("charts/episodes")) == summary["episodes"]
 
 
 def test_sixteen_workers_on_few_cores(tmp_path):
