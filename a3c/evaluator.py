@@ -64,6 +64,10 @@ class EvalChannel:
         self.stats = torch.zeros(1, len(Stat), dtype=torch.float64).share_memory_()  # its heartbeat (Supervisor)
 
 
+class _Abandon(Exception):
+    """The run is stopping: the evaluation in hand is dropped (its result would come after the run's end)."""
+
+
 class Evaluator:
     """The evaluator's side: its own model, envs and episode seeds; evaluates each request of the channel."""
 
@@ -76,10 +80,22 @@ class Evaluator:
         self.envs = make_eval_envs(config, config.eval_episodes)
         self.seeds = eval_seeds(config.seed, config.eval_episodes)
         self.heartbeat = channel.stats.numpy()[0, Stat.HEARTBEAT :]  # a view: one float write per beat
+        self.control = channel.control.numpy()
+        self.terminate: Callable[[], bool] = lambda: False
         self.beat()
 
     def beat(self) -> None:
         self.heartbeat[0] = time.time()
+
+    def stopping(self) -> bool:
+        return bool(self.control[STOP]) or self.terminate()
+
+    def _step_done(self) -> None:
+        """After every env step of an evaluation: the heartbeat, and a stop ends the evaluation at once (the run is
+        over; a long evaluation must not hold up its shutdown)."""
+        self.beat()
+        if self.stopping():
+            raise _Abandon
 
     def pending(self) -> int:
         """The request to run (0: none)."""
@@ -88,18 +104,22 @@ class Evaluator:
 
     def evaluate(self, request: int) -> None:
         self.params.copy_(self.channel.params)
-        stats = run_episodes(self.agent, self.envs, self.seeds, deterministic=True, on_step=self.beat)
+        stats = run_episodes(self.agent, self.envs, self.seeds, deterministic=True, on_step=self._step_done)
         summary = stats.summary()
         self.channel.result.copy_(torch.tensor([summary[f] for f in RESULT_FIELDS], dtype=torch.float64))
         self.channel.done[0] = request  # publishes the result written above
         self.beat()
 
     def run(self, terminate: Callable[[], bool] = lambda: False) -> None:
+        self.terminate = terminate
         try:
-            while not bool(self.channel.control[STOP]) and not terminate():
+            while not self.stopping():
                 request = self.pending()
                 if request:
-                    self.evaluate(request)
+                    try:
+                        self.evaluate(request)
+                    except _Abandon:
+                        return
                 else:
                     self.beat()
                     time.sleep(POLL_S)
