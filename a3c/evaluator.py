@@ -333,12 +333,16 @@ class Evaluation:
             if self.supervisor is not None and self.supervisor.all_done():
                 break  # the evaluator died while the run was stopping: nothing will come
             time.sleep(POLL_S / 5)
-        self.channel.control[STOP] = 1
+        self.request_stop()
         if self.supervisor is not None:
             self.supervisor.join(5.0)
         if self.inline is not None:
             self.inline.close()
         self.log_file.close()
+
+    def request_stop(self) -> None:
+        """The evaluator ends at its next env step (an evaluation in hand is dropped) or idle poll."""
+        self.channel.control[STOP] = 1
 
     def kill_all(self) -> None:
         if self.supervisor is not None:

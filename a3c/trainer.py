@@ -172,10 +172,13 @@ class Trainer:
         finally:
             # one shutdown for every ending, an exception (a bug) included
             coordinator.request_stop()
+            interrupted = signals.received is not None or dashboard is None
+            if self.evaluation is not None and interrupted:
+                self.evaluation.request_stop()  # winds down alongside the workers, not after them
             supervisor.join(JOIN_TIMEOUT_S)
             if self.evaluation is not None:  # the evaluation in flight is recorded, unless the run was interrupted
                 log = dashboard.add_scalars if dashboard is not None else (lambda step, values: None)
-                self.evaluation.finish(log, wait=signals.received is None and dashboard is not None)
+                self.evaluation.finish(log, wait=not interrupted)
             if dashboard is not None:
                 dashboard.restarts = self.restarts_before + supervisor.restarts
                 dashboard.tick()
