@@ -129,6 +129,12 @@ class Config:
         help="continue the run in RUN_DIR from its checkpoints/latest.pt (flags given override)",
         metavar="RUN_DIR",
     )
+    eval_every: int = flag(
+        50_000,
+        help="evaluate the deterministic policy every this many steps, in a separate process, on its own envs "
+        "(eval.csv, eval/* tags, checkpoints/best.pt); 0: off",
+    )
+    eval_episodes: int = flag(10, help="episodes per evaluation (0: no evaluation)")
     worker_timeout: float = flag(60.0, help="restart a worker whose heartbeat (one per update) is older than this (s)")
     max_restarts: int = flag(3, help="restarts allowed per worker (after a crash or a hang) before the run fails")
     max_skipped_in_row: int = flag(
@@ -149,6 +155,11 @@ class Config:
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(values["hidden_sizes"])
         return cls(**values)
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the run evaluates its policy during training (--eval-every and --eval-episodes both > 0)."""
+        return self.eval_every > 0 and self.eval_episodes > 0
 
     def resolved_start_method(self) -> str:
         if self.start_method is not None:
@@ -188,6 +199,8 @@ class Config:
                 f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",
             ),
             (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
+            (self.eval_every >= 0, f"--eval-every must be >= 0 (0: no evaluation; got {self.eval_every})"),
+            (self.eval_episodes >= 0, f"--eval-episodes must be >= 0 (0: no evaluation; got {self.eval_episodes})"),
             (
                 math.isfinite(self.checkpoint_every_s) and self.checkpoint_every_s >= 0.0,
                 f"--checkpoint-every-s must be a number of seconds >= 0 (got {self.checkpoint_every_s})",

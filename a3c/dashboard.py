@@ -55,6 +55,7 @@ HPARAM_METRICS: dict[str, str] = {
     "mean_return_100": "final/mean_return_100",
     "steps_per_s": "final/steps_per_s",
     "solved_at_step": "final/solved_at_step",
+    "eval_best_mean_return": "final/eval_best_mean_return",
 }
 
 
@@ -73,6 +74,10 @@ def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
             "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episode_loss_mean$"]],
             "all workers": ["Multiline", ["^losses/loss$", "^losses/policy_loss$", "^losses/value_loss$"]],
             "entropy": ["Multiline", ["^losses/entropy$"]],
+        },
+        "eval": {  # a3c.evaluator: the deterministic policy, on the evaluator's own envs
+            "mean and std of the return": ["Multiline", ["^eval/mean_return$", "^eval/std_return$"]],
+            "mean episode length": ["Multiline", ["^eval/mean_length$"]],
         },
         "perf": {
             "policy lag (mean, max)": ["Multiline", ["^perf/policy_lag$", "^perf/policy_lag_max$"]],

@@ -9,8 +9,11 @@ from collections.abc import Callable, Sequence
 EXIT_USAGE = 2
 
 
-class UserError(Exception):
-    """A problem the user caused (bad flag, unknown env, bad checkpoint...); the message names it and the fix."""
+class UserError(ValueError):
+    """A problem the user caused (bad flag, unknown env, bad checkpoint...); the message names it and the fix.
+
+    A ValueError, so that Python callers (``a3c.train``, ``a3c.load``) get an ordinary exception carrying the very
+    message the command line prints."""
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "a3c") -> int:

@@ -28,10 +28,12 @@ class Failure:
     rank: int
     cause: str  # e.g. "exit code 1", "killed by signal SIGKILL", "hung: no heartbeat for 61.2 s"
     traceback: str | None = None  # the worker's own traceback, for an exception
+    role: str = "worker"  # what the process is: "worker" (named by its rank) or e.g. "evaluator"
 
     def describe(self) -> str:
         last = self.traceback.strip().splitlines()[-1] if self.traceback else None
-        return f"worker {self.rank} {self.cause}" + (f" ({last})" if last else "")
+        who = f"worker {self.rank}" if self.role == "worker" else f"the {self.role}"
+        return f"{who} {self.cause}" + (f" ({last})" if last else "")
 
 
 def describe_exitcode(code: int) -> str:
@@ -62,7 +64,10 @@ class Supervisor:
         worker_timeout: float,
         max_restarts: int,
         log: Callable[[str], None] | None = None,
+        role: str = "worker",
     ) -> None:
+        """``role``: what the supervised processes are, in messages ("worker", or "evaluator" for a3c.evaluator's)."""
+        self.role = role
         self.launcher, self.workers, self.stats = launcher, workers, stats
         self.worker_timeout, self.max_restarts = worker_timeout, max_restarts
         self.restarts_by_rank = np.zeros(workers, dtype=np.int64)
@@ -104,7 +109,7 @@ class Supervisor:
                 slot.done = True
                 continue
             if code is not None:
-                failure = Failure(rank, describe_exitcode(code), self.launcher.traceback(rank))
+                failure = Failure(rank, describe_exitcode(code), self.launcher.traceback(rank), self.role)
             else:
                 beat = float(stats[rank, Stat.HEARTBEAT])
                 if beat >= slot.started_at:
@@ -114,7 +119,9 @@ class Supervisor:
                 if silent <= limit:
                     continue
                 self.launcher.kill(rank)
-                failure = Failure(rank, f"hung: no heartbeat for {silent:.1f} s (--worker-timeout {limit:g})")
+                failure = Failure(
+                    rank, f"hung: no heartbeat for {silent:.1f} s (--worker-timeout {limit:g})", role=self.role
+                )
             slot.done = True
             if stopping:
                 self.log(f"a3c: {failure.describe()} while the run was stopping")
@@ -125,7 +132,7 @@ class Supervisor:
             self.restarts_by_rank[rank] += 1
             self.log(
                 f"a3c: {failure.describe()}; restarting it "
-                f"(restart {self.restarts_by_rank[rank]} of {self.max_restarts} for this worker)"
+                f"(restart {self.restarts_by_rank[rank]} of {self.max_restarts} for this {self.role})"
             )
             self._start(rank, slot.incarnation + 1)
         return None

@@ -151,5 +151,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return Trainer(config, started_at=started_at, spec=spec).run()
 
 
+class _CallableModule(types.ModuleType):
+    """``a3c.train`` names both this module (``python -m a3c.train``) and the function ``a3c.api.train`` (exported by
+    the package). Once this module is imported, Python binds the package attribute ``a3c.train`` to the module, so
+    the module itself is made callable: ``a3c.train(...)`` then still trains."""
+
+    def __call__(self, *args: typing.Any, **kwargs: typing.Any) -> typing.Any:
+        from a3c.api import train
+
+        return train(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
 if __name__ == "__main__":
     sys.exit(run_cli(main, prog="a3c.train"))

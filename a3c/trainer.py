@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 import torch.multiprocessing as mp
+from tqdm import tqdm
 
 from a3c.backends import Coordinator, Launcher
 from a3c.backends.serial import SerialLauncher
@@ -39,6 +40,7 @@ from a3c.checkpoint import (
 from a3c.config import Config
 from a3c.dashboard import Dashboard
 from a3c.environment import EnvSpec
+from a3c.evaluator import EvalChannel, Evaluation, Evaluator, evaluator_main
 from a3c.model import build_model, flatten_parameters, parameter_count
 from a3c.optim import make_optimizer
 from a3c.preflight import preflight, start_fork_server
@@ -101,11 +103,15 @@ class Trainer:
         # sessions of this run before this one (a resume is the next session: its workers get fresh seeds)
         self.session = 0 if self.resume is None else int(self.resume.get("session", 0)) + 1
         self.supervisor: Supervisor | None = None
+        self.evaluation: Evaluation | None = None  # --eval-every (a3c.evaluator)
+        self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
         self.tensorboard: TensorBoardServer | None = None
 
     def _kill_children(self) -> None:
         if self.supervisor is not None:
             self.supervisor.kill_all()
+        if self.evaluation is not None:
+            self.evaluation.kill_all()
         if self.tensorboard is not None and getattr(self.tensorboard, "process", None) is not None:
             try:
                 self.tensorboard.process.kill()
@@ -132,6 +138,7 @@ class Trainer:
             run.plots.mkdir(exist_ok=True)
             kept_episodes = trim_episode_log(run.episodes_csv, resume["episodes_written"].numpy())
         run.write_config(cfg)
+        self.run_dir = run.path
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
         torch.manual_seed(model_init_seed(cfg.seed))
         self.model, self.dist = build_model(spec, cfg)
@@ -162,6 +169,7 @@ class Trainer:
         exit_code, reason = 0, "total_steps"
         try:
             supervisor.start_all()
+            self.evaluation = self._evaluation(run, start)
             if resume is None:
                 print(f"a3c: run directory {run.path}", file=sys.stderr)
             else:
@@ -183,7 +191,13 @@ class Trainer:
         finally:
             # one shutdown for every ending, an exception (a bug) included
             coordinator.request_stop()
+            interrupted = signals.received is not None or dashboard is None
+            if self.evaluation is not None and interrupted:
+                self.evaluation.request_stop()  # winds down alongside the workers, not after them
             supervisor.join(JOIN_TIMEOUT_S)
+            if self.evaluation is not None:  # the evaluation in flight is recorded, unless the run was interrupted
+                log = dashboard.add_scalars if dashboard is not None else (lambda step, values: None)
+                self.evaluation.finish(log, wait=not interrupted)
             if dashboard is not None:
                 dashboard.restarts = self.restarts_before + supervisor.restarts
                 dashboard.tick()
@@ -239,6 +253,8 @@ class Trainer:
                 if failure.traceback:
                     print(f"a3c: worker {failure.rank}'s traceback:\n{failure.traceback.rstrip()}", file=sys.stderr)
                 return EXIT_FAILED, f"worker {failure.rank} {failure.cause}"
+            if self.evaluation is not None:
+                self.evaluation.tick(step, lambda: self._payload(coordinator.snapshot()), dashboard.add_scalars)
             if supervisor.all_done():
                 return 0, reason
 
@@ -265,25 +281,44 @@ class Trainer:
             lambda rank: (rank, coordinator.channel(rank), cfg, spec, start, session),
         )
 
+    def _evaluation(self, run: RunDirectory, start: float) -> Evaluation | None:
+        """The evaluator (--eval-every): a supervised process, or a call in this process under the serial backend.
+        None when the run evaluates nothing (off, or over before its first evaluation step)."""
+        cfg, spec = self.config, self.spec
+        step = self.coordinator.global_step()
+        if not cfg.evaluates or (step // cfg.eval_every + 1) * cfg.eval_every > cfg.total_steps:
+            return None
+        channel = EvalChannel(sum(p.numel() for p in self.model.parameters()))
+        supervisor, inline = None, None
+        if cfg.backend == "serial":
+            inline = Evaluator(channel, cfg, spec)
+        else:
+            launcher = ProcessLauncher(
+                mp.get_context(cfg.resolved_start_method()), evaluator_main, lambda rank: (channel, cfg, spec)
+            )
+            stats = channel.stats.numpy
+            supervisor = Supervisor(launcher, 1, stats, cfg.worker_timeout, cfg.max_restarts, role="evaluator")
+        return Evaluation(
+            cfg,
+            channel,
+            run.checkpoints,
+            run.path / "eval.csv",
+            step,
+            start,
+            supervisor=supervisor,
+            inline=inline,
+            resumed=self.resume is not None,
+            print_line=lambda line: tqdm.write(line, file=sys.stderr),
+        )
+
     # -- checkpoints -------------------------------------------------------------------------------------------
     def checkpoint(self, run: RunDirectory, dashboard: Dashboard, names: tuple[str, ...]) -> bool:
         """Snapshot the run and write it under each of ``names`` (atomically). Taken right after a dashboard tick:
         the episode counters saved are those of the episodes logged to episodes.csv (synced to disk first), so a
         resume from this file goes on exactly where the log stops. A checkpoint that cannot be written (disk full)
         is reported and the run goes on with the previous one in place; returns whether it was written."""
-        supervisor = self.supervisor
         dashboard.log.sync()
-        payload = {
-            **self.coordinator.snapshot(),
-            "incarnations": torch.from_numpy(supervisor.incarnations()),
-            "restarts": self.restarts_before + supervisor.restarts,
-            "session": self.session,
-            "obs_dim": self.spec.obs_dim,
-            "n_actions": self.dist.param_dim,
-            "spaces": self.spec.describe(),
-            "config": self.config.to_dict(),
-            "rng": rng_state(),
-        }
+        payload = self._payload(self.coordinator.snapshot())
         for name in names:
             try:
                 save_checkpoint(run.checkpoints / name, payload)
@@ -296,6 +331,20 @@ class Trainer:
                 return False
         dashboard.checkpointed(payload["global_step"])
         return True
+
+    def _payload(self, snapshot: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint: the backend's snapshot and what the main process knows (restarts, config, spaces, RNG)."""
+        return {
+            **snapshot,
+            "incarnations": torch.from_numpy(self.supervisor.incarnations()),
+            "restarts": self.restarts_before + self.supervisor.restarts,
+            "session": self.session,
+            "obs_dim": self.spec.obs_dim,
+            "n_actions": self.dist.param_dim,
+            "spaces": self.spec.describe(),
+            "config": self.config.to_dict(),
+            "rng": rng_state(),
+        }
 
     def summary(self, dashboard: Dashboard, wall: float, reason: str) -> dict[str, Any]:
         stats = self.coordinator.stats()
@@ -327,4 +376,5 @@ class Trainer:
             "lost_episodes": self.coordinator.lost,
             "stop_reason": reason,
             "resumed_from_step": self.resumed_from_step,
+            **(self.evaluation.summary() if self.evaluation is not None else Evaluation.empty_summary()),
         }

@@ -3,6 +3,9 @@ raw-loop limit (env.step + the acting forward pass only, one process per core, s
 
     python scripts/bench_throughput.py --workers 1 2 4 8 16 --envs-per-worker 1 4 8 16 --out bench-out
 
+The cost of evaluation during training: ``--eval-every 0 50000`` runs each configuration without and with it, one
+after the other (0: off, the default).
+
 Prints a markdown table; writes OUT/throughput.json, .md and .png.
 """
 
@@ -27,6 +30,10 @@ def main() -> None:
     parser.add_argument("--envs-per-worker", type=int, nargs="+", default=[1, 4, 8, 16])  # 8: the default
     parser.add_argument("--steps", type=int, default=120_000, help="env steps per a3c run (at least 30 rollouts)")
     parser.add_argument("--raw-seconds", type=float, default=5.0)
+    parser.add_argument(
+        "--eval-every", type=int, nargs="+", default=[0], help="a3c's --eval-every for each run (0: off); several: each"
+    )
+    parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()
 
@@ -39,7 +46,7 @@ def main() -> None:
             # the machine's load during the runs moves the limit and the runs alike
             before = raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds)
             runs = []
-            for w in args.workers:
+            for w, every in ((w, e) for w in args.workers for e in args.eval_every):
                 steps = max(args.steps, w * k * 5 * 30)
                 s = run_train(
                     [
@@ -53,13 +60,28 @@ def main() -> None:
                         str(steps),
                         "--checkpoint-every",
                         "0",
+                        "--eval-every",
+                        str(every),
+                        "--eval-episodes",
+                        str(args.eval_episodes),
                     ],
-                    tmp / f"w{w}k{k}",
+                    tmp / f"w{w}k{k}e{every}",
                 )
                 runs.append(
-                    {"workers": w, "envs_per_worker": k, "steps_per_s": s["steps_per_s"], "startup_s": s["startup_s"]}
+                    {
+                        "workers": w,
+                        "envs_per_worker": k,
+                        "eval_every": every,
+                        "evaluations": s.get("evaluations", 0),
+                        "steps_per_s": s["steps_per_s"],
+                        "startup_s": s["startup_s"],
+                    }
                 )
-                print(f"workers={w} envs={k}: {s['steps_per_s']:,.0f} steps/s", file=sys.stderr, flush=True)
+                print(
+                    f"workers={w} envs={k} eval-every={every}: {s['steps_per_s']:,.0f} steps/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             after = raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds)
             raw[k] = (before + after) / 2
             print(f"raw loop, {k} envs: {before:,.0f} before, {after:,.0f} after", file=sys.stderr, flush=True)
@@ -80,6 +102,8 @@ def main() -> None:
         [
             r["workers"],
             r["envs_per_worker"],
+            r["eval_every"] or "off",
+            r["evaluations"],
             r["steps_per_s"],
             r["raw_limit"],
             f"{r['ratio_to_raw']:.0%}",
@@ -87,7 +111,19 @@ def main() -> None:
         ]
         for r in results
     ]
-    table = markdown_table(["workers", "envs/worker", "a3c steps/s", "raw-loop limit", "of limit", "startup s"], rows)
+    table = markdown_table(
+        [
+            "workers",
+            "envs/worker",
+            "eval every",
+            "evaluations",
+            "a3c steps/s",
+            "raw-loop limit",
+            "of limit",
+            "startup s",
+        ],
+        rows,
+    )
 
     import matplotlib
 
@@ -96,8 +132,16 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
     for k in args.envs_per_worker:
-        rs = [r for r in results if r["envs_per_worker"] == k]
-        line = ax.plot([r["workers"] for r in rs], [r["steps_per_s"] for r in rs], marker="o", label=f"a3c, {k} envs")
+        for i, every in enumerate(args.eval_every):
+            rs = [r for r in results if r["envs_per_worker"] == k and r["eval_every"] == every]
+            label = f"a3c, {k} envs" + (f", eval every {every:,}" if every else "")
+            line = ax.plot(
+                [r["workers"] for r in rs],
+                [r["steps_per_s"] for r in rs],
+                marker="o",
+                ls="-" if i == 0 else ":",
+                label=label,
+            )
         ax.axhline(raw[k], color=line[0].get_color(), ls="--", lw=0.8, label=f"raw-loop limit, {k} envs")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("workers")

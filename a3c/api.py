@@ -1,0 +1,96 @@
+"""``a3c.train(...)``: training from Python (a script, a notebook, a sweep) with the same settings, checks and run
+directory as ``python -m a3c.train``.
+
+The run happens in the calling process, which becomes the main process of a3c.trainer: workers are processes of
+their own (forkserver on Linux, spawn elsewhere; neither re-runs a notebook's cells, and a script only needs the
+usual ``if __name__ == "__main__":`` guard), or, with ``backend="serial"``, loops in this process. Bad input raises
+ValueError (a3c.errors.UserError) with the message the command line prints, before any process starts. A Ctrl-C (a
+notebook's "interrupt kernel") stops the run as on the command line (final checkpoint, summary.json) and then raises
+KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from a3c.config import Config
+from a3c.errors import UserError
+
+if TYPE_CHECKING:
+    from a3c.agent import Agent
+
+
+@dataclass
+class TrainResult:
+    """What a finished run left: its directory, its summary.json, and its final policy loaded (``a3c.load``)."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    agent: Agent
+    exit_code: int = 0
+
+    def best_agent(self) -> Agent:
+        """The agent of checkpoints/best.pt (the best evaluation during training)."""
+        from a3c.agent import load
+
+        return load(self.run_dir, best=True)
+
+
+def make_config(config: Config | None = None, **settings: Any) -> Config:
+    """A validated Config: ``config`` (or the defaults) with ``settings`` (Config field names) on top. With
+    ``resume=RUN_DIR``, the run's checkpointed config with ``settings`` on top, as ``--resume`` does."""
+    fields = {f.name for f in dataclasses.fields(Config)}
+    for name in settings:
+        if name not in fields:
+            close = difflib.get_close_matches(name, sorted(fields), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "see a3c.Config for the settings"
+            raise UserError(f"unknown setting {name!r}; {hint}")
+    if "hidden_sizes" in settings:
+        settings["hidden_sizes"] = tuple(settings["hidden_sizes"])
+    resume = settings.get("resume", config.resume if config is not None else None)
+    if resume is not None:
+        from a3c.checkpoint import load_resume, resume_config
+
+        # the checkpoint's config with the settings given here on top (a Config's other fields are not "given")
+        given = {k: v for k, v in settings.items() if k != "resume"}
+        return resume_config(load_resume(resume), resume, given)
+    base = config if config is not None else Config()
+    try:
+        return dataclasses.replace(base, **settings).validate()
+    except TypeError as err:  # e.g. a string where a number belongs
+        raise UserError(f"bad setting: {err}") from None
+
+
+def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
+    """Train as ``python -m a3c.train`` would, with ``config`` and/or keyword settings named like Config's fields
+    (the CLI flags with '_' for '-'), e.g. ``a3c.train(env="CartPole-v1", workers=2, total_steps=200_000)``.
+
+    Returns a TrainResult (run_dir, summary, agent). Raises ValueError for bad input (the CLI's message),
+    KeyboardInterrupt after an interrupted run has shut down, RuntimeError when the run failed (a worker out of
+    restarts, non-finite updates; the run directory keeps what was done)."""
+    started_at = time.time()
+    config = make_config(config, **settings)
+    from a3c.preflight import preflight
+
+    spec = preflight(config)
+    from a3c.agent import load
+    from a3c.trainer import Trainer
+
+    trainer = Trainer(config, started_at=started_at, spec=spec)
+    exit_code = trainer.run()
+    run_dir = trainer.run_dir
+    if run_dir is None or not (run_dir / "summary.json").is_file():
+        raise RuntimeError(f"the run ended before writing summary.json (exit code {exit_code})")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    if exit_code == 128 + signal.SIGINT:
+        raise KeyboardInterrupt(f"training interrupted at step {summary['total_steps']:,}; its run: {run_dir}")
+    if exit_code != 0:
+        raise RuntimeError(f"training failed ({summary['stop_reason']}); its run directory: {run_dir}")
+    return TrainResult(run_dir, summary, load(run_dir), exit_code)

@@ -1,0 +1,153 @@
+"""`python -m a3c.evaluate RUN_DIR|CHECKPOINT`: score a trained policy on fresh episodes, optionally recording them.
+
+Prints one table line (mean ± std return, mean length, episodes) and writes the result as JSON (every episode's
+return and length too). By default the episodes are the run's own evaluation episodes (the same env seeds, the
+deterministic policy, as many as --eval-episodes): evaluating checkpoints/best.pt (``--best``) reproduces the
+evaluation that made it best. ``--seed`` picks other start states, ``--stochastic`` samples actions from the policy,
+``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video`` extra: moviepy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import typing
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from a3c.errors import UserError, run_cli
+
+VIDEO_EXTRA = "pip install 'a3c[video]'  (or: pip install moviepy)"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
+        raise UserError(f"{message}; see python -m a3c.evaluate --help")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m a3c.evaluate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", metavar="RUN_DIR|CHECKPOINT", help="a run directory (its latest.pt) or a .pt file")
+    parser.add_argument(
+        "--episodes", type=int, default=None, help="episodes to play (default: the run's --eval-episodes, or 10)"
+    )
+    parser.add_argument(
+        "--stochastic", action="store_true", help="sample actions from the policy (default: the most likely)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed of the episodes' start states (default: the run's --seed)"
+    )
+    parser.add_argument("--video", type=Path, default=None, metavar="DIR", help="record every episode as an mp4 in DIR")
+    parser.add_argument("--best", action="store_true", help="evaluate the run's checkpoints/best.pt (best evaluation)")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="where to write the result (default: evaluate-<checkpoint>.json in the run directory)",
+    )
+    return parser
+
+
+def default_json_path(checkpoint: Path) -> Path:
+    """evaluate-<name>.json in the checkpoint's run directory (or beside a checkpoint kept elsewhere)."""
+    folder = checkpoint.parent
+    if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
+        folder = folder.parent
+    return folder / f"evaluate-{checkpoint.stem}.json"
+
+
+def check_video_extra() -> None:
+    if importlib.util.find_spec("moviepy") is None:
+        raise UserError(f"--video needs moviepy, which is not installed; {VIDEO_EXTRA}")
+
+
+def evaluate(
+    path: str | Path,
+    episodes: int | None = None,
+    stochastic: bool = False,
+    seed: int | None = None,
+    video: str | Path | None = None,
+    best: bool = False,
+) -> dict[str, Any]:
+    """Play ``episodes`` episodes with the agent of ``path`` (a3c.load) and return the result as a dict."""
+    if episodes is not None and episodes < 1:
+        raise UserError(f"--episodes must be at least 1 (got {episodes})")
+    if video is not None:
+        check_video_extra()
+    from gymnasium.error import DependencyNotInstalled
+
+    from a3c.agent import checkpoint_path, eval_sampler, eval_seeds, load, make_eval_envs, run_episodes
+
+    agent = load(checkpoint_path(path, best))
+    config = agent.config
+    n = episodes if episodes is not None else (config.eval_episodes or 10)
+    seed = config.seed if seed is None else seed
+    if video is None:
+        envs = make_eval_envs(config, n)  # all episodes in lockstep: one batched forward pass per step
+    else:
+        envs = [_recording_env(config, Path(video), agent.path.stem if agent.path else "agent")]
+    try:
+        stats = run_episodes(agent, envs, eval_seeds(seed, n), deterministic=not stochastic, rng=eval_sampler(seed))
+    except DependencyNotInstalled as err:  # rendering for --video needs what the env's family needs (pygame, ...)
+        raise UserError(f"--video: env {config.env!r} cannot render: {err}") from None
+    finally:
+        for env in envs:
+            env.close()
+    return {
+        "checkpoint": str(agent.path),
+        "env": config.env,
+        "global_step": agent.global_step,
+        "deterministic": not stochastic,
+        "seed": seed,
+        **stats.summary(),
+        "returns": stats.returns.tolist(),
+        "lengths": stats.lengths.tolist(),
+        "video": None if video is None else str(video),
+    }
+
+
+def _recording_env(config: Any, folder: Path, prefix: str) -> Any:
+    """One env whose every episode RecordVideo saves as DIR/<prefix>-episode-<i>.mp4 (episodes then run one after
+    the other: one episode's frames in memory at a time)."""
+    from gymnasium.wrappers import RecordVideo
+
+    from a3c.agent import make_eval_envs
+
+    env = make_eval_envs(config, 1, render_mode="rgb_array")[0]
+    try:
+        return RecordVideo(env, str(folder), episode_trigger=lambda episode: True, name_prefix=prefix)
+    except ValueError as err:  # RecordVideo refuses an env that renders no frames
+        env.close()
+        raise UserError(f"--video: env {config.env!r} cannot be recorded ({err})") from None
+
+
+def table_line(result: dict[str, Any]) -> str:
+    """A markdown table: the header and the result's one line."""
+    step = "-" if result["global_step"] is None else f"{result['global_step']:,}"
+    return (
+        "| checkpoint | step | episodes | return (mean ± std) | mean length |\n"
+        "|---|---|---|---|---|\n"
+        f"| {result['checkpoint']} | {step} | {result['episodes']} | "
+        f"{result['mean_return']:.2f} ± {result['std_return']:.2f} | {result['mean_length']:.1f} |"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result = evaluate(args.path, args.episodes, args.stochastic, args.seed, args.video, args.best)
+    print(table_line(result))
+    out = args.json or default_json_path(Path(result["checkpoint"]))
+    try:
+        out.write_text(json.dumps(result, indent=2) + "\n")
+    except OSError as err:
+        raise UserError(f"cannot write {out} ({err.strerror or err}); give a writable --json FILE") from None
+    print(f"a3c: wrote {out}" + (f"; videos in {args.video}" if args.video else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(main, prog="a3c.evaluate"))

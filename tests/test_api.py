@@ -1,0 +1,113 @@
+"""a3c.train and the package's Python API: from a script (under the __main__ guard, spawn), from a Jupyter notebook
+(nbclient + ipykernel), bad settings as ValueError with the CLI's message, and the example of
+docs/use_a_trained_agent.md, run."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import a3c
+from a3c.errors import run_cli
+from a3c.train import main as train_main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_import_a3c_stays_light():
+    """`import a3c` must not import torch: the command line checks its input before torch loads."""
+    code = "import sys, a3c; assert 'torch' not in sys.modules; a3c.train; a3c.load; assert 'torch' in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "settings, argv",
+    [
+        ({"workers": 0}, ["--workers", "0"]),
+        ({"gamma": 1.5}, ["--gamma", "1.5"]),
+        ({"eval_every": -1}, ["--eval-every", "-1"]),
+        ({"eval_episodes": -2}, ["--eval-episodes", "-2"]),
+        ({"env": "CartPol-v1"}, ["--env", "CartPol-v1"]),
+        ({"env": "CartPole-v1", "env_kwargs": {"nope": 1}}, ["--env", "CartPole-v1", "--env-kwargs", "nope=1"]),
+    ],
+)
+def test_bad_settings_raise_value_error_with_the_cli_message(settings, argv, capsys):
+    with pytest.raises(ValueError) as err:
+        a3c.train(**settings)
+    assert run_cli(train_main, argv, prog="a3c.train") == 2
+    printed = capsys.readouterr().err.strip()
+    assert printed == f"a3c.train: error: {' '.join(str(err.value).split())}"
+
+
+def test_unknown_setting_and_existing_run_dir(tmp_path):
+    with pytest.raises(ValueError, match="unknown setting 'worker'; did you mean 'workers'"):
+        a3c.train(worker=2)
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("")
+    with pytest.raises(ValueError, match="is not empty; choose a new directory"):
+        a3c.train(a3c.Config(run_dir=str(tmp_path / "used")))
+
+
+SCRIPT = """
+import json, sys
+import a3c
+
+if __name__ == "__main__":
+    result = a3c.train(env="CartPole-v1", workers=2, envs_per_worker=2, total_steps=3000, run_dir=sys.argv[1],
+                       checkpoint_every=0, start_method="spawn")
+    action = result.agent.act([0.0, 0.0, 0.0, 0.0])
+    print(json.dumps({"run_dir": str(result.run_dir), "steps": result.summary["total_steps"], "action": action}))
+"""
+
+
+def test_train_from_a_script_under_spawn(tmp_path):
+    script = tmp_path / "train_me.py"
+    script.write_text(SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True, timeout=240, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["run_dir"] == str(tmp_path / "run") and out["steps"] >= 3000 and out["action"] in (0, 1)
+
+
+def test_train_from_a_notebook(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    cells = [
+        "import a3c",
+        f"result = a3c.train(env='CartPole-v1', workers=2, envs_per_worker=2, total_steps=3000, "
+        f"run_dir={str(tmp_path / 'run')!r}, checkpoint_every=0)",
+        "print('steps', result.summary['total_steps'], 'action', result.agent.act([0.0, 0.0, 0.0, 0.0]))",
+        "try:\n    a3c.train(workers=0)\nexcept ValueError as err:\n    print('ValueError:', err)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nbclient.NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    text = "".join(o.get("text", "") for o in nb.cells[2].outputs)
+    steps, action = re.fullmatch(r"steps (\d+) action (\d+)\n", text).groups()
+    assert int(steps) >= 3000 and int(action) in (0, 1)
+    assert "".join(o.get("text", "") for o in nb.cells[3].outputs) == (
+        "ValueError: --workers must be at least 1 (got 0)\n"
+    )
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["total_steps"] == int(steps)
+
+
+def test_the_docs_example_runs(tmp_path):
+    """docs/use_a_trained_agent.md's Python example, run as written but with a budget a test can afford."""
+    text = (ROOT / "docs" / "use_a_trained_agent.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    budget = "total_steps=200_000, eval_every=50_000"
+    assert budget in code
+    code = code.replace(budget, "total_steps=4000, eval_every=2000, envs_per_worker=2, eval_episodes=2")
+    (tmp_path / "example.py").write_text(code)
+    proc = subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert "best evaluation:" in lines[0] and re.fullmatch(r"return \d+; value of the start state -?[\d.]+", lines[1])
+    assert len(list((tmp_path / "runs").glob("CartPole-v1__a3c__1__*/checkpoints/best.pt"))) == 1
