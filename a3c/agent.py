@@ -8,8 +8,8 @@ run's config with ``a3c.model.build_model``, exactly as training built it.
 
 Observation normalisation and reward scaling have one place here: an Agent applies ``obs_transform`` to every
 observation before the network, and multiplies the critic's output by ``value_scale`` to give values in the env's
-reward units. ``_normalisation(payload)`` builds both from a checkpoint; a run without normalisation statistics
-(every run today) gives the identity and 1.0.
+reward units. ``_normalisation(payload)`` builds both from a checkpoint's running statistics (--normalize-obs,
+--normalize-reward); a run without them gives the identity and 1.0.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from a3c.distributions import Distribution
 from a3c.environment import EnvSpec, describe_env, make_env
 from a3c.errors import UserError
 from a3c.model import ActorCritic, build_model, flatten_parameters
+from a3c.running_stats import ObsNormalizer, RewardScaler
 from a3c.seeding import EVALUATOR_RANK, Role, int_seed, stream
 
 BEST = "best.pt"  # the checkpoint of the best evaluation so far (a3c.evaluator)
@@ -151,9 +152,25 @@ def checkpoint_path(path: str | Path, best: bool = False) -> Path:
 
 def _normalisation(payload: dict[str, Any], config: Config) -> tuple[ObsTransform | None, float]:
     """The frozen observation transform and the value scale of a checkpoint: the one place where observation
-    normalisation and reward scaling plug into a loaded agent. A checkpoint without normalisation statistics (the
-    only kind a3c writes today) leaves observations as they are and values in reward units already."""
-    return None, 1.0
+    normalisation and reward scaling plug into a loaded agent (and the evaluator)."""
+    return normalisation(payload.get("obs_stats"), payload.get("reward_stats"), config)
+
+
+def normalisation(
+    obs_stats: dict[str, Any] | None, reward_stats: dict[str, Any] | None, config: Config
+) -> tuple[ObsTransform | None, float]:
+    """From the running statistics' states (a3c.running_stats state_dicts, or None where the run has none): the
+    observation transform the model was trained with, frozen (--normalize-obs), and the factor that takes the
+    critic's output to the env's reward units (--normalize-reward trains the critic on rewards divided by the
+    std of the discounted return: values come back multiplied by it)."""
+    transform = None
+    if isinstance(obs_stats, dict):
+        shape = tuple(np.asarray(obs_stats["mean"]).shape)
+        transform = ObsNormalizer.frozen_from(obs_stats, shape, config.clip_obs)
+    scale = 1.0
+    if isinstance(reward_stats, dict):
+        scale = float(RewardScaler.frozen_from(reward_stats, 1, config.gamma, config.clip_reward).std)
+    return transform, scale
 
 
 def agent_from_payload(payload: dict[str, Any], source: Path | str, seed: int | None = None) -> Agent:

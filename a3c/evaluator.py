@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from a3c.agent import BEST, Agent, eval_seeds, make_eval_envs, run_episodes
+from a3c.agent import BEST, Agent, eval_seeds, make_eval_envs, normalisation, run_episodes
 from a3c.board import Stat
 from a3c.checkpoint import save_checkpoint
 from a3c.config import Config
@@ -56,8 +56,20 @@ class EvalChannel:
     """The shared tensors between the main process and the evaluator (picklable: torch passes them as shared
     memory)."""
 
-    def __init__(self, n_params: int, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self, n_params: int, dtype: torch.dtype = torch.float32, stats_shapes: dict[str, tuple[int, ...]] | None = None
+    ) -> None:
         self.params = torch.zeros(n_params, dtype=dtype).share_memory_()  # the weights to evaluate
+        # the normalisation statistics that go with the weights (key: "obs_stats"/"reward_stats" -> their shape);
+        # written with the weights, applied frozen by the evaluator
+        self.norm_stats = {
+            key: {
+                "count": torch.zeros((), dtype=torch.float64).share_memory_(),
+                "mean": torch.zeros(shape, dtype=torch.float64).share_memory_(),
+                "var": torch.zeros(shape, dtype=torch.float64).share_memory_(),
+            }
+            for key, shape in (stats_shapes or {}).items()
+        }
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()  # [REQUESTED, STOP]: main writes
         self.done = torch.zeros(1, dtype=torch.int64).share_memory_()  # the last request finished: evaluator writes
         self.result = torch.zeros(len(RESULT_FIELDS), dtype=torch.float64).share_memory_()  # evaluator writes
@@ -75,7 +87,6 @@ class Evaluator:
         self.channel, self.config = channel, config
         model, dist = build_model(spec, config)
         self.params, _ = flatten_parameters(model)
-        # frozen observation normalisation (when a run has it) plugs in here, as in a3c.agent.load
         self.agent = Agent(model, dist, spec, config)
         self.envs = make_eval_envs(config, config.eval_episodes)
         self.seeds = eval_seeds(config.seed, config.eval_episodes)
@@ -104,6 +115,11 @@ class Evaluator:
 
     def evaluate(self, request: int) -> None:
         self.params.copy_(self.channel.params)
+        norm = self.channel.norm_stats
+        self.agent.obs_transform, self.agent.value_scale = normalisation(
+            norm.get("obs_stats"), norm.get("reward_stats"), self.config
+        )
+        self.agent.obs_transform = self.agent.obs_transform or (lambda obs: obs)
         stats = run_episodes(self.agent, self.envs, self.seeds, deterministic=True, on_step=self._step_done)
         summary = stats.summary()
         self.channel.result.copy_(torch.tensor([summary[f] for f in RESULT_FIELDS], dtype=torch.float64))
@@ -277,6 +293,9 @@ class Evaluation:
         self.requests += 1
         self.pending = (self.requests, payload)
         self.channel.params.copy_(payload["model"])
+        for key, tensors in self.channel.norm_stats.items():  # the statistics the weights were trained with
+            for name, tensor in tensors.items():
+                tensor.copy_(payload[key][name])
         self.channel.control[REQUESTED] = self.requests  # after the weights: this publishes them
         if self.inline is not None:
             try:

@@ -288,7 +288,8 @@ class Trainer:
         step = self.coordinator.global_step()
         if not cfg.evaluates or (step // cfg.eval_every + 1) * cfg.eval_every > cfg.total_steps:
             return None
-        channel = EvalChannel(sum(p.numel() for p in self.model.parameters()))
+        stats_shapes = {key: (spec.obs_shape if key == "obs_stats" else ()) for key in self.coordinator.running_stats()}
+        channel = EvalChannel(sum(p.numel() for p in self.model.parameters()), stats_shapes=stats_shapes)
         supervisor, inline = None, None
         if cfg.backend == "serial":
             inline = Evaluator(channel, cfg, spec)

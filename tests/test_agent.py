@@ -104,12 +104,17 @@ def test_run_episodes_in_lockstep_equals_one_at_a_time(tmp_path):
     assert summary["episodes"] == 6 and summary["mean_return"] == pytest.approx(together.returns.mean())
 
 
-def test_value_is_in_reward_units(tmp_path):
+@pytest.mark.parametrize("normalize", [False, True])
+def test_value_is_in_reward_units(tmp_path, normalize):
     """A critic trained on an env whose value is known in closed form (reward 2 per step, exactly 4 steps, discount
     0.9: 2.0, 3.8, 5.42, 6.878 with 1..4 steps left) gives those values back through Agent.value. Trained briefly
-    in this process (the serial backend) through a3c.train."""
+    in this process (the serial backend) through a3c.train. With --normalize-obs and --normalize-reward the critic
+    learns scaled values of normalised observations: the loaded agent applies the frozen statistics and undoes the
+    scale."""
     gamma = 0.9
     result = a3c.train(
+        normalize_obs=normalize,
+        normalize_reward=normalize,
         env="countdown_env:Countdown-v0",
         backend="serial",
         workers=1,
@@ -125,4 +130,5 @@ def test_value_is_in_reward_units(tmp_path):
     values = result.agent.value((left / LENGTH).reshape(-1, 1))
     expected = np.array([true_value(k, gamma) for k in left])
     assert np.allclose(values, expected, rtol=0.05), (values, expected)
+    assert (result.agent.value_scale != 1.0) == normalize
     assert result.summary["total_steps"] >= 8000 and result.run_dir == tmp_path / "run"
