@@ -2,6 +2,10 @@
 
 Ids can be registered gymnasium ids, ids of this project's `envs/` namespace, or `module:Name-v0` (gymnasium imports
 the module, which registers the id). Every failure a user can cause becomes a UserError with a suggestion.
+
+Observations: Box, or Dict/Tuple spaces (nested) of Boxes, Discretes, MultiBinaries and MultiDiscretes, which
+``make_env`` flattens into one Box with gymnasium's FlattenObservation (discrete parts one-hot), so that the model and
+the worker only ever see Boxes. Actions: Discrete, MultiDiscrete, float Box (a3c.distributions).
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ from a3c.errors import UserError
 
 # the action spaces a3c.distributions.make_distribution has a distribution for (checked here without torch: the
 # preflight checks run before torch is imported)
-SUPPORTED_ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete,)
+SUPPORTED_ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
+# the leaves of Dict/Tuple observation spaces that FlattenObservation turns into a Box
+FLATTENED_LEAVES: tuple[type[gym.Space], ...] = (
+    gym.spaces.Box,
+    gym.spaces.Discrete,
+    gym.spaces.MultiBinary,
+    gym.spaces.MultiDiscrete,
+)
 
 
 def _register_project_envs() -> None:
@@ -76,7 +87,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
                 f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
             ) from None
     try:
-        return gym.make(env_id, **kwargs)
+        env = gym.make(env_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
         raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
     except gym.error.Error as err:
@@ -85,19 +96,34 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
         if kwargs and ("argument" in str(err) or "keyword" in str(err)):
             raise UserError(f"env {env_id!r} rejects --env-kwargs {kwargs}: {err}; check the names and types") from None
         raise
+    if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
+        env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
+def _flattenable(space: gym.Space) -> bool:
+    """A Dict/Tuple space whose leaves (at any depth) are all spaces FlattenObservation makes numbers of."""
+    if isinstance(space, gym.spaces.Dict):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces)
+    return isinstance(space, FLATTENED_LEAVES)
 
 
 def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
-    """Check the spaces (Box observations, Discrete actions) and describe them; UserError for anything else."""
+    """Check the spaces (Box observations, as make_env leaves them; Discrete, MultiDiscrete or float Box actions)
+    and describe them; UserError for anything else."""
     obs_space, act_space = env.observation_space, env.action_space
     if not isinstance(obs_space, gym.spaces.Box) or not np.issubdtype(obs_space.dtype, np.number):
         raise UserError(
-            f"env {env_id!r} has observation space {obs_space}, which is not supported; "
-            "a3c supports Box observations (wrap others with gymnasium.wrappers.FlattenObservation)"
+            f"env {env_id!r} has observation space {obs_space}, which is not supported; a3c supports Box "
+            "observations and Dict/Tuple spaces of Box, Discrete, MultiBinary and MultiDiscrete (flattened)"
         )
-    if not isinstance(act_space, SUPPORTED_ACTION_SPACES):
+    float_box = isinstance(act_space, gym.spaces.Box) and np.issubdtype(act_space.dtype, np.floating)
+    if not isinstance(act_space, SUPPORTED_ACTION_SPACES) or (isinstance(act_space, gym.spaces.Box) and not float_box):
         raise UserError(
-            f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete actions"
+            f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete, "
+            "MultiDiscrete and float Box actions"
         )
     spec = env.spec
     return EnvSpec(

@@ -131,7 +131,10 @@ class Worker:
         self.rewards = torch.zeros(T, K)
         self.terminated = torch.zeros(T, K)
         self.truncated = torch.zeros(T, K)
-        self.state = self.model.initial_state(K)  # the recurrent state (empty for the MLP)
+        # the recurrent state (empty without a core): carried across rollouts, reset per env at its episode's end;
+        # start_state is the state before obs[0] of the rollout in hand, which the update unrolls from
+        self.state = self.model.initial_state(K)
+        self.start_state = self.state
         # per-env running episode statistics
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
@@ -199,6 +202,7 @@ class Worker:
         actions_np = self.actions.numpy()
         obs_shape = obs_np.shape[2:]
         self.obs[0] = self.obs[T]  # carried over from the previous rollout (or the reset observations)
+        self.start_state = tuple(s.clone() for s in self.state)  # a clone outside inference mode: autograd takes it
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.channel.global_step() + self.unpublished_steps
@@ -229,6 +233,8 @@ class Worker:
                 if truncated[t, k]:
                     final_np[t, k] = np.asarray(final_obs, dtype=np.float32).reshape(obs_shape)
                 self.finish_episode(k, base_step + (t + 1) * K)
+            if ended and self.state:  # the next observation starts a new episode: so does its state
+                self.state = self.model.reset_state(self.state, torch.from_numpy(1.0 - terminated[t] - truncated[t]))
         self.unpublished_steps += T * K
 
     def finish_episode(self, k: int, global_step: int) -> None:
@@ -246,16 +252,16 @@ class Worker:
     def update(self, pulled_at: int) -> None:
         cfg = self.config
         T, K = cfg.n_steps, cfg.envs_per_worker
-        obs_shape = self.obs.shape[2:]
-        # one batched forward over the whole rollout (+ the boundary observation) with autograd on
-        params, values_all, _ = self.model(self.obs.view((T + 1) * K, *obs_shape))
-        values_all = values_all.view(T + 1, K)
-        values = values_all[:T]
-        final_values = torch.zeros(T, K)
-        if self.truncated.any():
-            with torch.no_grad():
-                final_values = self.model(self.final_obs.view(T * K, *obs_shape))[1].view(T, K)
         dones = torch.maximum(self.terminated, self.truncated)
+        # the whole rollout (+ the boundary observation) with autograd on, from the state stored at its start:
+        # one batched forward without a core; V(final observation) where an episode was truncated
+        truncated = bool(self.truncated.any())
+        params, values_all, final_values = self.model.unroll(
+            self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
+        )
+        values = values_all[:T]
+        if final_values is None:
+            final_values = torch.zeros(T, K)
         next_values = next_state_values(values.detach(), values_all[T].detach(), final_values, self.truncated)
         advantages, returns = gae_advantages(
             self.rewards, values.detach(), next_values, self.terminated, dones, cfg.gamma, cfg.gae_lambda
@@ -264,7 +270,7 @@ class Worker:
         # only runs through the network
         terms, dparams, dvalues = actor_critic_loss_grads(
             self.dist,
-            params[: T * K],
+            params,
             values.reshape(-1),
             self.actions.view(T * K, *self.dist.action_shape),
             advantages.view(-1),
@@ -274,7 +280,7 @@ class Worker:
         )
         self.grads.zero_()
         # fills self.grads (the .grad views of our private flat buffer)
-        torch.autograd.backward((params[: T * K], values.reshape(-1)), (dparams, dvalues))
+        torch.autograd.backward((params, values.reshape(-1)), (dparams, dvalues))
         grad_norm = float(self.grads.norm())
         loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):
