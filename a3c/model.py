@@ -1,10 +1,11 @@
 """The actor-critic network, built from the env's spaces in one place (``build_model``), and its flat parameter buffer.
 
-ActorCritic = torso (chosen from the observation space: an MLP for vectors) -> optional recurrent core (``--lstm``)
--> heads (the policy head chosen by the action space's distribution, a3c.distributions; a linear value head). By
-default the actor and the critic are separate networks (as SB3's MlpPolicy): a value loss that dominates early
-cannot drag the policy's features around (Acrobot-v1, contextual bandits). ``--shared-torso`` gives them one torso
-(and one core), the A3C paper's shape. With separate networks and ``--lstm`` each has its own LSTM.
+ActorCritic = torso (chosen from the observation space: an MLP for vectors, a CNN for images) -> optional recurrent
+core (``--lstm``) -> heads (the policy head chosen by the action space's distribution, a3c.distributions; a linear
+value head). By default the actor and the critic are separate networks (as SB3's MlpPolicy): a value loss that
+dominates early cannot drag the policy's features around (Acrobot-v1, contextual bandits). ``--shared-torso`` gives
+them one torso (and one core), the A3C paper's shape; a CNN torso is always shared. With separate networks and
+``--lstm`` each has its own LSTM.
 
 Two entry points: ``forward``/``policy`` take one step for a batch of envs (acting), carrying the recurrent state;
 ``unroll`` takes a whole rollout [T+1, K] from the state stored at its start, resetting the state of an env where its
@@ -47,20 +48,66 @@ def mlp(in_dim: int, hidden_sizes: Sequence[int]) -> nn.Sequential:
 
 
 class MlpTorso(nn.Module):
-    """Observations of any shape, flattened, through an MLP. ``width``: the output width."""
+    """Observations of any shape, flattened (uint8 scaled to [0, 1]), through an MLP. ``width``: the output width."""
 
-    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int]) -> None:
+    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], scale: float = 1.0) -> None:
         super().__init__()
-        self.obs_dim, self.width = obs_dim, hidden_sizes[-1]
+        self.obs_dim, self.width, self.scale = obs_dim, hidden_sizes[-1], scale
         self.net = mlp(obs_dim, hidden_sizes)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs.reshape(obs.shape[0], self.obs_dim))
+        x = obs.reshape(obs.shape[0], self.obs_dim)
+        if x.dtype != torch.float32 or self.scale != 1.0:
+            x = x.float() * self.scale
+        return self.net(x)
+
+
+class CnnTorso(nn.Module):
+    """Images [B, C, H, W] or [B, H, W, C] (or [B, H, W]: one channel), uint8 scaled to [0, 1] here, through convs
+    and a ReLU layer of ``width``. 36 pixels or more on the short side: the Nature CNN (Mnih et al. 2015: 8x8/4,
+    4x4/2, 3x3/1); smaller images (grids from about 3x3): two 3x3 convs (the second of stride 2) that keep the
+    picture. Sized with a dummy forward pass."""
+
+    def __init__(self, shape: tuple[int, ...], channels_last: bool, scale: float, width: int = 512) -> None:
+        super().__init__()
+        self.channels_last, self.scale, self.width = channels_last, scale, width
+        self.add_channel = len(shape) == 2
+        c, h, w = (1, *shape) if self.add_channel else ((shape[2], shape[0], shape[1]) if channels_last else shape)
+        if min(h, w) >= 36:
+            convs = [nn.Conv2d(c, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(), nn.Conv2d(64, 64, 3, 1)]
+        else:
+            convs = [nn.Conv2d(c, 32, 3, 1, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, padding=1)]
+        self.convs = nn.Sequential(*convs, nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(flat, width), nn.ReLU())
+        for layer in self.modules():
+            if isinstance(layer, (nn.Conv2d, nn.Linear)):
+                _init(layer, math.sqrt(2))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float() * self.scale
+        if self.add_channel:
+            x = x.unsqueeze(1)
+        elif self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.fc(self.convs(x))
+
+
+def is_image(space: gym.spaces.Box) -> bool:
+    """3-D observations, and 2-D ones of uint8, are images (a CNN torso); everything else is a vector (an MLP)."""
+    return len(space.shape) == 3 or (len(space.shape) == 2 and space.dtype == np.uint8)
 
 
 def make_torso(observation_space: gym.spaces.Box, config: Config) -> nn.Module:
-    """The torso for an observation space (the one place that chooses it)."""
-    return MlpTorso(int(np.prod(observation_space.shape)), config.hidden_sizes)
+    """The torso for an observation space (the one place that chooses it). uint8 observations are scaled by 1/255
+    inside the model. Images: channels-last when the last dimension is smaller than the first ([84, 84, 4],
+    [10, 12, 3]), channels-first otherwise ([4, 84, 84], [3, 10, 12])."""
+    scale = 1.0 / 255.0 if observation_space.dtype == np.uint8 else 1.0
+    shape = tuple(observation_space.shape)
+    if is_image(observation_space):
+        return CnnTorso(shape, len(shape) == 3 and shape[-1] < shape[0], scale)
+    return MlpTorso(int(np.prod(shape)), config.hidden_sizes, scale)
 
 
 class ActorCritic(nn.Module):
@@ -183,13 +230,15 @@ def build_model(spec: EnvSpec, config: Config) -> tuple[ActorCritic, Distributio
     """The network and its policy distribution for an env's spaces: the one place that chooses them."""
     dist = make_distribution(spec.action_space, config.log_std_init)
     torso = make_torso(spec.observation_space, config)
-    critic = None if config.shared_torso else make_torso(spec.observation_space, config)
+    # a CNN is shared by actor and critic (the A3C paper's network; two would double the costliest part)
+    shared = config.shared_torso or is_image(spec.observation_space)
+    critic = None if shared else make_torso(spec.observation_space, config)
     width = config.lstm or torso.width
     model = ActorCritic(torso, critic, dist.make_head(width), config.lstm)
     return model, dist
 
 
-def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+def _init(layer: nn.Module, gain: float) -> nn.Module:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer

@@ -26,7 +26,7 @@ import torch
 from a3c.backends import WorkerChannel
 from a3c.board import FIELD, FIELDS, Stat
 from a3c.config import Config
-from a3c.environment import EnvSpec, make_env
+from a3c.environment import LIFE_LOST, EnvSpec, make_env
 from a3c.losses import actor_critic_loss_grads, gae_advantages, next_state_values
 from a3c.model import build_model, flatten_parameters
 from a3c.seeding import WorkerSeeds
@@ -124,9 +124,11 @@ class Worker:
         self.params, self.grads = flatten_parameters(self.model)
         # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
         # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
-        obs_shape = spec.obs_shape
-        self.obs = torch.zeros(T + 1, K, *obs_shape)
-        self.final_obs = torch.zeros(T, K, *obs_shape)  # the observation returned with truncated=True, where it was
+        obs_shape, self.obs_dtype = spec.obs_shape, spec.obs_dtype  # uint8 frames stay uint8 (scaled in the model)
+        self.clip_rewards = spec.clip_rewards
+        self.obs = torch.from_numpy(np.zeros((T + 1, K, *obs_shape), dtype=self.obs_dtype))
+        # the observation returned with truncated=True, where it was
+        self.final_obs = torch.from_numpy(np.zeros((T, K, *obs_shape), dtype=self.obs_dtype))
         self.actions = torch.zeros(T, K, *self.dist.action_shape, dtype=self.dist.action_dtype)
         self.rewards = torch.zeros(T, K)
         self.terminated = torch.zeros(T, K)
@@ -152,7 +154,7 @@ class Worker:
         obs_np = self.obs.numpy()
         for k, env in enumerate(self.envs):
             env.action_space.seed(seeds.action_space(k))
-            obs_np[T, k] = np.asarray(env.reset(seed=seeds.env(k))[0], dtype=np.float32).reshape(obs_shape)
+            obs_np[T, k] = np.asarray(env.reset(seed=seeds.env(k))[0], dtype=self.obs_dtype).reshape(obs_shape)
 
     def run(self, terminate: Callable[[], bool] = lambda: False) -> None:
         """The process's loop: the start line, then iterations until the channel says stop (or ``terminate``)."""
@@ -217,22 +219,25 @@ class Worker:
             # the per-env loop only steps and collects; the bookkeeping below is one numpy operation per step for all
             # K envs (a numpy scalar write costs as much as a small vector one)
             for k, (env, action) in enumerate(zip(self.envs, self.dist.env_actions(actions), strict=True)):
-                obs, step_rewards[k], step_terms[k], step_truncs[k], _ = env.step(action)
+                obs, step_rewards[k], step_terms[k], step_truncs[k], info = env.step(action)
                 if step_terms[k] or step_truncs[k]:
-                    ended.append((k, obs))
+                    ended.append((k, obs, info))
                     obs, _ = env.reset()
                 next_obs[k] = obs
             rewards[t] = step_rewards
             terminated[t] = step_terms
             # a terminal state is terminal even at the time limit: truncated only where not terminated
             np.greater(step_truncs, step_terms, out=truncated[t])
-            obs_np[t + 1] = np.asarray(next_obs, dtype=np.float32).reshape(K, *obs_shape)
-            self.ep_return += rewards[t]
+            obs_np[t + 1] = np.asarray(next_obs, dtype=self.obs_dtype).reshape(K, *obs_shape)
+            self.ep_return += rewards[t]  # reported unclipped ...
+            if self.clip_rewards:
+                np.sign(rewards[t], out=rewards[t])  # ... trained on clipped
             self.ep_length += 1
-            for k, final_obs in ended:
+            for k, final_obs, info in ended:
                 if truncated[t, k]:
-                    final_np[t, k] = np.asarray(final_obs, dtype=np.float32).reshape(obs_shape)
-                self.finish_episode(k, base_step + (t + 1) * K)
+                    final_np[t, k] = np.asarray(final_obs, dtype=self.obs_dtype).reshape(obs_shape)
+                if not info.get(LIFE_LOST):  # a lost life ends the learner's episode, not the game's
+                    self.finish_episode(k, base_step + (t + 1) * K)
             if ended and self.state:  # the next observation starts a new episode: so does its state
                 self.state = self.model.reset_state(self.state, torch.from_numpy(1.0 - terminated[t] - truncated[t]))
         self.unpublished_steps += T * K

@@ -10,7 +10,7 @@ from a3c.config import Config
 from a3c.distributions import Categorical, make_distribution
 from a3c.environment import EnvSpec
 from a3c.errors import UserError
-from a3c.model import build_model, flatten_parameters, mlp_actor_critic, parameter_count
+from a3c.model import CnnTorso, MlpTorso, build_model, flatten_parameters, make_torso, mlp_actor_critic, parameter_count
 
 
 def spec(obs_shape=(4,), n=3):
@@ -163,3 +163,39 @@ def test_sample_actions_follows_the_policy():
     np.testing.assert_allclose(freq0, [0.1, 0.2, 0.7], atol=0.015)
     np.testing.assert_allclose(freq1, [0.5, 0.5, 0.0], atol=0.015)
     assert draws.dtype == np.int64 and draws.min() >= 0 and draws.max() <= 2
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(84, 84, 4), (4, 84, 84), (10, 12, 3), (3, 10, 12), (64, 48, 1), (3, 3, 2), (84, 84), (7, 9)],
+)
+@pytest.mark.parametrize("lstm", [0, 16])
+def test_cnn_torso_on_images_of_several_sizes_and_layouts(shape, lstm):
+    space = gym.spaces.Box(0, 255, shape, np.uint8)
+    model, _ = build_model(
+        EnvSpec("Img-v0", space, gym.spaces.Discrete(4), None, None), Config(lstm=lstm, shared_torso=False)
+    )
+    assert isinstance(model.actor, CnnTorso) and model.critic is None  # one CNN for actor and critic
+    frames = torch.from_numpy(np.stack([space.sample() for _ in range(5)]))
+    params, values, _ = model(frames, model.initial_state(5))
+    assert params.shape == (5, 4) and values.shape == (5,) and torch.isfinite(params).all()
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_cnn_reads_channels_where_they_are_and_scales_uint8(channels_last):
+    torch.manual_seed(0)
+    chw = torch.randint(0, 256, (2, 3, 10, 12), dtype=torch.uint8)
+    shape = (10, 12, 3) if channels_last else (3, 10, 12)
+    torso = make_torso(gym.spaces.Box(0, 255, shape, np.uint8), Config())
+    reference = CnnTorso((3, 10, 12), channels_last=False, scale=1.0)
+    reference.load_state_dict(torso.state_dict())
+    frames = chw.permute(0, 2, 3, 1) if channels_last else chw
+    torch.testing.assert_close(torso(frames), reference(chw.float() / 255))
+
+
+def test_uint8_vectors_are_scaled_and_floats_are_not():
+    torso = make_torso(gym.spaces.Box(0, 255, (6,), np.uint8), Config(hidden_sizes=(4,)))
+    assert isinstance(torso, MlpTorso) and torso.scale == pytest.approx(1 / 255)
+    x = torch.full((1, 6), 255, dtype=torch.uint8)
+    torch.testing.assert_close(torso(x), torso.net(torch.ones(1, 6)))
+    assert make_torso(gym.spaces.Box(-1, 1, (6,)), Config()).scale == 1.0

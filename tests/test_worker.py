@@ -264,7 +264,7 @@ def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env,
 # -- every space combination; the recurrent state ------------------------------------------------------------------
 COMBINATIONS = [
     (obs, action, lstm)
-    for obs in ("box", "dict", "tuple")
+    for obs in ("box", "dict", "tuple", "image", "image_chw")
     for action in ("discrete", "multidiscrete", "box")
     for lstm in (0, 4)
 ]
@@ -341,3 +341,13 @@ def test_lstm_state_is_reset_at_episode_ends_inside_a_rollout():
                 torch.testing.assert_close(acted[T + end + 1], expected)
                 carried, _ = model.policy(worker.obs[end + 1], worker.start_state)
                 assert not torch.allclose(acted[T + end + 1], carried)
+
+
+def test_atari_worker_trains_on_stacked_uint8_frames_and_reports_whole_games():
+    pytest.importorskip("ale_py")
+    worker, store = make_worker(env="ALE/Pong-v5", envs_per_worker=1, n_steps=5, lstm=16)
+    assert worker.obs.dtype == torch.uint8 and worker.obs.shape == (6, 1, 4, 84, 84)
+    assert worker.clip_rewards
+    worker.step()
+    assert store.optimizer.step_count() == 1 and np.isfinite(worker.last_loss).all()
+    assert worker.obs[-1].float().mean() > 0  # real frames, not zeros
