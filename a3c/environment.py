@@ -115,7 +115,10 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
             raise UserError(f"env {env_id!r} rejects --env-kwargs {kwargs}: {err}; check the names and types") from None
         raise
     if is_atari(env_id):
-        return atari_wrappers(env, training)
+        try:
+            return atari_wrappers(env, training)
+        except gym.error.DependencyNotInstalled:
+            raise UserError(f"{env_id} needs OpenCV; install the extra: pip install -e '.[atari]'") from None
     if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
         env = gym.wrappers.FlattenObservation(env)
     return env

@@ -5,7 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from a3c.environment import describe_env, make_env, spec_of
+from a3c.environment import LIFE_LOST, LifeLossTerminal, describe_env, make_env, spec_of
 from a3c.errors import UserError
 
 
@@ -72,3 +72,46 @@ def test_unsupported_spaces_are_user_errors():
         spec_of(TextObservation(), "Text-v0")
     with pytest.raises(UserError, match="action space"):
         spec_of(IntBoxActions(), "IntBox-v0")
+
+
+class FakeAle:
+    def __init__(self):
+        self.lives_left = 3
+
+    def lives(self):
+        return self.lives_left
+
+
+class ThreeLives(gym.Env):
+    """A life is lost every 2 steps; the game is over after the third."""
+
+    observation_space = gym.spaces.Box(0, 100, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.ale, self.t, self.resets = FakeAle(), 0, 0
+
+    def reset(self, *, seed=None, options=None):
+        self.ale.lives_left, self.t, self.resets = 3, 0, self.resets + 1
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        if self.t % 2 == 0:
+            self.ale.lives_left -= 1
+        return np.array([self.t], np.float32), 1.0, self.ale.lives_left == 0, False, {}
+
+
+def test_a_lost_life_is_a_terminal_for_the_learner_but_the_game_goes_on():
+    env = LifeLossTerminal(ThreeLives())
+    env.reset()
+    ends = []
+    for _ in range(12):
+        obs, _, terminated, _, info = env.step(0)
+        if terminated:
+            ends.append((int(obs[0]), bool(info.get(LIFE_LOST))))
+            after, _ = env.reset()
+            if info.get(LIFE_LOST):
+                assert after[0] == obs[0]  # the game continues from where the life was lost
+    assert ends == [(2, True), (4, True), (6, False), (2, True), (4, True), (6, False)]
+    assert env.env.resets == 3  # the first reset and one after each game's real end, none after a lost life

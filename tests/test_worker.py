@@ -16,7 +16,7 @@ from a3c.board import FIELD, BoardReader, EpisodeBoard
 from a3c.checkpoint import check_compatible, load_checkpoint, save_checkpoint
 from a3c.config import Config
 from a3c.distributions import DiagGaussian, MultiCategorical
-from a3c.environment import describe_env
+from a3c.environment import LIFE_LOST, describe_env
 from a3c.model import build_model, flatten_parameters, parameter_count
 from a3c.optim import make_optimizer
 from a3c.seeding import WorkerSeeds
@@ -351,3 +351,29 @@ def test_atari_worker_trains_on_stacked_uint8_frames_and_reports_whole_games():
     worker.step()
     assert store.optimizer.step_count() == 1 and np.isfinite(worker.last_loss).all()
     assert worker.obs[-1].float().mean() > 0  # real frames, not zeros
+
+
+class LivesEnv(ScriptedEnv):
+    """Games of 6 steps, reward 1 each; the learner's episode ends (terminated, marked a lost life) at step 2 and 4."""
+
+    def step(self, action):
+        self.t += 1
+        info = {LIFE_LOST: True} if self.t in (2, 4) else {}
+        return self._obs(), 1.0, self.t in (2, 4, 6), False, info
+
+    def reset(self, *, seed=None, options=None):
+        if self.t in (2, 4):  # a lost life: the game goes on
+            return self._obs(), {}
+        return super().reset(seed=seed, options=options)
+
+
+gym.register("LivesForWorkerTest-v0", entry_point=LivesEnv)
+
+
+def test_lost_lives_end_the_learners_episode_but_games_are_reported_whole():
+    worker, store = make_worker(env="LivesForWorkerTest-v0", envs_per_worker=1, n_steps=12)
+    worker.rollout()
+    worker.publish()
+    assert worker.terminated[:, 0].tolist() == [0, 1, 0, 1, 0, 1] * 2  # three terminals per game for the learner
+    episodes = BoardReader(store.board).drain()
+    assert [(e["return"], e["length"]) for e in episodes] == [(6.0, 6), (6.0, 6)]
