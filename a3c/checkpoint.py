@@ -51,9 +51,9 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
     "rng": dict,
 }
 # settings that define the model and its optimizer state: a resumed run cannot change them
-FIXED_ON_RESUME: tuple[str, ...] = ("env", "env_kwargs", "hidden_sizes", "shared_torso", "optimizer")
+FIXED_ON_RESUME: tuple[str, ...] = ("env", "env_kwargs", "hidden_sizes", "shared_torso", "lstm", "optimizer")
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
-ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True}
+ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0}
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
