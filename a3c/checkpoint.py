@@ -67,12 +67,13 @@ FIXED_ON_RESUME: tuple[str, ...] = (
     "env_kwargs",
     "hidden_sizes",
     "shared_torso",
+    "lstm",
     "optimizer",
     "normalize_obs",  # the model was trained on (un)normalised inputs
     "normalize_reward",
 )
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
-ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "normalize_obs": False, "normalize_reward": False}
+ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_obs": False, "normalize_reward": False}
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:

@@ -94,6 +94,14 @@ class Config:
         False, help="scale rewards by the running std of the discounted return, shared by all workers (not centred)"
     )
     clip_reward: float = flag(10.0, help="with --normalize-reward: clip scaled rewards to [-clip, clip]")
+    lstm: int = flag(
+        0,
+        help="an LSTM core of SIZE units after the torso (--lstm alone: 128); 0: none",
+        nargs="?",
+        const=128,
+        metavar="SIZE",
+    )
+    log_std_init: float = flag(0.0, help="initial log standard deviation of the Gaussian policy (Box actions)")
     backend: str = flag(
         "shared-memory",
         help="where workers run: shared-memory (processes, the fast default) or serial (all in this process, in "
@@ -198,6 +206,8 @@ class Config:
                 len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
                 f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",
             ),
+            (self.lstm >= 0, f"--lstm takes a size >= 1, or 0 for none (got {self.lstm})"),
+            (math.isfinite(self.log_std_init), f"--log-std-init must be a finite number (got {self.log_std_init})"),
             (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
             (self.eval_every >= 0, f"--eval-every must be >= 0 (0: no evaluation; got {self.eval_every})"),
             (self.eval_episodes >= 0, f"--eval-episodes must be >= 0 (0: no evaluation; got {self.eval_episodes})"),

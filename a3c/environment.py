@@ -2,6 +2,10 @@
 
 Ids can be registered gymnasium ids, ids of this project's `envs/` namespace, or `module:Name-v0` (gymnasium imports
 the module, which registers the id). Every failure a user can cause becomes a UserError with a suggestion.
+
+Observations: Box, or Dict/Tuple spaces (nested) of Boxes, Discretes, MultiBinaries and MultiDiscretes, which
+``make_env`` flattens into one Box with gymnasium's FlattenObservation (discrete parts one-hot), so that the model and
+the worker only ever see Boxes. Actions: Discrete, MultiDiscrete, float Box (a3c.distributions).
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ from a3c.errors import UserError
 
 # the action spaces a3c.distributions.make_distribution has a distribution for (checked here without torch: the
 # preflight checks run before torch is imported)
-SUPPORTED_ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete,)
+SUPPORTED_ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
+# the leaves of Dict/Tuple observation spaces that FlattenObservation turns into a Box
+FLATTENED_LEAVES: tuple[type[gym.Space], ...] = (
+    gym.spaces.Box,
+    gym.spaces.Discrete,
+    gym.spaces.MultiBinary,
+    gym.spaces.MultiDiscrete,
+)
 
 
 def _register_project_envs() -> None:
@@ -35,6 +46,13 @@ class EnvSpec:
     action_space: gym.Space
     reward_threshold: float | None
     max_episode_steps: int | None
+    clip_rewards: bool = False  # train on sign(reward) (Atari), while episode returns are reported unclipped
+
+    @property
+    def obs_dtype(self) -> np.dtype:
+        """The rollout buffers' dtype: uint8 observations (frames) stay uint8, scaled inside the model; the rest
+        float32."""
+        return np.dtype(np.uint8) if self.observation_space.dtype == np.uint8 else np.dtype(np.float32)
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -59,10 +77,21 @@ def _close_ids(env_id: str) -> str:
     return f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.pprint_registry() for the ids"
 
 
-def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
-    """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs)."""
+LIFE_LOST = "a3c_life_lost"  # info key: a terminal that is a lost life, not the end of the game (training only)
+
+
+def is_atari(env_id: str) -> bool:
+    return env_id.split(":")[-1].startswith("ALE/")
+
+
+def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bool = True) -> gym.Env:
+    """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs).
+    ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
+    ``atari_wrappers``); Dict/Tuple observations are flattened."""
     _register_project_envs()
     kwargs = dict(env_kwargs or {})
+    if is_atari(env_id):
+        kwargs = _atari_kwargs(env_id, kwargs)
     if ":" in env_id:
         module = env_id.split(":", 1)[0]
         try:
@@ -76,7 +105,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
                 f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
             ) from None
     try:
-        return gym.make(env_id, **kwargs)
+        env = gym.make(env_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
         raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
     except gym.error.Error as err:
@@ -85,19 +114,90 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> gym.Env:
         if kwargs and ("argument" in str(err) or "keyword" in str(err)):
             raise UserError(f"env {env_id!r} rejects --env-kwargs {kwargs}: {err}; check the names and types") from None
         raise
+    if is_atari(env_id):
+        try:
+            return atari_wrappers(env, training)
+        except gym.error.DependencyNotInstalled:
+            raise UserError(f"{env_id} needs OpenCV; install the extra: pip install -e '.[atari]'") from None
+    if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
+        env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
+def _atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Register the ALE ids (ale-py ships the ROMs) and make the env without its own frame skip: the preprocessing
+    skips frames, once."""
+    try:
+        import ale_py
+    except ImportError:
+        raise UserError(f"{env_id} needs ale-py; install the extra: pip install -e '.[atari]'") from None
+    gym.register_envs(ale_py)
+    if kwargs.get("frameskip", 1) != 1:
+        raise UserError(
+            f"--env-kwargs frameskip={kwargs['frameskip']}: a3c's Atari preprocessing skips 4 frames itself; drop it"
+        )
+    return {**kwargs, "frameskip": 1}
+
+
+def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
+    """The DQN/A3C preprocessing: no-op starts (up to 30), frame skip 4 (max over the last two frames), 84x84 grey,
+    4 frames stacked (channels first: uint8 [4, 84, 84]); when ``training``, a lost life ends the episode for the
+    learner (``LifeLossTerminal``) while the game and its reported return go on."""
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False)
+    env = gym.wrappers.FrameStackObservation(env, 4)
+    return LifeLossTerminal(env) if training else env
+
+
+class LifeLossTerminal(gym.Wrapper):
+    """A lost life is ``terminated`` (no bootstrap past it: the value of a life), marked ``info[LIFE_LOST]``, and the
+    ``reset()`` that follows continues the game instead of restarting it (it returns the last observation); at the
+    game's real end, reset() resets. The worker reports an episode only at the game's end, so returns are per game.
+    (gymnasium's ``terminal_on_life_loss`` restarts the game at every lost life: every game would be one life.)"""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives, self.game_over, self.last_obs = 0, True, None
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over, self.last_obs = terminated or truncated, obs
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives and not self.game_over:
+            terminated, info = True, {**info, LIFE_LOST: True}
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self.game_over or self.last_obs is None:
+            obs, info = self.env.reset(**kwargs)
+            self.lives, self.game_over = self.env.unwrapped.ale.lives(), False
+            return obs, info
+        return self.last_obs, {}
+
+
+def _flattenable(space: gym.Space) -> bool:
+    """A Dict/Tuple space whose leaves (at any depth) are all spaces FlattenObservation makes numbers of."""
+    if isinstance(space, gym.spaces.Dict):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces)
+    return isinstance(space, FLATTENED_LEAVES)
 
 
 def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
-    """Check the spaces (Box observations, Discrete actions) and describe them; UserError for anything else."""
+    """Check the spaces (Box observations, as make_env leaves them; Discrete, MultiDiscrete or float Box actions)
+    and describe them; UserError for anything else."""
     obs_space, act_space = env.observation_space, env.action_space
     if not isinstance(obs_space, gym.spaces.Box) or not np.issubdtype(obs_space.dtype, np.number):
         raise UserError(
-            f"env {env_id!r} has observation space {obs_space}, which is not supported; "
-            "a3c supports Box observations (wrap others with gymnasium.wrappers.FlattenObservation)"
+            f"env {env_id!r} has observation space {obs_space}, which is not supported; a3c supports Box "
+            "observations and Dict/Tuple spaces of Box, Discrete, MultiBinary and MultiDiscrete (flattened)"
         )
-    if not isinstance(act_space, SUPPORTED_ACTION_SPACES):
+    float_box = isinstance(act_space, gym.spaces.Box) and np.issubdtype(act_space.dtype, np.floating)
+    if not isinstance(act_space, SUPPORTED_ACTION_SPACES) or (isinstance(act_space, gym.spaces.Box) and not float_box):
         raise UserError(
-            f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete actions"
+            f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete, "
+            "MultiDiscrete and float Box actions"
         )
     spec = env.spec
     return EnvSpec(
@@ -106,6 +206,7 @@ def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
         action_space=act_space,
         reward_threshold=None if spec is None else spec.reward_threshold,
         max_episode_steps=None if spec is None else spec.max_episode_steps,
+        clip_rewards=is_atari(env_id),
     )
 
 

@@ -1,10 +1,16 @@
 """The actor-critic network, built from the env's spaces in one place (``build_model``), and its flat parameter buffer.
 
-ActorCritic maps observations to (policy-distribution parameters, value, recurrent state). By default the actor and
-the critic are separate MLPs (as SB3's MlpPolicy): a value loss that dominates early cannot drag the policy's
-features around (Acrobot-v1, contextual bandits). ``--shared-torso`` gives them one MLP, the A3C paper's shape.
-The recurrent state is carried through ``forward`` so that a recurrent core can be added without changing the
-worker; the MLP model has none (``initial_state`` returns an empty tuple).
+ActorCritic = torso (chosen from the observation space: an MLP for vectors, a CNN for images) -> optional recurrent
+core (``--lstm``) -> heads (the policy head chosen by the action space's distribution, a3c.distributions; a linear
+value head). By default the actor and the critic are separate networks (as SB3's MlpPolicy): a value loss that
+dominates early cannot drag the policy's features around (Acrobot-v1, contextual bandits). ``--shared-torso`` gives
+them one torso (and one core), the A3C paper's shape; a CNN torso is always shared. With separate networks and
+``--lstm`` each has its own LSTM.
+
+Two entry points: ``forward``/``policy`` take one step for a batch of envs (acting), carrying the recurrent state;
+``unroll`` takes a whole rollout [T+1, K] from the state stored at its start, resetting the state of an env where its
+episode ended inside the rollout (the update). The model without a core has an empty state ``()`` and its unroll is
+one batched forward, so the worker never asks which kind it has.
 
 ``flatten_parameters`` moves every parameter (and its gradient) into one contiguous tensor, the parameters becoming
 views into it: pulling the global weights, handing over a gradient and the optimizer step then each cost one tensor
@@ -17,6 +23,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -39,47 +47,213 @@ def mlp(in_dim: int, hidden_sizes: Sequence[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+class MlpTorso(nn.Module):
+    """Observations of any shape, flattened (uint8 scaled to [0, 1]), through an MLP. ``width``: the output width."""
+
+    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], scale: float = 1.0) -> None:
+        super().__init__()
+        self.obs_dim, self.width, self.scale = obs_dim, hidden_sizes[-1], scale
+        self.net = mlp(obs_dim, hidden_sizes)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.reshape(obs.shape[0], self.obs_dim)
+        if x.dtype != torch.float32 or self.scale != 1.0:
+            x = x.float() * self.scale
+        return self.net(x)
+
+
+class CnnTorso(nn.Module):
+    """Images [B, C, H, W] or [B, H, W, C] (or [B, H, W]: one channel), uint8 scaled to [0, 1] here, through convs
+    and a ReLU layer of ``width``. 36 pixels or more on the short side: the Nature CNN (Mnih et al. 2015: 8x8/4,
+    4x4/2, 3x3/1); smaller images (grids from about 3x3): two 3x3 convs (the second of stride 2) that keep the
+    picture. Sized with a dummy forward pass."""
+
+    def __init__(self, shape: tuple[int, ...], channels_last: bool, scale: float, width: int = 512) -> None:
+        super().__init__()
+        self.channels_last, self.scale, self.width = channels_last, scale, width
+        self.add_channel = len(shape) == 2
+        c, h, w = (1, *shape) if self.add_channel else ((shape[2], shape[0], shape[1]) if channels_last else shape)
+        if min(h, w) >= 36:
+            convs = [nn.Conv2d(c, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(), nn.Conv2d(64, 64, 3, 1)]
+        else:
+            convs = [nn.Conv2d(c, 32, 3, 1, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, padding=1)]
+        self.convs = nn.Sequential(*convs, nn.ReLU(), nn.Flatten())
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(flat, width), nn.ReLU())
+        for layer in self.modules():
+            if isinstance(layer, (nn.Conv2d, nn.Linear)):
+                _init(layer, math.sqrt(2))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float() * self.scale
+        if self.add_channel:
+            x = x.unsqueeze(1)
+        elif self.channels_last:
+            x = x.permute(0, 3, 1, 2)
+        return self.fc(self.convs(x))
+
+
+def is_image(space: gym.spaces.Box) -> bool:
+    """3-D observations, and 2-D ones of uint8, are images (a CNN torso); everything else is a vector (an MLP)."""
+    return len(space.shape) == 3 or (len(space.shape) == 2 and space.dtype == np.uint8)
+
+
+def make_torso(observation_space: gym.spaces.Box, config: Config) -> nn.Module:
+    """The torso for an observation space (the one place that chooses it). uint8 observations are scaled by 1/255
+    inside the model. Images: channels-last when the last dimension is smaller than the first ([84, 84, 4],
+    [10, 12, 3]), channels-first otherwise ([4, 84, 84], [3, 10, 12])."""
+    scale = 1.0 / 255.0 if observation_space.dtype == np.uint8 else 1.0
+    shape = tuple(observation_space.shape)
+    if is_image(observation_space):
+        return CnnTorso(shape, len(shape) == 3 and shape[-1] < shape[0], scale)
+    return MlpTorso(int(np.prod(shape)), config.hidden_sizes, scale)
+
+
 class ActorCritic(nn.Module):
     """obs [B, *obs_shape] -> (policy params [B, param_dim], value [B], state)."""
 
     def __init__(
-        self, obs_dim: int, param_dim: int, hidden_sizes: Sequence[int] = (64, 64), shared_torso: bool = False
+        self,
+        torso: nn.Module,
+        critic_torso: nn.Module | None,
+        policy_head: nn.Module,
+        lstm: int = 0,
     ) -> None:
+        """``critic_torso`` None: the critic shares ``torso`` (and its core). ``lstm`` > 0: an LSTM core of that
+        size after each torso."""
         super().__init__()
-        self.obs_dim = obs_dim
-        width = hidden_sizes[-1]
-        self.actor = mlp(obs_dim, hidden_sizes)
-        self.critic = None if shared_torso else mlp(obs_dim, hidden_sizes)
-        self.policy_head = _init(nn.Linear(width, param_dim), 0.01)  # near-uniform initial policy
+        self.actor = torso
+        self.critic = critic_torso
+        self.lstm = lstm
+        width = torso.width
+        self.actor_core = nn.LSTMCell(width, lstm) if lstm else None
+        self.critic_core = nn.LSTMCell(width, lstm) if lstm and critic_torso is not None else None
+        if lstm:
+            width = lstm
+            for core in (self.actor_core, self.critic_core):
+                if core is not None:
+                    _init_lstm(core)
+        self.policy_head = policy_head
         self.value_head = _init(nn.Linear(width, 1), 1.0)
 
+    # -- one step -------------------------------------------------------------------------------------------------
     def forward(self, obs: torch.Tensor, state: State = ()) -> tuple[torch.Tensor, torch.Tensor, State]:
-        x = obs.reshape(obs.shape[0], self.obs_dim)
-        features = self.actor(x)
-        value_features = features if self.critic is None else self.critic(x)
+        features = self.actor(obs)
+        value_features = features if self.critic is None else self.critic(obs)
+        if self.lstm:
+            features, value_features, state = self._core_step(features, value_features, state)
         return self.policy_head(features), self.value_head(value_features).squeeze(-1), state
 
     def policy(self, obs: torch.Tensor, state: State = ()) -> tuple[torch.Tensor, State]:
-        """The policy alone (acting): with separate networks, the critic's forward pass is not paid per env step."""
-        x = obs.reshape(obs.shape[0], self.obs_dim)
-        return self.policy_head(self.actor(x)), state
+        """The policy alone (acting): without a core, the separate critic's forward pass is not paid per env step
+        (with one, the critic's LSTM must still advance, so the whole forward runs)."""
+        if self.lstm:
+            params, _, state = self(obs, state)
+            return params, state
+        return self.policy_head(self.actor(obs)), state
 
     def initial_state(self, batch: int) -> State:
-        """The recurrent state at the start of an episode, for ``batch`` envs."""
-        return ()
+        """The recurrent state at the start of an episode, for ``batch`` envs: (h, c) per core, zeros."""
+        cores = 1 if self.critic_core is None else 2
+        return tuple(torch.zeros(batch, self.lstm) for _ in range(2 * cores)) if self.lstm else ()
+
+    @staticmethod
+    def reset_state(state: State, keep: torch.Tensor) -> State:
+        """The state with the rows of envs whose episode ended zeroed: ``keep`` [B] is 0 there, 1 elsewhere."""
+        return tuple(s * keep.unsqueeze(-1) for s in state)
+
+    def _core_step(
+        self, features: torch.Tensor, value_features: torch.Tensor, state: State
+    ) -> tuple[torch.Tensor, torch.Tensor, State]:
+        h, c = self.actor_core(features, (state[0], state[1]))
+        if self.critic_core is None:
+            return h, h, (h, c)
+        hv, cv = self.critic_core(value_features, (state[2], state[3]))
+        return h, hv, (h, c, hv, cv)
+
+    # -- a rollout ------------------------------------------------------------------------------------------------
+    def unroll(
+        self,
+        obs: torch.Tensor,
+        state: State,
+        dones: torch.Tensor,
+        final_obs: torch.Tensor | None = None,
+        truncated: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """A rollout's forward pass with autograd: obs [T+1, K, ...] (obs[T] is the boundary observation), ``state``
+        the state before obs[0], dones [T, K] (1 where the episode ended at step t: the state is reset before
+        obs[t+1]). With ``final_obs`` [T, K, ...] and ``truncated`` [T, K]: also V(final observation) of the
+        episodes truncated at step t, from the state that episode reached (no gradient).
+        Returns (params [T*K, P], values [T+1, K], final_values [T, K] or None)."""
+        T, K = dones.shape
+        flat_obs = obs.reshape((T + 1) * K, *obs.shape[2:])
+        if not self.lstm:
+            params, values, _ = self(flat_obs)
+            final_values = None
+            if final_obs is not None:
+                with torch.no_grad():
+                    final_values = self(final_obs.reshape(T * K, *obs.shape[2:]))[1].view(T, K)
+            return params[: T * K], values.view(T + 1, K), final_values
+        # the torsos run batched over the whole rollout; only the cores step through it
+        features = self.actor(flat_obs).view(T + 1, K, -1)
+        value_features = features if self.critic is None else self.critic(flat_obs).view(T + 1, K, -1)
+        final_values = torch.zeros(T, K) if final_obs is not None else None
+        keep = 1.0 - dones.to(features.dtype)
+        outs, value_outs = [], []
+        for t in range(T + 1):
+            out, value_out, state = self._core_step(features[t], value_features[t], state)
+            outs.append(out)
+            value_outs.append(value_out)
+            if t == T:
+                break
+            if final_obs is not None and truncated is not None and bool(truncated[t].any()):
+                with torch.no_grad():  # the final observation continues the truncated episode's state
+                    final_values[t] = self.forward(final_obs[t], tuple(s.detach() for s in state))[1]
+            if bool(dones[t].any()):
+                state = self.reset_state(state, keep[t])
+        params = self.policy_head(torch.stack(outs[:T]).view(T * K, -1))
+        values = self.value_head(torch.stack(value_outs)).squeeze(-1)
+        return params, values, final_values
+
+
+def mlp_actor_critic(
+    obs_dim: int, param_dim: int, hidden_sizes: Sequence[int] = (64, 64), shared_torso: bool = False, lstm: int = 0
+) -> ActorCritic:
+    """An MLP actor-critic with a plain linear policy head (tests and scripts that need no env)."""
+    critic = None if shared_torso else MlpTorso(obs_dim, hidden_sizes)
+    head = _init(nn.Linear(lstm or hidden_sizes[-1], param_dim), 0.01)
+    return ActorCritic(MlpTorso(obs_dim, hidden_sizes), critic, head, lstm)
 
 
 def build_model(spec: EnvSpec, config: Config) -> tuple[ActorCritic, Distribution]:
     """The network and its policy distribution for an env's spaces: the one place that chooses them."""
-    dist = make_distribution(spec.action_space)
-    model = ActorCritic(spec.obs_dim, dist.param_dim, config.hidden_sizes, config.shared_torso)
+    dist = make_distribution(spec.action_space, config.log_std_init)
+    torso = make_torso(spec.observation_space, config)
+    # a CNN is shared by actor and critic (the A3C paper's network; two would double the costliest part)
+    shared = config.shared_torso or is_image(spec.observation_space)
+    critic = None if shared else make_torso(spec.observation_space, config)
+    width = config.lstm or torso.width
+    model = ActorCritic(torso, critic, dist.make_head(width), config.lstm)
     return model, dist
 
 
-def _init(layer: nn.Linear, gain: float) -> nn.Linear:
+def _init(layer: nn.Module, gain: float) -> nn.Module:
     nn.init.orthogonal_(layer.weight, gain)
     nn.init.zeros_(layer.bias)
     return layer
+
+
+def _init_lstm(cell: nn.LSTMCell) -> None:
+    """Orthogonal weights, zero biases except the forget gate's (1: remember by default, so that a cue survives
+    the first updates)."""
+    for name, p in cell.named_parameters():
+        if name.startswith("weight"):
+            nn.init.orthogonal_(p)
+        else:
+            nn.init.zeros_(p)
+            if name == "bias_ih":
+                p.data[cell.hidden_size : 2 * cell.hidden_size] = 1.0  # gates ordered input, forget, cell, output
 
 
 def flatten_parameters(module: nn.Module, shared: bool = False) -> tuple[torch.Tensor, torch.Tensor]:

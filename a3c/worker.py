@@ -26,7 +26,7 @@ import torch
 from a3c.backends import WorkerChannel
 from a3c.board import FIELD, FIELDS, Stat
 from a3c.config import Config
-from a3c.environment import EnvSpec, make_env
+from a3c.environment import LIFE_LOST, EnvSpec, make_env
 from a3c.losses import actor_critic_loss_grads, gae_advantages, next_state_values
 from a3c.model import build_model, flatten_parameters
 from a3c.running_stats import ObsNormalizer, RewardScaler
@@ -125,14 +125,20 @@ class Worker:
         self.params, self.grads = flatten_parameters(self.model)
         # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
         # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
-        obs_shape = spec.obs_shape
-        self.obs = torch.zeros(T + 1, K, *obs_shape)
-        self.final_obs = torch.zeros(T, K, *obs_shape)  # the observation returned with truncated=True, where it was
+        # uint8 frames stay uint8 (scaled in the model), unless --normalize-obs turns them into floats here
+        obs_shape, self.obs_dtype = spec.obs_shape, (np.float32 if config.normalize_obs else spec.obs_dtype)
+        self.clip_rewards = spec.clip_rewards
+        self.obs = torch.from_numpy(np.zeros((T + 1, K, *obs_shape), dtype=self.obs_dtype))
+        # the observation returned with truncated=True, where it was
+        self.final_obs = torch.from_numpy(np.zeros((T, K, *obs_shape), dtype=self.obs_dtype))
         self.actions = torch.zeros(T, K, *self.dist.action_shape, dtype=self.dist.action_dtype)
         self.rewards = torch.zeros(T, K)
         self.terminated = torch.zeros(T, K)
         self.truncated = torch.zeros(T, K)
-        self.state = self.model.initial_state(K)  # the recurrent state (empty for the MLP)
+        # the recurrent state (empty without a core): carried across rollouts, reset per env at its episode's end;
+        # start_state is the state before obs[0] of the rollout in hand, which the update unrolls from
+        self.state = self.model.initial_state(K)
+        self.start_state = self.state
         # --normalize-obs / --normalize-reward: statistics shared by all workers (a3c.running_stats); the buffers
         # hold normalised observations and scaled rewards (what the model and the loss see), while the episode
         # returns reported stay in the env's own units
@@ -165,9 +171,9 @@ class Worker:
         self.obs[T] = torch.from_numpy(self.observe(first))
 
     def observe(self, observations: list[np.ndarray]) -> np.ndarray:
-        """The K envs' observations as the model sees them: [K, *obs_shape] float32, normalised with
+        """The K envs' observations as the model sees them: [K, *obs_shape] in the buffer's dtype, normalised with
         --normalize-obs (and counted into the shared statistics)."""
-        batch = np.asarray(observations, dtype=np.float32).reshape(len(observations), *self.obs.shape[2:])
+        batch = np.asarray(observations, dtype=self.obs_dtype).reshape(len(observations), *self.obs.shape[2:])
         return batch if self.obs_norm is None else self.obs_norm(batch)
 
     def run(self, terminate: Callable[[], bool] = lambda: False) -> None:
@@ -221,6 +227,7 @@ class Worker:
         actions_np = self.actions.numpy()
         obs_shape = obs_np.shape[2:]
         self.obs[0] = self.obs[T]  # carried over from the previous rollout (or the reset observations)
+        self.start_state = tuple(s.clone() for s in self.state)  # a clone outside inference mode: autograd takes it
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.channel.global_step() + self.unpublished_steps
@@ -235,26 +242,30 @@ class Worker:
             # the per-env loop only steps and collects; the bookkeeping below is one numpy operation per step for all
             # K envs (a numpy scalar write costs as much as a small vector one)
             for k, (env, action) in enumerate(zip(self.envs, self.dist.env_actions(actions), strict=True)):
-                obs, step_rewards[k], step_terms[k], step_truncs[k], _ = env.step(action)
+                obs, step_rewards[k], step_terms[k], step_truncs[k], info = env.step(action)
                 if step_terms[k] or step_truncs[k]:
-                    ended.append((k, obs))
+                    ended.append((k, obs, info))
                     obs, _ = env.reset()
                 next_obs[k] = obs
             terminated[t] = step_terms
             # a terminal state is terminal even at the time limit: truncated only where not terminated
             np.greater(step_truncs, step_terms, out=truncated[t])
             obs_np[t + 1] = self.observe(next_obs)
-            self.ep_return += step_rewards  # the env's own rewards: returns are reported unscaled
+            self.ep_return += step_rewards  # the env's own rewards: returns are reported unscaled and unclipped ...
             self.ep_length += 1
-            if self.reward_scale is None:
-                rewards[t] = step_rewards
-            else:
-                rewards[t] = self.reward_scale(np.asarray(step_rewards), np.logical_or(step_terms, step_truncs))
-            for k, final_obs in ended:
+            rewards[t] = step_rewards
+            if self.clip_rewards:
+                np.sign(rewards[t], out=rewards[t])  # ... Atari trains on the reward's sign ...
+            if self.reward_scale is not None:  # ... and --normalize-reward on rewards over the return's std
+                rewards[t] = self.reward_scale(rewards[t].astype(np.float64), np.logical_or(step_terms, step_truncs))
+            for k, final_obs, info in ended:
                 if truncated[t, k]:
-                    final = np.asarray(final_obs, dtype=np.float32).reshape(obs_shape)
+                    final = np.asarray(final_obs, dtype=self.obs_dtype).reshape(obs_shape)
                     final_np[t, k] = final if self.obs_norm is None else self.obs_norm.apply(final)
-                self.finish_episode(k, base_step + (t + 1) * K)
+                if not info.get(LIFE_LOST):  # a lost life ends the learner's episode, not the game's
+                    self.finish_episode(k, base_step + (t + 1) * K)
+            if ended and self.state:  # the next observation starts a new episode: so does its state
+                self.state = self.model.reset_state(self.state, torch.from_numpy(1.0 - terminated[t] - truncated[t]))
         self.unpublished_steps += T * K
 
     def finish_episode(self, k: int, global_step: int) -> None:
@@ -272,16 +283,16 @@ class Worker:
     def update(self, pulled_at: int) -> None:
         cfg = self.config
         T, K = cfg.n_steps, cfg.envs_per_worker
-        obs_shape = self.obs.shape[2:]
-        # one batched forward over the whole rollout (+ the boundary observation) with autograd on
-        params, values_all, _ = self.model(self.obs.view((T + 1) * K, *obs_shape))
-        values_all = values_all.view(T + 1, K)
-        values = values_all[:T]
-        final_values = torch.zeros(T, K)
-        if self.truncated.any():
-            with torch.no_grad():
-                final_values = self.model(self.final_obs.view(T * K, *obs_shape))[1].view(T, K)
         dones = torch.maximum(self.terminated, self.truncated)
+        # the whole rollout (+ the boundary observation) with autograd on, from the state stored at its start:
+        # one batched forward without a core; V(final observation) where an episode was truncated
+        truncated = bool(self.truncated.any())
+        params, values_all, final_values = self.model.unroll(
+            self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
+        )
+        values = values_all[:T]
+        if final_values is None:
+            final_values = torch.zeros(T, K)
         next_values = next_state_values(values.detach(), values_all[T].detach(), final_values, self.truncated)
         advantages, returns = gae_advantages(
             self.rewards, values.detach(), next_values, self.terminated, dones, cfg.gamma, cfg.gae_lambda
@@ -290,7 +301,7 @@ class Worker:
         # only runs through the network
         terms, dparams, dvalues = actor_critic_loss_grads(
             self.dist,
-            params[: T * K],
+            params,
             values.reshape(-1),
             self.actions.view(T * K, *self.dist.action_shape),
             advantages.view(-1),
@@ -300,7 +311,7 @@ class Worker:
         )
         self.grads.zero_()
         # fills self.grads (the .grad views of our private flat buffer)
-        torch.autograd.backward((params[: T * K], values.reshape(-1)), (dparams, dvalues))
+        torch.autograd.backward((params, values.reshape(-1)), (dparams, dvalues))
         grad_norm = float(self.grads.norm())
         loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):

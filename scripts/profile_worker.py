@@ -32,7 +32,7 @@ from a3c.worker import Worker  # noqa: E402
 # (gymnasium's nested wrappers all define `step`), the outermost, i.e. the largest cumulative time, is the phase
 PHASES = {
     "env.step (gymnasium, with its wrappers)": ("gymnasium/wrappers/common.py", "step"),
-    "model forward (update)": ("a3c/model.py", "forward"),
+    "model forward (update)": ("a3c/model.py", "unroll"),
     "model forward (acting)": ("a3c/model.py", "policy"),
     "action sampling": ("a3c/distributions.py", "sample"),
     "update: forward+loss+backward+clip": ("a3c/worker.py", "update"),

@@ -168,6 +168,8 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
         resume_config(payload, tmp_path, {"total_steps": 700})
     with pytest.raises(UserError, match="--lr"):
         resume_config(payload, tmp_path, {"lr": -1.0, "total_steps": 5000})
+    with pytest.raises(UserError, match="--lstm 64 differs"):  # the recurrent core is part of the model
+        resume_config(payload, tmp_path, {"lstm": 64, "total_steps": 5000})
 
 
 def _spec(obs_dim, n_actions):

@@ -37,27 +37,27 @@ SPACES_MODULE = textwrap.dedent(
             return self.observation_space.sample(), 0.0, False, False, {}
 
 
-    class DictObs(_Env):
-        observation_space = spaces.Dict({"a": spaces.Box(-1.0, 1.0, (2,))})
+    class DictObs(_Env):  # Dict/Tuple spaces of Boxes (and discrete spaces) are flattened; a Text leaf is not
+        observation_space = spaces.Dict({"a": spaces.Box(-1.0, 1.0, (2,)), "b": spaces.Text(4)})
 
 
     class TupleObs(_Env):
-        observation_space = spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3)))
+        observation_space = spaces.Tuple((spaces.Discrete(2), spaces.Text(3)))
 
 
     class MultiBinaryObs(_Env):
         observation_space = spaces.MultiBinary(4)
 
 
-    class BoxActions(_Env):
-        action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    class BoxActions(_Env):  # float Box actions are supported (a Gaussian); integer ones are not
+        action_space = spaces.Box(0, 3, (2,), np.int64)
 
 
-    class MultiDiscreteActions(_Env):
-        action_space = spaces.MultiDiscrete([2, 3])
+    class MultiBinaryActions(_Env):
+        action_space = spaces.MultiBinary(3)
 
 
-    for name in ("DictObs", "TupleObs", "MultiBinaryObs", "BoxActions", "MultiDiscreteActions"):
+    for name in ("DictObs", "TupleObs", "MultiBinaryObs", "BoxActions", "MultiBinaryActions"):
         gym.register(f"{name}-v0", entry_point=f"{__name__}:{name}")
     '''
 )
@@ -95,8 +95,8 @@ def _cli(argv, capsys, run_dir):
         (["--env", "a3c_test_spaces:DictObs-v0"], "observation space Dict("),
         (["--env", "a3c_test_spaces:TupleObs-v0"], "observation space Tuple("),
         (["--env", "a3c_test_spaces:MultiBinaryObs-v0"], "observation space MultiBinary("),
-        (["--env", "a3c_test_spaces:BoxActions-v0"], "supports Discrete actions"),
-        (["--env", "a3c_test_spaces:MultiDiscreteActions-v0"], "action space MultiDiscrete("),
+        (["--env", "a3c_test_spaces:BoxActions-v0"], "supports Discrete, MultiDiscrete and float Box actions"),
+        (["--env", "a3c_test_spaces:MultiBinaryActions-v0"], "action space MultiBinary("),
         (["--env", "CartPole-v1", "--env-kwargs", "nonsense=1"], "rejects --env-kwargs"),
     ],
 )

@@ -171,10 +171,10 @@ def test_closed_form_loss_gradients_match_autograd(seed):
 
 
 def test_closed_form_gradients_reach_the_network_like_autograd():
-    from a3c.model import ActorCritic, flatten_parameters
+    from a3c.model import flatten_parameters, mlp_actor_critic
 
     torch.manual_seed(0)
-    model = ActorCritic(4, 2, (16, 16)).double()
+    model = mlp_actor_critic(4, 2, (16, 16)).double()
     _, grads = flatten_parameters(model)
     obs = torch.randn(10, 4, dtype=torch.float64)
     actions = torch.randint(0, 2, (8,))

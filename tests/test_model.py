@@ -1,4 +1,5 @@
-"""ActorCritic (built from the spaces), the flat parameter/gradient buffers, and the Categorical distribution."""
+"""ActorCritic (built from the spaces, with and without an LSTM core), its rollout unroll, the flat parameter/gradient
+buffers, and the Categorical distribution."""
 
 import gymnasium as gym
 import numpy as np
@@ -9,7 +10,7 @@ from a3c.config import Config
 from a3c.distributions import Categorical, make_distribution
 from a3c.environment import EnvSpec
 from a3c.errors import UserError
-from a3c.model import ActorCritic, build_model, flatten_parameters, parameter_count
+from a3c.model import CnnTorso, MlpTorso, build_model, flatten_parameters, make_torso, mlp_actor_critic, parameter_count
 
 
 def spec(obs_shape=(4,), n=3):
@@ -17,7 +18,7 @@ def spec(obs_shape=(4,), n=3):
 
 
 def test_shapes():
-    model = ActorCritic(4, 3, (16, 8))
+    model = mlp_actor_critic(4, 3, (16, 8))
     logits, value, state = model(torch.zeros(5, 4))
     assert logits.shape == (5, 3) and value.shape == (5,) and state == ()
 
@@ -37,7 +38,7 @@ def test_build_model_from_the_spaces(shared_torso):
 
 
 def test_separate_critic_leaves_the_policy_alone():
-    model = ActorCritic(4, 2, (8,), shared_torso=False)
+    model = mlp_actor_critic(4, 2, (8,), shared_torso=False)
     _, value, _ = model(torch.randn(3, 4))
     value.sum().backward()
     assert all(p.grad is None or float(p.grad.abs().sum()) == 0 for p in model.actor.parameters())
@@ -46,6 +47,72 @@ def test_separate_critic_leaves_the_policy_alone():
 def test_unsupported_action_space_is_a_user_error():
     with pytest.raises(UserError, match="not supported"):
         make_distribution(gym.spaces.MultiBinary(3))
+
+
+@pytest.mark.parametrize("shared_torso", [False, True])
+def test_lstm_core_parameters_and_state(shared_torso):
+    cfg = Config(hidden_sizes=(16,), shared_torso=shared_torso, lstm=8)
+    model, _ = build_model(spec((4,), n=3), cfg)
+    cores = 1 if shared_torso else 2
+    state = model.initial_state(5)
+    assert len(state) == 2 * cores and all(s.shape == (5, 8) and not s.any() for s in state)
+    params, values, new_state = model(torch.randn(5, 4), state)
+    assert params.shape == (5, 3) and values.shape == (5,) and len(new_state) == 2 * cores
+    assert all(s.abs().sum() > 0 for s in new_state)  # the state moved
+    lstm = 4 * (16 * 8 + 8 * 8 + 8 + 8)
+    torso = 4 * 16 + 16
+    heads = 8 * 3 + 3 + 8 + 1
+    assert parameter_count(spec((4,), n=3), cfg) == (torso + lstm) * cores + heads
+
+
+def unroll_step_by_step(model, obs, state, dones):
+    """The reference for ActorCritic.unroll: one forward per step, the state zeroed where an episode ended."""
+    T = dones.shape[0]
+    params, values = [], []
+    for t in range(T + 1):
+        p, v, state = model(obs[t], state)
+        params.append(p)
+        values.append(v)
+        if t < T:
+            state = tuple(s * (1 - dones[t]).unsqueeze(-1) for s in state)
+    return torch.cat(params[:T]), torch.stack(values)
+
+
+@pytest.mark.parametrize("lstm", [0, 6])
+@pytest.mark.parametrize("shared_torso", [False, True])
+def test_unroll_equals_stepping_with_the_state_reset_at_episode_ends(lstm, shared_torso):
+    torch.manual_seed(0)
+    model, _ = build_model(spec((4,), n=3), Config(hidden_sizes=(8,), shared_torso=shared_torso, lstm=lstm))
+    T, K = 6, 3
+    obs = torch.randn(T + 1, K, 4)
+    dones = torch.zeros(T, K)
+    dones[1, 0] = dones[4, 0] = dones[2, 2] = 1.0
+    state = tuple(torch.randn_like(s) for s in model.initial_state(K))  # a rollout that starts mid-episode
+    params, values, final = model.unroll(obs, state, dones)
+    ref_params, ref_values = unroll_step_by_step(model, obs, state, dones)
+    torch.testing.assert_close(params, ref_params)
+    torch.testing.assert_close(values, ref_values)
+    assert final is None
+    if lstm:  # the reset matters: without it env 0's outputs after step 1 differ
+        no_reset, _ = unroll_step_by_step(model, obs, state, torch.zeros(T, K))
+        assert not torch.allclose(params.view(T, K, 3)[2:, 0], no_reset.view(T, K, 3)[2:, 0])
+        torch.testing.assert_close(params.view(T, K, 3)[:, 1], no_reset.view(T, K, 3)[:, 1])
+
+
+def test_unroll_values_final_observations_from_the_truncated_episodes_state():
+    torch.manual_seed(1)
+    model, _ = build_model(spec((4,), n=3), Config(hidden_sizes=(8,), lstm=5))
+    T, K = 4, 2
+    obs, final_obs = torch.randn(T + 1, K, 4), torch.randn(T, K, 4)
+    dones, truncated = torch.zeros(T, K), torch.zeros(T, K)
+    dones[2, 1] = truncated[2, 1] = 1.0
+    state = model.initial_state(K)
+    _, _, final = model.unroll(obs, state, dones, final_obs, truncated)
+    for t in range(3):  # env 1's state after obs[0..2], then its final observation
+        _, _, state = model(obs[t], state)
+    expected = model(final_obs[2], state)[1][1]
+    torch.testing.assert_close(final[2, 1], expected)
+    assert final[0].abs().sum() == 0 and final[3].abs().sum() == 0
 
 
 def test_categorical_log_prob_entropy_and_mode_match_torch_distributions():
@@ -64,7 +131,7 @@ def test_discrete_with_a_start_offset_steps_the_env_with_its_own_actions():
 
 
 def test_parameters_and_gradients_are_views_of_the_flat_buffers():
-    model = ActorCritic(4, 2, (8,))
+    model = mlp_actor_critic(4, 2, (8,))
     before = [p.detach().clone() for p in model.parameters()]
     flat, grads = flatten_parameters(model)
     assert flat.numel() == sum(p.numel() for p in model.parameters())
@@ -83,7 +150,7 @@ def test_parameters_and_gradients_are_views_of_the_flat_buffers():
 
 
 def test_shared_flat_buffers():
-    flat, grads = flatten_parameters(ActorCritic(4, 2, (8,)), shared=True)
+    flat, grads = flatten_parameters(mlp_actor_critic(4, 2, (8,)), shared=True)
     assert flat.is_shared() and grads.is_shared()
 
 
@@ -96,3 +163,39 @@ def test_sample_actions_follows_the_policy():
     np.testing.assert_allclose(freq0, [0.1, 0.2, 0.7], atol=0.015)
     np.testing.assert_allclose(freq1, [0.5, 0.5, 0.0], atol=0.015)
     assert draws.dtype == np.int64 and draws.min() >= 0 and draws.max() <= 2
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(84, 84, 4), (4, 84, 84), (10, 12, 3), (3, 10, 12), (64, 48, 1), (3, 3, 2), (84, 84), (7, 9)],
+)
+@pytest.mark.parametrize("lstm", [0, 16])
+def test_cnn_torso_on_images_of_several_sizes_and_layouts(shape, lstm):
+    space = gym.spaces.Box(0, 255, shape, np.uint8)
+    model, _ = build_model(
+        EnvSpec("Img-v0", space, gym.spaces.Discrete(4), None, None), Config(lstm=lstm, shared_torso=False)
+    )
+    assert isinstance(model.actor, CnnTorso) and model.critic is None  # one CNN for actor and critic
+    frames = torch.from_numpy(np.stack([space.sample() for _ in range(5)]))
+    params, values, _ = model(frames, model.initial_state(5))
+    assert params.shape == (5, 4) and values.shape == (5,) and torch.isfinite(params).all()
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_cnn_reads_channels_where_they_are_and_scales_uint8(channels_last):
+    torch.manual_seed(0)
+    chw = torch.randint(0, 256, (2, 3, 10, 12), dtype=torch.uint8)
+    shape = (10, 12, 3) if channels_last else (3, 10, 12)
+    torso = make_torso(gym.spaces.Box(0, 255, shape, np.uint8), Config())
+    reference = CnnTorso((3, 10, 12), channels_last=False, scale=1.0)
+    reference.load_state_dict(torso.state_dict())
+    frames = chw.permute(0, 2, 3, 1) if channels_last else chw
+    torch.testing.assert_close(torso(frames), reference(chw.float() / 255))
+
+
+def test_uint8_vectors_are_scaled_and_floats_are_not():
+    torso = make_torso(gym.spaces.Box(0, 255, (6,), np.uint8), Config(hidden_sizes=(4,)))
+    assert isinstance(torso, MlpTorso) and torso.scale == pytest.approx(1 / 255)
+    x = torch.full((1, 6), 255, dtype=torch.uint8)
+    torch.testing.assert_close(torso(x), torso.net(torch.ones(1, 6)))
+    assert make_torso(gym.spaces.Box(-1, 1, (6,)), Config()).scale == 1.0

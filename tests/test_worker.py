@@ -13,9 +13,11 @@ import torch
 
 from a3c.backends.shared_memory import SharedMemoryCoordinator, SharedRun
 from a3c.board import FIELD, BoardReader, EpisodeBoard
+from a3c.checkpoint import check_compatible, load_checkpoint, save_checkpoint
 from a3c.config import Config
-from a3c.environment import describe_env
-from a3c.model import build_model, flatten_parameters
+from a3c.distributions import DiagGaussian, MultiCategorical
+from a3c.environment import LIFE_LOST, describe_env
+from a3c.model import build_model, flatten_parameters, parameter_count
 from a3c.optim import make_optimizer
 from a3c.running_stats import SharedMoments
 from a3c.seeding import WorkerSeeds
@@ -49,6 +51,16 @@ class ScriptedEnv(gym.Env):
 
 
 gym.register(ENV_ID, entry_point=ScriptedEnv, max_episode_steps=4)
+
+
+class ScriptedBoxEnv(ScriptedEnv):
+    """The same script with Box actions (ignored)."""
+
+    action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+
+
+BOX_ENV_ID = "ScriptedBoxForWorkerTest-v0"
+gym.register(BOX_ENV_ID, entry_point=ScriptedBoxEnv, max_episode_steps=4)
 
 
 def make_worker(envs_per_worker=2, n_steps=8, env=ENV_ID, seed=1, **settings):
@@ -165,17 +177,28 @@ class RecordingChannel:
 
 
 def slow_reference_gradient(worker, gamma, lam, ent_coef, vf_coef):
-    """The A3C gradient of the worker's last rollout, computed the slow way: per env and step GAE written like the
-    maths (terminated: no bootstrap; truncated: V(final observation); rollout end: V(boundary observation)), the
-    loss with torch.distributions.Categorical, and autograd through a fresh copy of the model."""
+    """The A3C gradient of the worker's last rollout, computed the slow way: the model stepped one observation at a
+    time from the state stored at the rollout's start (reset where an episode ended), per env and step GAE written
+    like the maths (terminated: no bootstrap; truncated: V(final observation, from the episode's state); rollout
+    end: V(boundary observation)), the loss with torch.distributions, and autograd through a fresh copy of the
+    model."""
     model = build_model(worker_spec(worker), worker.config)[0].double()
     torch.nn.utils.vector_to_parameters(worker.params.double(), model.parameters())
     T, K = worker.terminated.shape
-    logits, values, _ = model(worker.obs.double().view((T + 1) * K, -1))
-    values = values.view(T + 1, K)
-    with torch.no_grad():
-        v = values.detach()
-        final_v = model(worker.final_obs.double().view(T * K, -1))[1].view(T, K)
+    state = tuple(s.double() for s in worker.start_state)
+    outputs, values, final_v = [], [], torch.zeros(T, K, dtype=torch.float64)
+    for t in range(T + 1):
+        p, v, state = model(worker.obs[t].double(), state)
+        outputs.append(p)
+        values.append(v)
+        if t == T:
+            break
+        with torch.no_grad():
+            final_v[t] = model(worker.final_obs[t].double(), tuple(s.detach() for s in state))[1]
+        ended = torch.maximum(worker.terminated[t], worker.truncated[t]).double()
+        state = tuple(s * (1 - ended).unsqueeze(-1) for s in state)
+    values = torch.stack(values)
+    v = values.detach()
     advantages = torch.zeros(T, K, dtype=torch.float64)
     for k in range(K):
         running = 0.0
@@ -192,23 +215,47 @@ def slow_reference_gradient(worker, gamma, lam, ent_coef, vf_coef):
             running = delta + (gamma * lam * running if goes_on else 0.0)
             advantages[t, k] = running
     returns = advantages + v[:T]
-    dist = torch.distributions.Categorical(logits=logits.view(T + 1, K, -1)[:T])
-    policy = -(dist.log_prob(worker.actions) * advantages).mean()
+    log_prob, entropy = torch_log_prob_entropy(worker.dist, torch.stack(outputs[:T]), worker.actions)
+    policy = -(log_prob * advantages).mean()
     value = 0.5 * ((returns - values[:T]) ** 2).mean()
-    loss = policy + vf_coef * value - ent_coef * dist.entropy().mean()
+    loss = policy + vf_coef * value - ent_coef * entropy.mean()
     loss.backward()
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def torch_log_prob_entropy(dist, params, actions):
+    """log pi(a) and H from torch.distributions, for the worker's distribution family (params [T, K, P])."""
+    if isinstance(dist, DiagGaussian):
+        mean, log_std = params.split(dist.dim, -1)
+        normal = torch.distributions.Independent(torch.distributions.Normal(mean, log_std.exp()), 1)
+        return normal.log_prob(actions.double().flatten(2)), normal.entropy()
+    if isinstance(dist, MultiCategorical):
+        parts = [torch.distributions.Categorical(logits=p) for p in params.split(dist.sizes, -1)]
+        flat = actions.flatten(2)
+        return sum(c.log_prob(flat[..., j]) for j, c in enumerate(parts)), sum(c.entropy() for c in parts)
+    categorical = torch.distributions.Categorical(logits=params)
+    return categorical.log_prob(actions), categorical.entropy()
 
 
 def worker_spec(worker):
     return describe_env(worker.config.env, worker.config.env_kwargs)
 
 
+@pytest.mark.parametrize(
+    "env, lstm", [(ENV_ID, 0), (BOX_ENV_ID, 0), (ENV_ID, 6), (BOX_ENV_ID, 5)], ids=["mlp", "gaussian", "lstm", "both"]
+)
 @pytest.mark.parametrize("shared_torso", [False, True])
 @pytest.mark.parametrize("gae_lambda", [1.0, 0.9])
-def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda):
+def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env, lstm):
     worker, coordinator = make_worker(
-        envs_per_worker=3, n_steps=9, gae_lambda=gae_lambda, max_grad_norm=1e9, shared_torso=shared_torso
+        env=env,
+        envs_per_worker=3,
+        n_steps=9,
+        gae_lambda=gae_lambda,
+        max_grad_norm=1e9,
+        shared_torso=shared_torso,
+        lstm=lstm,
+        log_std_init=-0.3,
     )
     worker.channel = RecordingChannel(worker.channel)
     worker.step()
@@ -233,3 +280,121 @@ def test_normalised_observations_and_scaled_rewards_reach_the_loss_while_returns
     assert all(r["return"] == r["length"] for r in rows)  # episode returns in CartPole's own units
     snapshot = coordinator.snapshot()
     assert set(snapshot["obs_stats"]) >= {"count", "mean"} and "reward_stats" in snapshot
+
+
+# -- every space combination; the recurrent state ------------------------------------------------------------------
+COMBINATIONS = [
+    (obs, action, lstm)
+    for obs in ("box", "dict", "tuple", "image", "image_chw")
+    for action in ("discrete", "multidiscrete", "box")
+    for lstm in (0, 4)
+]
+
+
+@pytest.mark.parametrize("obs, action, lstm", COMBINATIONS, ids=[f"{o}-{a}-lstm{n}" for o, a, n in COMBINATIONS])
+def test_every_space_combination_trains_and_round_trips_through_a_checkpoint(tmp_path, obs, action, lstm):
+    worker, store = make_worker(
+        env="envs/Spaces-v0", env_kwargs={"obs": obs, "action": action}, n_steps=5, lstm=lstm, hidden_sizes=(8,)
+    )
+    before = store.params.clone()
+    for _ in range(3):
+        worker.step()
+    assert store.optimizer.step_count() == 3 and not torch.equal(store.params, before)
+    assert np.isfinite(worker.last_loss).all()
+    spec = worker_spec(worker)
+    path = tmp_path / "latest.pt"
+    save_checkpoint(
+        path,
+        {
+            "model": store.params.clone(),
+            "obs_dim": spec.obs_dim,
+            "n_actions": worker.dist.param_dim,
+            "spaces": spec.describe(),
+            "config": worker.config.to_dict(),
+        },
+    )
+    payload = load_checkpoint(path)
+    loaded_config = Config.from_dict(payload["config"])
+    check_compatible(payload, spec, parameter_count(spec, loaded_config), str(path))
+    model, dist = build_model(spec, loaded_config)
+    torch.nn.utils.vector_to_parameters(payload["model"], model.parameters())
+    worker.model.load_state_dict(model.state_dict())  # the worker's copy, as pulled: the same network
+    worker.params.copy_(store.params)
+    obs_batch = worker.obs[0]
+    state = model.initial_state(obs_batch.shape[0])
+    ours, _, _ = model(obs_batch, state)
+    theirs, _, _ = worker.model(obs_batch, state)
+    torch.testing.assert_close(ours, theirs)
+    for action in dist.env_actions(dist.mode(ours.detach())):  # deterministic actions the env takes
+        assert spec.action_space.contains(np.asarray(action, dtype=spec.action_space.dtype))
+
+
+def test_lstm_state_is_reset_at_episode_ends_inside_a_rollout():
+    """Scripted episodes end at steps 2 (terminated) and 6 (truncated) of an 8-step rollout: the policy that acted
+    on obs[3] and obs[7] (first observations of new episodes) must be the one of a fresh state, and the update's
+    unroll must reproduce what acting computed."""
+    worker, _ = make_worker(lstm=8, hidden_sizes=(8,))
+    acted = []
+    policy = worker.model.policy
+
+    def recording_policy(obs, state):
+        params, new_state = policy(obs, state)
+        acted.append(params.clone())
+        return params, new_state
+
+    worker.model.policy = recording_policy
+    worker.rollout()
+    worker.rollout()  # the second rollout starts mid-episode, from the state the first left
+    T, K = worker.terminated.shape
+    model = worker.model
+    with torch.no_grad():
+        fresh = model.initial_state(K)
+        assert any(s.abs().sum() > 0 for s in worker.start_state)  # carried over, not reset, at the boundary
+        params, _, _ = model.unroll(worker.obs, worker.start_state, torch.maximum(worker.terminated, worker.truncated))
+    torch.testing.assert_close(params.view(T, K, -1), torch.stack(acted[T:]), rtol=1e-5, atol=1e-6)
+    # second rollout, env 0: steps 0..7 are t = 8..15 of the script; an episode ends at rollout steps 2 and 6
+    ends = torch.maximum(worker.terminated, worker.truncated)[:, 0].nonzero().flatten().tolist()
+    assert ends, "the script has episode ends in every 8-step rollout"
+    with torch.no_grad():
+        for end in ends:
+            if end + 1 < T:
+                expected, _ = model.policy(worker.obs[end + 1], fresh)  # a new episode: a fresh state
+                torch.testing.assert_close(acted[T + end + 1], expected)
+                carried, _ = model.policy(worker.obs[end + 1], worker.start_state)
+                assert not torch.allclose(acted[T + end + 1], carried)
+
+
+def test_atari_worker_trains_on_stacked_uint8_frames_and_reports_whole_games():
+    pytest.importorskip("ale_py")
+    worker, store = make_worker(env="ALE/Pong-v5", envs_per_worker=1, n_steps=5, lstm=16)
+    assert worker.obs.dtype == torch.uint8 and worker.obs.shape == (6, 1, 4, 84, 84)
+    assert worker.clip_rewards
+    worker.step()
+    assert store.optimizer.step_count() == 1 and np.isfinite(worker.last_loss).all()
+    assert worker.obs[-1].float().mean() > 0  # real frames, not zeros
+
+
+class LivesEnv(ScriptedEnv):
+    """Games of 6 steps, reward 1 each; the learner's episode ends (terminated, marked a lost life) at step 2 and 4."""
+
+    def step(self, action):
+        self.t += 1
+        info = {LIFE_LOST: True} if self.t in (2, 4) else {}
+        return self._obs(), 1.0, self.t in (2, 4, 6), False, info
+
+    def reset(self, *, seed=None, options=None):
+        if self.t in (2, 4):  # a lost life: the game goes on
+            return self._obs(), {}
+        return super().reset(seed=seed, options=options)
+
+
+gym.register("LivesForWorkerTest-v0", entry_point=LivesEnv)
+
+
+def test_lost_lives_end_the_learners_episode_but_games_are_reported_whole():
+    worker, store = make_worker(env="LivesForWorkerTest-v0", envs_per_worker=1, n_steps=12)
+    worker.rollout()
+    worker.publish()
+    assert worker.terminated[:, 0].tolist() == [0, 1, 0, 1, 0, 1] * 2  # three terminals per game for the learner
+    episodes = BoardReader(store.board).drain()
+    assert [(e["return"], e["length"]) for e in episodes] == [(6.0, 6), (6.0, 6)]
