@@ -57,8 +57,11 @@ class MlpTorso(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.reshape(obs.shape[0], self.obs_dim)
-        if x.dtype != torch.float32 or self.scale != 1.0:
-            x = x.float() * self.scale
+        dtype = self.net[0].weight.dtype
+        if x.dtype != dtype:  # uint8 observations; float32 observations for a float64 copy of the model (tests)
+            x = x.to(dtype)
+        if self.scale != 1.0:
+            x = x * self.scale
         return self.net(x)
 
 
@@ -86,7 +89,7 @@ class CnnTorso(nn.Module):
                 _init(layer, math.sqrt(2))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float() * self.scale
+        x = obs.to(self.fc[0].weight.dtype) * self.scale
         if self.add_channel:
             x = x.unsqueeze(1)
         elif self.channels_last:
