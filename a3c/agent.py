@@ -293,4 +293,4 @@ def run_episodes(
 
 def make_eval_envs(config: Config, count: int, **make_kwargs: Any) -> list[gym.Env]:
     """``count`` envs of the run's env id and kwargs (``make_kwargs`` on top, e.g. render_mode)."""
-    return [make_env(config.env, {**config.env_kwargs, **make_kwargs}) for _ in range(count)]
+    return [make_env(config.env, {**config.env_kwargs, **make_kwargs}, training=False) for _ in range(count)]
