@@ -13,7 +13,8 @@ memory does not grow with the episode count; episodes.csv keeps every episode (`
 Memory: a rendered Figure sits in reference cycles (figure <-> canvas <-> artists) that hold megabytes of C++ memory
 (the Agg buffer, paths) but few Python objects, so Python's cyclic GC, which is triggered by object counts, frees
 them late: redrawn every 30 s, RSS grew by several MB per redraw (issue 15). ``figure_png`` therefore clears the
-figure and runs the collector right after rendering it.
+figure and drops its renderer right after rendering it, then runs the collector, which frees every figure rendered
+before (the one just rendered is still referenced by its caller): at most one, emptied, figure is ever alive.
 """
 
 from __future__ import annotations
@@ -216,7 +217,8 @@ def figure_png(fig: Figure) -> bytes:
 
 
 def release_figure(fig: Figure) -> None:
-    """Drop the figure's artists and its canvas's renderer, then collect the cycles that kept them alive."""
+    """Drop the figure's artists and its canvas's renderer (the bulk of its memory), then collect the reference
+    cycles of the figures released before this one (this one's caller still holds it)."""
     fig.clear()
     if hasattr(fig.canvas, "renderer"):
         del fig.canvas.renderer

@@ -8,9 +8,11 @@ SIGKILL) gives the child end-of-file, and it exits. No orphan TensorBoard outliv
 TensorBoard runs with the pure-Python event loader (``--load_fast=false``): the Rust data server would be one more
 process to account for, and a single run directory is small.
 
-Run names: the run directory is served under its own name (``--logdir_spec NAME:PATH``), so the run's own event
-stream shows as NAME (not ".") and each worker's stream (``workers/<rank>/``, see a3c/dashboard.py) as
-NAME/workers/<rank>; TensorBoard gives every run, so every worker, a colour of its own.
+Run names: TensorBoard names runs by their path below --logdir, so serving the run directory itself would name its
+own event stream ".". The child serves a temporary directory holding one symlink, NAME -> the run directory (NAME:
+the run directory's name; removed when the child exits), so the run shows as NAME and each worker's stream
+(``workers/<rank>/``, see a3c/dashboard.py) as NAME/workers/<rank>; TensorBoard gives every run, so every worker, a
+colour of its own. (``--logdir_spec NAME:PATH`` would name the run itself "NAME/.".)
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import weakref
 from collections import deque
@@ -155,27 +157,41 @@ def _stop_process(process: subprocess.Popen, timeout: float) -> None:
 
 
 def run_name(logdir: Path) -> str:
-    """The name TensorBoard shows for the run: the directory's name (',' and ':' separate --logdir_spec entries)."""
-    return re.sub(r"[,:]", "_", Path(logdir).resolve().name) or "run"
+    """The name TensorBoard shows for the run: the run directory's name."""
+    return Path(logdir).resolve().name or "run"
 
 
-def logdir_flags(logdir: Path) -> list[str]:
-    """``--logdir_spec NAME:PATH``; a plain ``--logdir`` when the path itself holds a ',' (which the spec splits)."""
-    path = str(Path(logdir).resolve())
-    if "," in path:
-        return ["--logdir", path]
-    return ["--logdir_spec", f"{run_name(logdir)}:{path}"]
+def named_logdir(logdir: Path) -> Path:
+    """A new temporary directory holding the symlink ``run_name(logdir)`` -> ``logdir``: serve it as --logdir."""
+    top = Path(tempfile.mkdtemp(prefix="a3c-tensorboard-"))
+    (top / run_name(logdir)).symlink_to(Path(logdir).resolve(), target_is_directory=True)
+    return top
+
+
+def remove_named_logdir(top: Path) -> None:
+    for link in top.iterdir():
+        link.unlink()  # the symlink only, never what it points to
+    top.rmdir()
 
 
 def serve(logdir: Path, port: int, reload_interval: float) -> int:
     """The child: launch TensorBoard in a thread, print ``URL <url>``, exit when stdin reaches end-of-file."""
     from tensorboard import program
 
+    top = named_logdir(logdir)
+    try:
+        return _serve(top, port, reload_interval, program)
+    finally:
+        remove_named_logdir(top)
+
+
+def _serve(top: Path, port: int, reload_interval: float, program) -> int:
     tb = program.TensorBoard()
     tb.configure(
         argv=[
             "tensorboard",
-            *logdir_flags(logdir),
+            "--logdir",
+            str(top),
             "--host",
             HOST,
             "--port",

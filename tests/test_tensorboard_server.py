@@ -26,7 +26,7 @@ from gymnasium.envs.classic_control import CartPoleEnv
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from a3c.errors import UserError
-from a3c.tensorboard_server import TensorBoardServer, check_port, logdir_flags, run_name
+from a3c.tensorboard_server import TensorBoardServer, check_port, named_logdir, remove_named_logdir, run_name
 from a3c.train import parse_config
 
 STEP_S = 0.002
@@ -280,12 +280,13 @@ def _zombie(pid: str) -> bool:
 
 def test_the_run_is_named_after_its_directory(tmp_path):
     run = tmp_path / "CartPole-v1__a3c__1__17"
-    run.mkdir()
+    (run / "workers" / "0").mkdir(parents=True)
     assert run_name(run) == "CartPole-v1__a3c__1__17"
-    assert logdir_flags(run) == ["--logdir_spec", f"CartPole-v1__a3c__1__17:{run.resolve()}"]
-    odd = tmp_path / "a:b"
-    odd.mkdir()
-    assert logdir_flags(odd) == ["--logdir_spec", f"a_b:{odd.resolve()}"]  # the name before the first ':'
-    comma = tmp_path / "a,b"
-    comma.mkdir()
-    assert logdir_flags(comma) == ["--logdir", str(comma.resolve())]  # a ',' would split the spec
+    top = named_logdir(run)
+    try:
+        link = top / "CartPole-v1__a3c__1__17"
+        assert [p.name for p in top.iterdir()] == [link.name] and link.resolve() == run.resolve()
+        assert (link / "workers" / "0").is_dir()  # TensorBoard's walk follows it: NAME/workers/0 is a run
+    finally:
+        remove_named_logdir(top)
+    assert not top.exists() and (run / "workers" / "0").is_dir()  # the link went, the run stays
