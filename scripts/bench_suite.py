@@ -186,6 +186,8 @@ def report(results: dict[str, dict[str, list[dict]]], budgets: dict[str, int]) -
     rows, aggregate = [], {}
     for env_id, by_trainer in results.items():
         for trainer, runs in by_trainer.items():
+            if not runs:  # a trainer left out (--trainers)
+                continue
             mean, std = _mean_std([r["final_mean_100"] for r in runs])
             reached = [r for r in runs if r["reached_at_step"] is not None]
             agg = {
@@ -285,6 +287,13 @@ def main() -> None:
         metavar="JSON",
         help="run nothing: report the runs of these suite.json files (e.g. one per env, run side by side) together",
     )
+    parser.add_argument(
+        "--trainers",
+        nargs="+",
+        default=["a3c", "sb3"],
+        choices=["a3c", "sb3"],
+        help="run only these (e.g. a3c and SB3 in two processes side by side, then --merge their suite.json)",
+    )
     args = parser.parse_args()
     if args.merge:
         merge(args.merge, args.out)
@@ -298,16 +307,16 @@ def main() -> None:
         for seed in args.seeds:
             for env_id in args.envs:  # alternate a3c and SB3, env by env, seed by seed
                 threshold = SUITE[env_id]["threshold"]
-                a = a3c_run(env_id, seed, budgets[env_id], args.workers, threshold, tmp, args.timeout)
-                results[env_id]["a3c"].append({"seed": seed, **a})
-                s = sb3_run(env_id, seed, budgets[env_id], threshold)
-                results[env_id]["sb3"].append({"seed": seed, **s})
-                print(
-                    f"{env_id} seed {seed}: a3c final {a['final_mean_100']}, reached at {a['reached_at_s']} s; "
-                    f"SB3 final {s['final_mean_100']}, reached at {s['reached_at_s']} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                line = f"{env_id} seed {seed}:"
+                if "a3c" in args.trainers:
+                    a = a3c_run(env_id, seed, budgets[env_id], args.workers, threshold, tmp, args.timeout)
+                    results[env_id]["a3c"].append({"seed": seed, **a})
+                    line += f" a3c final {a['final_mean_100']}, reached at {a['reached_at_s']} s;"
+                if "sb3" in args.trainers:
+                    s = sb3_run(env_id, seed, budgets[env_id], threshold)
+                    results[env_id]["sb3"].append({"seed": seed, **s})
+                    line += f" SB3 final {s['final_mean_100']}, reached at {s['reached_at_s']} s"
+                print(line, file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     table, aggregate = report(results, budgets)
