@@ -102,17 +102,18 @@ def test_sample_actions_follows_the_policy():
     assert draws.dtype == np.int64 and draws.min() >= 0 and draws.max() <= 2
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 @pytest.mark.parametrize("torso", [[], ["--shared-torso"]], ids=["separate", "shared"])
 def test_both_torsos_learn_cartpole(tmp_path, torso):
-    """A short CartPole run (2 workers) with each architecture gets well above random play (a mean return of about
-    22): the flat parameter buffer and the closed-form loss gradient train both. 25k steps at --lr 3e-3 took seed 1
-    to a 100-episode mean of about 64 (shared) and 130 (separate) at 20k steps."""
+    """A short CartPole run with each architecture gets well above random play (a mean return of about 22): the flat
+    parameter buffer and the closed-form loss gradient train both. The serial backend makes the run reproducible
+    (the asynchronous one, 2 worker processes, gave 47 to 130 for the same seed, with the machine's load); with
+    these settings seed 1 ends at a 100-episode mean of 139 (separate) and 119 (shared)."""
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--preset", "none", "--workers", "2"]
-    cmd += ["--envs-per-worker", "4", "--total-steps", "25000", "--lr", "3e-3", "--seed", "1", "--start-method", "fork"]
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--preset", "none", "--backend", "serial"]
+    cmd += ["--workers", "2", "--envs-per-worker", "4", "--total-steps", "25000", "--lr", "3e-3", "--seed", "1"]
     cmd += ["--checkpoint-every", "0", "--run-dir", str(run_dir), *torso]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
     assert done.returncode == 0, done.stderr
     mean = json.loads((run_dir / "summary.json").read_text())["mean_return_100"]
-    assert mean >= 50, f"100-episode mean return {mean} after 25k steps: not learning"
+    assert mean >= 60, f"100-episode mean return {mean} after 25k steps: not learning"
