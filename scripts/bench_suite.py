@@ -12,6 +12,7 @@ Wall time: a3c from its trainer's start (episodes.csv wall_time), SB3 from build
     pip install -e ".[bench]" "gymnasium[box2d]"
     python scripts/bench_suite.py --seeds 1 2 3 --out bench-out
     python scripts/bench_suite.py --envs CartPole-v1 Acrobot-v1 --seeds 1 --scale 0.01   # a smoke test
+    python scripts/bench_suite.py --merge out-a/suite.json out-b/suite.json --out bench-out   # runs made apart
 
 Per env: the final 100-episode training mean (mean +- std over seeds), how many seeds reached the threshold, the
 median steps and wall time to it, the median steps/s. Writes OUT/suite.json, .md and .png (learning curves against
@@ -185,6 +186,8 @@ def report(results: dict[str, dict[str, list[dict]]], budgets: dict[str, int]) -
     rows, aggregate = [], {}
     for env_id, by_trainer in results.items():
         for trainer, runs in by_trainer.items():
+            if not runs:  # a trainer left out (--trainers)
+                continue
             mean, std = _mean_std([r["final_mean_100"] for r in runs])
             reached = [r for r in runs if r["reached_at_step"] is not None]
             agg = {
@@ -247,6 +250,26 @@ def figure(results: dict[str, dict[str, list[dict]]]) -> Any:
     return fig
 
 
+def merge(paths: list[Path], out: Path) -> None:
+    """One table and figure from several suite.json files; their commands are recorded in the merged JSON."""
+    import json
+
+    results: dict[str, dict[str, list[dict]]] = {}
+    budgets: dict[str, int] = {}
+    commands = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        commands.append(data["command"])
+        budgets.update(data["budgets"])
+        for env_id, by_trainer in data["runs"].items():
+            for trainer, runs in by_trainer.items():
+                results.setdefault(env_id, {"a3c": [], "sb3": []})[trainer].extend(runs)
+    results = {env_id: results[env_id] for env_id in SUITE if env_id in results}  # the suite's order
+    table, aggregate = report(results, budgets)
+    data = {"budgets": budgets, "window": WINDOW, "merged_from": commands, "aggregate": aggregate, "runs": results}
+    save_results(out, "suite", data, table, figure(results))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="+", default=list(SUITE), choices=list(SUITE), metavar="ENV")
@@ -257,7 +280,24 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=7200.0, help="seconds allowed per a3c run")
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="run nothing: report the runs of these suite.json files (e.g. one per env, run side by side) together",
+    )
+    parser.add_argument(
+        "--trainers",
+        nargs="+",
+        default=["a3c", "sb3"],
+        choices=["a3c", "sb3"],
+        help="run only these (e.g. a3c and SB3 in two processes side by side, then --merge their suite.json)",
+    )
     args = parser.parse_args()
+    if args.merge:
+        merge(args.merge, args.out)
+        return
     if not 0.0 < args.scale <= 1.0:
         parser.error("--scale must be in (0, 1]")
     budgets = {env_id: max(1000, int(SUITE[env_id]["budget"] * args.scale)) for env_id in args.envs}
@@ -267,16 +307,16 @@ def main() -> None:
         for seed in args.seeds:
             for env_id in args.envs:  # alternate a3c and SB3, env by env, seed by seed
                 threshold = SUITE[env_id]["threshold"]
-                a = a3c_run(env_id, seed, budgets[env_id], args.workers, threshold, tmp, args.timeout)
-                results[env_id]["a3c"].append({"seed": seed, **a})
-                s = sb3_run(env_id, seed, budgets[env_id], threshold)
-                results[env_id]["sb3"].append({"seed": seed, **s})
-                print(
-                    f"{env_id} seed {seed}: a3c final {a['final_mean_100']}, reached at {a['reached_at_s']} s; "
-                    f"SB3 final {s['final_mean_100']}, reached at {s['reached_at_s']} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                line = f"{env_id} seed {seed}:"
+                if "a3c" in args.trainers:
+                    a = a3c_run(env_id, seed, budgets[env_id], args.workers, threshold, tmp, args.timeout)
+                    results[env_id]["a3c"].append({"seed": seed, **a})
+                    line += f" a3c final {a['final_mean_100']}, reached at {a['reached_at_s']} s;"
+                if "sb3" in args.trainers:
+                    s = sb3_run(env_id, seed, budgets[env_id], threshold)
+                    results[env_id]["sb3"].append({"seed": seed, **s})
+                    line += f" SB3 final {s['final_mean_100']}, reached at {s['reached_at_s']} s"
+                print(line, file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     table, aggregate = report(results, budgets)

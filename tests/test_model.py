@@ -1,6 +1,10 @@
 """ActorCritic (built from the spaces, with and without an LSTM core), its rollout unroll, the flat parameter/gradient
 buffers, and the Categorical distribution."""
 
+import json
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -199,3 +203,20 @@ def test_uint8_vectors_are_scaled_and_floats_are_not():
     x = torch.full((1, 6), 255, dtype=torch.uint8)
     torch.testing.assert_close(torso(x), torso.net(torch.ones(1, 6)))
     assert make_torso(gym.spaces.Box(-1, 1, (6,)), Config()).scale == 1.0
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("torso", [[], ["--shared-torso"]], ids=["separate", "shared"])
+def test_both_torsos_learn_cartpole(tmp_path, torso):
+    """A short CartPole run with each architecture gets well above random play (a mean return of about 22): the flat
+    parameter buffer and the closed-form loss gradient train both. The serial backend makes the run reproducible
+    (the asynchronous one, 2 worker processes, gave 47 to 130 for the same seed, with the machine's load); with
+    these settings seed 1 ends at a 100-episode mean of 139 (separate) and 119 (shared)."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--preset", "none", "--backend", "serial"]
+    cmd += ["--workers", "2", "--envs-per-worker", "4", "--total-steps", "25000", "--lr", "3e-3", "--seed", "1"]
+    cmd += ["--checkpoint-every", "0", "--run-dir", str(run_dir), *torso]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr
+    mean = json.loads((run_dir / "summary.json").read_text())["mean_return_100"]
+    assert mean >= 60, f"100-episode mean return {mean} after 25k steps: not learning"
