@@ -1,6 +1,6 @@
 """a3c.train and the package's Python API: from a script (under the __main__ guard, spawn), from a Jupyter notebook
-(nbclient + ipykernel), bad settings as ValueError with the CLI's message, and the example of
-docs/use_a_trained_agent.md, run."""
+(nbclient + ipykernel), bad settings as ValueError with the CLI's message, and the README's "Use a trained agent"
+example, run."""
 
 import json
 import re
@@ -99,9 +99,10 @@ def test_train_from_a_notebook(tmp_path):
 
 
 def test_the_docs_example_runs(tmp_path):
-    """docs/use_a_trained_agent.md's Python example, run as written but with a budget a test can afford."""
-    text = (ROOT / "docs" / "use_a_trained_agent.md").read_text()
-    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    """The README's "Use a trained agent" example, run as written but with a budget a test can afford."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Use a trained agent") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     budget = "total_steps=200_000, eval_every=50_000"
     assert budget in code
     code = code.replace(budget, "total_steps=4000, eval_every=2000, envs_per_worker=2, eval_episodes=2")

@@ -83,9 +83,11 @@ def test_the_tour_runs_as_written(tmp_path):
 
 
 def test_every_flag_the_readme_names_exists():
+    from a3c.evaluate import build_parser as evaluate_parser
     from a3c.train import build_parser
 
-    known = {option for action in build_parser()._actions for option in action.option_strings}
+    parsers = (build_parser(), evaluate_parser())  # the tour names python -m a3c.evaluate's flags too
+    known = {option for parser in parsers for action in parser._actions for option in action.option_strings}
     text = "".join(_section(t) for t in ("A short tour", "Choosing the number of workers", "Options"))
     named = set(re.findall(r"`(--[a-z-]+)", text))
     assert len(named) > 15
