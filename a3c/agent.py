@@ -45,6 +45,7 @@ def _identity(obs: np.ndarray) -> np.ndarray:
 class Agent:
     """A policy and its critic, for acting and valuing outside training.
 
+    A recurrent policy (--lstm) carries its state from one ``act`` to the next: call ``reset()`` when an episode starts.
     ``act(obs)`` takes one observation (shaped like the env's) or a batch ``[B, *obs_shape]`` and returns one action
     as the env's ``step`` takes it, or an array of B of them. ``value(obs)`` returns the critic's estimate of the
     discounted return from ``obs`` (a float, or an array of B), in the env's reward units."""
@@ -70,7 +71,18 @@ class Agent:
         self.evaluation = evaluation  # best.pt's evaluation result (None for other checkpoints)
         self.path = path
         self.rng = np.random.default_rng(seed)  # for act(obs, deterministic=False)
+        self.state: tuple[torch.Tensor, ...] = ()  # a recurrent policy's state, carried from act to act
         model.eval()
+
+    def reset(self, batch: int = 1) -> None:
+        """Start new episodes (``batch`` of them, acted on together): a recurrent policy forgets what it has seen.
+        Call it whenever an episode starts; a policy without a recurrent core has nothing to forget."""
+        self.state = self.model.initial_state(batch)
+
+    def _state_for(self, batch: int) -> tuple[torch.Tensor, ...]:
+        if not self.state or self.state[0].shape[0] != batch:
+            self.reset(batch)  # the first call, another batch size (new episodes), or no recurrent core
+        return self.state
 
     @property
     def observation_space(self) -> gym.Space:
@@ -97,7 +109,7 @@ class Agent:
 
     def _actions(self, x: torch.Tensor, deterministic: bool, rng: np.random.Generator | None) -> list[Any]:
         with torch.inference_mode():
-            params, _ = self.model.policy(x, self.model.initial_state(len(x)))
+            params, self.state = self.model.policy(x, self._state_for(len(x)))
         actions = self.dist.mode(params) if deterministic else self.dist.sample(params, rng or self.rng)
         return self.dist.env_actions(actions)
 
@@ -119,7 +131,7 @@ class Agent:
         """The critic's value of one observation (a float) or a batch (an array), in the env's reward units."""
         x, single = self._batch(obs)
         with torch.inference_mode():
-            values = self.model(x, self.model.initial_state(len(x)))[1].double().numpy() * self.value_scale
+            values = self.model(x, self._state_for(len(x)))[1].double().numpy() * self.value_scale
         return float(values[0]) if single else values
 
     def __repr__(self) -> str:
@@ -276,6 +288,7 @@ def run_episodes(
             [np.asarray(env.reset(seed=s)[0], dtype=np.float32) for env, s in zip(envs, group, strict=False)]
         )
         active = np.ones(len(group), dtype=bool)
+        agent.reset(len(group))  # new episodes: a recurrent policy starts from its initial state
         while active.any():
             actions = agent.act_batch(obs, deterministic, rng)
             for k in np.flatnonzero(active):

@@ -132,3 +132,27 @@ def test_value_is_in_reward_units(tmp_path, normalize):
     assert np.allclose(values, expected, rtol=0.05), (values, expected)
     assert (result.agent.value_scale != 1.0) == normalize
     assert result.summary["total_steps"] >= 8000 and result.run_dir == tmp_path / "run"
+
+
+def test_a_recurrent_agent_carries_its_state_between_actions_and_reset_forgets(tmp_path):
+    result = a3c.train(
+        env="envs/Memory-v0",
+        backend="serial",
+        lstm=8,
+        workers=1,
+        envs_per_worker=2,
+        total_steps=400,
+        run_dir=str(tmp_path / "run"),
+        checkpoint_every=0,
+        eval_every=0,
+    )
+    agent = result.agent
+    obs = np.ones(agent.spec.obs_shape, dtype=np.float32)
+    agent.reset()
+    agent.act(obs)
+    carried = tuple(s.clone() for s in agent.state)
+    assert carried and any(float(s.abs().sum()) > 0 for s in carried)  # the state moved
+    agent.act(obs)
+    assert not all(torch.equal(a, b) for a, b in zip(carried, agent.state, strict=True))
+    agent.reset()
+    assert all(float(s.abs().sum()) == 0 for s in agent.state)
