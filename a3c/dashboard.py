@@ -335,9 +335,10 @@ class Dashboard:
         per_worker: dict[int, tuple[np.ndarray, np.ndarray]],
         overall: tuple[np.ndarray, np.ndarray],
         step: int,
+        collect: bool = True,
     ) -> tuple[bytes, int]:
         title = f"{self.run.path.name}, step {step:,}"
-        png = figure_png(draw_loss_history(per_worker, overall, title=title))
+        png = figure_png(draw_loss_history(per_worker, overall, title=title), collect)
         write_bytes_atomic(png, self.run.plots / "loss_history.png")
         return png, step
 
@@ -364,9 +365,10 @@ class Dashboard:
             self._next_plot = now + self.plot_every_s
 
     def save_loss_history(self) -> Path:
-        """Render the figure now (waiting for a refresh in flight): plots/loss_history.png and the TB image."""
+        """Render the figure now (waiting for a refresh in flight): plots/loss_history.png and the TB image. The
+        run's last figure: no garbage collection after it (it would only slow the shutdown down)."""
         self._collect_plot(wait=True)
-        self._publish_image(*self._render(*self._snapshot(), self.source.global_step()))
+        self._publish_image(*self._render(*self._snapshot(), self.source.global_step(), collect=False))
         return self.run.plots / "loss_history.png"
 
     # -- end of run --------------------------------------------------------------------------------------------

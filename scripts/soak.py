@@ -5,9 +5,10 @@ with Ctrl-C (SIGINT), which writes summary.json (lost episodes, steps, episodes)
 
     nice -n 10 python scripts/soak.py --minutes 30 --workers 16 --out bench-out
 
-Prints a table (one row a minute), the memory slope per minute after the warm-up (least squares over the samples
-after --warmup-min minutes) and the disk growth per hour; writes OUT/soak.json, .md and .png (memory against time).
-Linux only (/proc).
+Prints a table (one row a minute, then every 5), the memory slope per minute after the warm-up (least squares over
+the samples from --warmup-min minutes on, and, separately, from --warmup-min minutes after every worker was up: on a
+loaded machine start-up alone can take minutes) and the disk growth per hour; writes OUT/soak.json, .md and .png
+(memory against time). ``--replot OUT/soak.json`` redoes the table and figure from saved samples. Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -100,8 +101,14 @@ def main() -> None:
     parser.add_argument("--warmup-min", type=float, default=2.0, help="minutes left out of the slopes")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="directory for soak.json, .md, .png")
     parser.add_argument("--run-dir", type=Path, default=None, help="the run's directory (default: a temporary one)")
+    parser.add_argument("--replot", type=Path, default=None, help="redo table and figure from this soak.json")
     parser.add_argument("train_args", nargs="*", help="extra a3c.train flags, after --")
     args = parser.parse_args()
+    if args.replot is not None:
+        saved = json.loads(args.replot.read_text())
+        args.minutes, args.workers, args.env = saved["minutes"], saved["workers"], saved["env"]
+        report(args, saved["train_command"], saved["samples"], saved["summary"], saved["final_disk"])
+        return
 
     tmp = tempfile.TemporaryDirectory(prefix="a3c-soak-")
     run_dir = args.run_dir or Path(tmp.name) / "run"
@@ -151,11 +158,15 @@ def main() -> None:
                 proc.wait()
         log.close()
     summary = json.loads((run_dir / "summary.json").read_text())
-    final_disk = disk(run_dir)
-    hours = samples[-1]["t_s"] / 3600
+    report(args, cmd, samples, summary, disk(run_dir))
+    tmp.cleanup()
 
+
+def report(args: argparse.Namespace, cmd: list[str], samples: list[dict], summary: dict, final_disk: dict) -> None:
+    hours = samples[-1]["t_s"] / 3600
     warm = args.warmup_min * 60
     t = [s["t_s"] for s in samples]
+    up = next((s["t_s"] for s in samples if s["workers_found"] >= args.workers), warm)  # every worker running
     worker_pss_mean = [float(np.mean(s["worker_pss_mb"])) if s["worker_pss_mb"] else np.nan for s in samples]
     worker_rss_max = [max(s["worker_rss_mb"], default=np.nan) for s in samples]
     slopes = {
@@ -163,6 +174,10 @@ def main() -> None:
         "main_pss_mb_per_min": slope_per_min(t, [s["main_pss_mb"] for s in samples], warm),
         "worker_pss_mean_mb_per_min": slope_per_min(t, worker_pss_mean, warm),
         "worker_rss_max_mb_per_min": slope_per_min(t, worker_rss_max, warm),
+        "workers_up_s": up,
+        "main_rss_mb_per_min_after_up": slope_per_min(t, [s["main_rss_mb"] for s in samples], up + warm),
+        "main_pss_mb_per_min_after_up": slope_per_min(t, [s["main_pss_mb"] for s in samples], up + warm),
+        "worker_pss_mean_mb_per_min_after_up": slope_per_min(t, worker_pss_mean, up + warm),
     }
     rates = {
         "events_mb_per_hour": slope_per_min(t, [s["events_mb"] for s in samples], warm) * 60,
@@ -207,7 +222,11 @@ def main() -> None:
     table += (
         f"\n\nAfter the first {args.warmup_min:g} min (least squares over the samples): main RSS "
         f"{fmt(slopes['main_rss_mb_per_min'])} MB/min, main PSS {fmt(slopes['main_pss_mb_per_min'])} MB/min, "
-        f"worker PSS (mean) {fmt(slopes['worker_pss_mean_mb_per_min'])} MB/min. TensorBoard events "
+        f"worker PSS (mean) {fmt(slopes['worker_pss_mean_mb_per_min'])} MB/min. Every worker was up at "
+        f"{up / 60:.1f} min; from {args.warmup_min:g} min after that: main RSS "
+        f"{fmt(slopes['main_rss_mb_per_min_after_up'])} MB/min, main PSS "
+        f"{fmt(slopes['main_pss_mb_per_min_after_up'])} MB/min, worker PSS (mean) "
+        f"{fmt(slopes['worker_pss_mean_mb_per_min_after_up'])} MB/min. TensorBoard events "
         f"{rates['events_mb_per_hour']:.1f} MB/hour, episodes.csv {rates['episodes_csv_mb_per_hour']:.1f} MB/hour "
         f"({summary['episodes'] / max(hours * 3600, 1e-9):,.0f} episodes/s, "
         f"{final_disk['episodes_csv_mb'] * MB / max(summary['episodes'], 1):.0f} bytes each). "
@@ -228,6 +247,7 @@ def main() -> None:
     mem.plot(tm, worker_pss_mean, label="worker PSS (mean)")
     mem.plot(tm, worker_rss_max, label="worker RSS (max)", ls="--")
     mem.axvline(args.warmup_min, color="grey", lw=0.8, ls=":")
+    mem.axvline(up / 60 + args.warmup_min, color="black", lw=0.8, ls=":")
     mem.set_xlabel("minutes")
     mem.set_ylabel("MB")
     mem.set_ylim(bottom=0)
@@ -253,7 +273,6 @@ def main() -> None:
         "samples": samples,
     }
     save_results(args.out, "soak", data, table, fig)
-    tmp.cleanup()
 
 
 if __name__ == "__main__":

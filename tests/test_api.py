@@ -93,7 +93,7 @@ def test_train_from_a_notebook(tmp_path):
     steps, action = re.fullmatch(r"steps (\d+) action (\d+)\n", text).groups()
     assert int(steps) >= 3000 and int(action) in (0, 1)
     assert "".join(o.get("text", "") for o in nb.cells[3].outputs) == (
-        "ValueError: --workers must be at least 1 (got 0)\n"
+        "ValueError: --workers must be at least 1 (got 0), or auto\n"
     )
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["total_steps"] == int(steps)
 
