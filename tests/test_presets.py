@@ -16,8 +16,10 @@ from a3c.train import build_parser, parse_cli, parse_config
 
 
 def test_every_shipped_preset_is_a_known_env_with_valid_settings():
+    import envs  # noqa: F401  (registers this project's envs/ ids)
+
     presets = load_presets()
-    assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3"} <= set(presets)
+    assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "envs/Memory-v0"} <= set(presets)
     for name, settings in presets.items():
         gym.spec(name)  # a registered id (LunarLander needs box2d only to be made, not to be looked up)
         assert settings, f"preset {name} sets nothing"
