@@ -23,10 +23,7 @@ then bumps ``control[REQUESTED]``, and writes nothing more until ``done`` reache
 from __future__ import annotations
 
 import csv
-import gc
-import signal
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -151,25 +148,11 @@ class Evaluator:
 def evaluator_main(
     channel: EvalChannel, config: Config, spec: EnvSpec, incarnation: int = 0, errors: Connection | None = None
 ) -> None:
-    """Process entry point (started by a ProcessLauncher, as the workers are: see a3c.worker.worker_main for the
-    reasons behind each of the first lines)."""
-    from a3c.worker import MAX_TRACEBACK_BYTES, _cut_to_bytes, _exit_with_parent
+    """Process entry point (started by a ProcessLauncher, as the workers are, and set up the same way:
+    a3c.worker.run_as_process)."""
+    from a3c.worker import run_as_process
 
-    gc.freeze()
-    torch.set_num_threads(1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    terminate = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: terminate.set())
-    _exit_with_parent()
-    try:
-        Evaluator(channel, config, spec).run(terminate.is_set)
-    except Exception:
-        if errors is not None:
-            errors.send(_cut_to_bytes(traceback.format_exc(), MAX_TRACEBACK_BYTES))
-            errors.close()
-        else:
-            traceback.print_exc()
-        sys.exit(1)
+    run_as_process(lambda terminate: Evaluator(channel, config, spec).run(terminate), errors)
 
 
 # -- the main process's side ---------------------------------------------------------------------------------------

@@ -55,6 +55,17 @@ def worker_main(
     ``incarnation`` earlier processes of this rank in this session (restarts): together with the rank they name this
     process's random streams (a3c.seeding), so no restart or resume replays another's episodes. An exception is
     sent, as traceback text, on ``errors`` (this rank's pipe to the launcher), and the process exits with 1."""
+    run_as_process(
+        lambda terminate: Worker(
+            rank, channel, config, spec, run_start, WorkerSeeds(config.seed, session, rank, incarnation)
+        ).run(terminate),
+        errors,
+    )
+
+
+def run_as_process(body: Callable[[Callable[[], bool]], None], errors: Connection | None) -> None:
+    """What every process a launcher starts (workers, the evaluator) does around its ``body(terminate)``: the set-up
+    below, and an exception sent, as traceback text, on ``errors`` (its pipe to the launcher), then exit code 1."""
     # Everything inherited from the parent (fork) or the fork server goes into a generation the garbage collector
     # never scans: a full collection writes to the header of every object it visits, which would copy nearly the
     # whole inherited heap into this process (copy-on-write pages touched by a read-only workload). O(1): it links
@@ -68,9 +79,7 @@ def worker_main(
     signal.signal(signal.SIGTERM, lambda signum, frame: terminate.set())
     _exit_with_parent()
     try:
-        Worker(rank, channel, config, spec, run_start, WorkerSeeds(config.seed, session, rank, incarnation)).run(
-            terminate.is_set
-        )
+        body(terminate.is_set)
     except Exception:
         if errors is not None:
             errors.send(_cut_to_bytes(traceback.format_exc(), MAX_TRACEBACK_BYTES))
