@@ -258,6 +258,9 @@ def test_the_same_seed_reproduces_a_serial_or_single_worker_run(tmp_path, backen
             timeout=90,
         )
         assert done.returncode == 0, done.stderr
-        episodes[name] = [(r["worker"], r["index"], r["return"], r["loss"]) for r in episode_rows(run_dir)]
+        # by (worker, index): the file's interleaving of workers follows the dashboard's ticks (wall time)
+        episodes[name] = sorted(
+            (int(r["worker"]), int(r["index"]), r["return"], r["loss"]) for r in episode_rows(run_dir)
+        )
     assert episodes["a"] == episodes["b"] and len(episodes["a"]) > 10
     assert episodes["a"] != episodes["c"]
