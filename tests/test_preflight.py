@@ -12,7 +12,7 @@ from a3c.preflight import preflight
 
 def test_preflight_returns_the_env_spec():
     spec = preflight(Config(env="CartPole-v1"))
-    assert (spec.obs_dim, spec.n_actions, spec.reward_threshold) == (4, 2, 475.0)
+    assert (spec.obs_dim, spec.action_space.n, spec.reward_threshold) == (4, 2, 475.0)
 
 
 def test_non_empty_run_dir_is_refused(tmp_path):
