@@ -188,7 +188,7 @@ class Dashboard:
         self.floor_step = max(self.floor_step, purge_step)
         self.restarts = restarts
         self.episodes = len(kept)
-        for row in kept:
+        for row in sorted(kept, key=lambda r: r["wall_time"]):  # the order tick() takes them in
             self.recent_returns.append(row["return"])
             self.loss_history.add(int(row["worker"]), row["loss"])
             self._check_solved(int(row["global_step"]), row["wall_time"])

@@ -74,6 +74,10 @@ def test_the_tour_runs_as_written(tmp_path):
             proc = _train(args, tmp_path)
             assert "this session: steps" in proc.stderr
             continue
+        if "--show-config" in args:  # prints the resolved settings, trains nothing
+            proc = _train(args, tmp_path)
+            assert "# preset" in proc.stdout and "--workers" in proc.stdout
+            continue
         run_dir = tmp_path / f"run{i}"
         proc = _train([*args, *SMALL, "--run-dir", str(run_dir)], tmp_path)
         assert (run_dir / "summary.json").exists() and proc.stderr.strip().splitlines()[-1].startswith("a3c: ")
