@@ -40,6 +40,7 @@ from a3c.checkpoint import save_checkpoint
 from a3c.config import Config
 from a3c.environment import EnvSpec
 from a3c.model import build_model, flatten_parameters
+from a3c.run_dir import CsvLog
 from a3c.supervisor import Supervisor
 
 RESULT_FIELDS = ("mean_return", "std_return", "mean_length", "min_return", "max_return", "episodes", "eval_s")
@@ -165,25 +166,16 @@ class EvalResult:
         return {"global_step": self.step, **self.values, "wall_time": wall_time}
 
 
-class EvalLog:
-    """eval.csv: one row per evaluation (CSV_COLUMNS), flushed on every append."""
+class EvalLog(CsvLog):
+    """eval.csv: one row per evaluation (CSV_COLUMNS)."""
 
     def __init__(self, path: Path) -> None:
-        new = not path.exists() or path.stat().st_size == 0
-        self.file = open(path, "a", newline="")
-        self.writer = csv.writer(self.file)
-        if new:
-            self.writer.writerow(CSV_COLUMNS)
-            self.file.flush()
+        super().__init__(path, CSV_COLUMNS)
 
     def append(self, row: dict[str, float]) -> None:
-        self.writer.writerow(
-            [int(row[c]) if c in ("global_step", "episodes") else repr(float(row[c])) for c in CSV_COLUMNS]
+        self.write_rows(
+            [[int(row[c]) if c in ("global_step", "episodes") else repr(float(row[c])) for c in CSV_COLUMNS]]
         )
-        self.file.flush()
-
-    def close(self) -> None:
-        self.file.close()
 
 
 def read_eval_log(path: Path, max_step: int | None = None) -> list[dict[str, float]]:

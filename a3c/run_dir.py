@@ -106,26 +106,21 @@ class RunDirectory:
         write_json_atomic(self.summary_json, summary)
 
 
-class EpisodeLog:
-    """episodes.csv, appended to as episodes are read from the board (flushed on every append)."""
+class CsvLog:
+    """A CSV file appended to row by row, its header written when the file is new; every append is flushed."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
         new = not path.exists() or path.stat().st_size == 0
         self.file = open(path, "a", newline="")
         self.writer = csv.writer(self.file)
         if new:
-            self.writer.writerow(CSV_COLUMNS)
+            self.writer.writerow(columns)
             self.file.flush()
 
-    def append(self, episodes: list[Episode]) -> None:
-        if not episodes:
-            return
-        for ep in episodes:
-            values = [repr(float(v)) for v in ep.values]
-            values[FIELDS.index("length")] = str(int(ep["length"]))
-            values[FIELDS.index("global_step")] = str(int(ep["global_step"]))
-            self.writer.writerow([ep.worker, ep.index, *values])
-        self.file.flush()
+    def write_rows(self, rows: list[list[Any]]) -> None:
+        if rows:
+            self.writer.writerows(rows)
+            self.file.flush()
 
     def sync(self) -> None:
         """Everything appended so far on disk (before a checkpoint that counts these rows)."""
@@ -134,3 +129,19 @@ class EpisodeLog:
 
     def close(self) -> None:
         self.file.close()
+
+
+class EpisodeLog(CsvLog):
+    """episodes.csv, appended to as episodes are read from the board."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, CSV_COLUMNS)
+
+    def append(self, episodes: list[Episode]) -> None:
+        rows = []
+        for ep in episodes:
+            values = [repr(float(v)) for v in ep.values]
+            values[FIELDS.index("length")] = str(int(ep["length"]))
+            values[FIELDS.index("global_step")] = str(int(ep["global_step"]))
+            rows.append([ep.worker, ep.index, *values])
+        self.write_rows(rows)
