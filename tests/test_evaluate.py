@@ -136,8 +136,10 @@ def test_evaluate_records_videos(run, tmp_path):
 
 def test_serial_backend_evaluates_in_the_main_process(tmp_path):
     run_dir = tmp_path / "serial"
+    # a 2 ms env: a dashboard tick (0.25 s of the workers' turns) never jumps past a multiple of --eval-every
+    slow = ("--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.002")
     cmd = train_cmd(
-        run_dir, "--backend", "serial", "--total-steps", "3000", "--eval-every", "1000", "--eval-episodes", "2"
+        run_dir, *slow, "--backend", "serial", "--total-steps", "3000", "--eval-every", "1000", "--eval-episodes", "2"
     )
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr
