@@ -13,6 +13,7 @@ from typing import Any
 from a3c.errors import UserError
 
 LR_SCHEDULES = ("constant", "linear")
+BACKENDS = ("shared-memory", "serial", "ray")
 
 
 def workers_arg(text: str) -> int | str:
@@ -104,9 +105,29 @@ class Config:
     log_std_init: float = flag(0.0, help="initial log standard deviation of the Gaussian policy (Box actions)")
     backend: str = flag(
         "shared-memory",
-        help="where workers run: shared-memory (processes, the fast default) or serial (all in this process, in "
-        "turn: for pdb and cProfile)",
-        choices=("shared-memory", "serial"),
+        help="where workers run: shared-memory (processes on this machine, the fast default), serial (all in this "
+        "process, in turn: for pdb and cProfile) or ray (actors on a Ray cluster: pip install 'a3c[ray]')",
+        choices=BACKENDS,
+    )
+    ray_address: str | None = flag(
+        None,
+        help="with --backend ray: the cluster to join (auto: the one `ray start` runs here; or HOST:PORT); "
+        "default: start a local Ray instance for this run",
+        metavar="ADDR",
+    )
+    ray_node_ip: str = flag(
+        "127.0.0.1",
+        help="with --backend ray: this machine's address in the Ray cluster (on a multi-machine cluster, the one "
+        "given to `ray start --node-ip-address`)",
+        metavar="IP",
+    )
+    ray_cpus_per_worker: float = flag(
+        1.0, help="with --backend ray: CPUs each worker actor reserves (Ray's scheduling resource)"
+    )
+    push_every: int = flag(
+        1,
+        help="with --backend ray: a worker sums the gradients of this many rollouts and pushes them in one round "
+        "trip (fewer round trips; the rollouts between share one set of weights)",
     )
     start_method: str | None = flag(
         None,
@@ -232,8 +253,18 @@ class Config:
             (self.max_skipped_in_row >= 1, f"--max-skipped-in-row must be at least 1 (got {self.max_skipped_in_row})"),
             (self.optimizer in ("adam", "rmsprop"), f"--optimizer must be adam or rmsprop (got {self.optimizer!r})"),
             (
-                self.backend in ("shared-memory", "serial"),
-                f"--backend must be shared-memory or serial (got {self.backend!r})",
+                self.backend in BACKENDS,
+                f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})",
+            ),
+            (self.push_every >= 1, f"--push-every must be at least 1 (got {self.push_every})"),
+            (
+                self.push_every == 1 or self.backend == "ray",
+                f"--push-every {self.push_every} is for --backend ray (shared-memory and serial workers apply every "
+                "update at once); drop it or add --backend ray",
+            ),
+            (
+                math.isfinite(self.ray_cpus_per_worker) and self.ray_cpus_per_worker >= 0.0,
+                f"--ray-cpus-per-worker must be a number >= 0 (got {self.ray_cpus_per_worker})",
             ),
         ]
         for ok, message in checks:

@@ -84,7 +84,9 @@ class EpisodeScalars:
             if g is None:
                 g = self.groups[group] = _Group()
             g.add(step, {"return": ret, "second": second})
-            if wall_time >= g.next_time:
+            # points_per_s = 0 writes every episode, even one read after a later-ending episode of another worker
+            # (its wall time below the group's last sample's): comparing wall times would drop it
+            if self.period == 0.0 or wall_time >= g.next_time:
                 g.next_time = wall_time + self.period
                 tag_return, tag_second = sample_tags(group)
                 out.append((group, step, {tag_return: ret, tag_second: second}))

@@ -8,6 +8,7 @@ own (about 2 s more) instead of after it. That halves the start-up of a run with
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import multiprocessing.forkserver
 import signal
@@ -30,6 +31,8 @@ def check_new_run_dir(path: Path) -> None:
 def preflight(config: Config) -> EnvSpec:
     """Validate everything that can be validated without torch; return the env's spec. Raises UserError."""
     config.validate()
+    if config.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise UserError("--backend ray needs Ray, which is not installed; pip install 'a3c[ray]' (or 'ray>=2.40')")
     spec = describe_env(config.env, config.env_kwargs)
     check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
     if config.resume is None and config.run_dir:

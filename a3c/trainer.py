@@ -25,8 +25,8 @@ from tqdm import tqdm
 
 from a3c.backends import Coordinator, Launcher
 from a3c.backends.serial import SerialLauncher
-from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, SharedRun
-from a3c.board import EpisodeBoard, Stat
+from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, create_shared_run
+from a3c.board import Stat
 from a3c.checkpoint import (
     LATEST,
     CheckpointSchedule,
@@ -41,12 +41,10 @@ from a3c.config import Config
 from a3c.dashboard import Dashboard
 from a3c.environment import EnvSpec
 from a3c.evaluator import EvalChannel, Evaluation, Evaluator, evaluator_main
-from a3c.model import build_model, flatten_parameters, parameter_count
-from a3c.optim import make_optimizer
+from a3c.model import parameter_count
 from a3c.preflight import preflight, start_fork_server
 from a3c.run_dir import RunDirectory, final_line, round_return
-from a3c.running_stats import SharedMoments
-from a3c.seeding import WorkerSeeds, model_init_seed
+from a3c.seeding import WorkerSeeds
 from a3c.supervisor import Supervisor
 from a3c.tensorboard_server import TensorBoardServer
 from a3c.worker import Worker, worker_main
@@ -106,6 +104,7 @@ class Trainer:
         self.evaluation: Evaluation | None = None  # --eval-every (a3c.evaluator)
         self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
         self.tensorboard: TensorBoardServer | None = None
+        self.ray: Any = None  # the Ray backend's connection (a3c.backends.ray_backend.RayBackend), when in use
 
     def _kill_children(self) -> None:
         if self.supervisor is not None:
@@ -125,6 +124,8 @@ class Trainer:
             return self._run(signals)
         finally:
             signals.restore()
+            if self.ray is not None:
+                self.ray.close()  # after the final checkpoint: the server held the state it saved
 
     def _run(self, signals: _Signals) -> int:
         cfg, spec, resume = self.config, self.spec, self.resume
@@ -140,21 +141,17 @@ class Trainer:
         run.write_config(cfg)
         self.run_dir = run.path
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
-        torch.manual_seed(model_init_seed(cfg.seed))
-        self.model, self.dist = build_model(spec, cfg)
-        params, _ = flatten_parameters(self.model, shared=True)
-        self.optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, slots=cfg.workers)
-        coordinator = self.coordinator = SharedMemoryCoordinator(
-            SharedRun(
-                params,
-                self.optimizer,
-                EpisodeBoard(cfg.workers),
-                cfg.total_steps,
-                cfg.lr_schedule,
-                obs_stats=SharedMoments(spec.obs_shape, cfg.workers) if cfg.normalize_obs else None,
-                reward_stats=SharedMoments((), cfg.workers) if cfg.normalize_reward else None,
-            )
-        )
+        if cfg.backend == "ray":
+            # the global model, the optimizer and the episode board live in a Ray actor (a3c/backends/ray_backend.py)
+            from a3c.backends.ray_backend import RayBackend
+
+            self.ray = RayBackend.start(cfg, spec)
+            self.model, self.dist = self.ray.model, self.ray.dist
+            coordinator: Coordinator = self.ray.coordinator
+        else:
+            shared, self.model, self.dist = create_shared_run(spec, cfg)
+            coordinator = SharedMemoryCoordinator(shared)
+        self.coordinator = coordinator
         self.resumed_from_step = None
         self.restarts_before = 0
         if resume is not None:
@@ -269,6 +266,10 @@ class Trainer:
                 lambda rank, incarnation: Worker(
                     rank, coordinator.channel(rank), cfg, spec, start, WorkerSeeds(cfg.seed, session, rank, incarnation)
                 )
+            )
+        if cfg.backend == "ray":
+            return self.ray.launcher(
+                lambda rank: (rank, coordinator.channel(rank), cfg, spec, start, session), cfg.ray_cpus_per_worker
             )
         method = cfg.resolved_start_method()
         if method == "forkserver":

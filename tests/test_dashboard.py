@@ -307,6 +307,26 @@ def test_zero_points_per_s_writes_every_episode(tmp_path):
     assert len(worker_events(run, 0).Scalars("workers/0/episodic_return")) == 20
 
 
+def test_zero_points_per_s_writes_an_episode_read_after_a_later_ending_one(tmp_path):
+    """Workers publish in their own rhythm: an episode that ended earlier (wall time) can be read in a later tick
+    than another worker's later-ending one. With points_per_s = 0 it is written all the same (it was dropped: the
+    sampler compared its wall time with the last sample's, and TensorBoard then held fewer points than episodes.csv
+    rows in the kill -9 resume test)."""
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(2, capacity=64)
+    dash = Dashboard(
+        run, coordinator_for(board), total_steps=100, reward_threshold=None, start_time=0.0, points_per_s=0.0
+    )
+    board.write(1, episode(ret=1.0, loss=0.0, global_step=10, wall_time=2.0))
+    board.add_steps(1, 10)
+    dash.tick()
+    board.write(0, episode(ret=2.0, loss=0.0, global_step=20, wall_time=1.0))  # ended first, read second
+    board.add_steps(0, 10)
+    dash.tick()
+    dash.close()
+    assert [e.value for e in read_events(tmp_path).Scalars("charts/episodic_return")] == [1.0, 2.0]
+
+
 def test_purge_on_resume_reaches_every_event_stream(tmp_path):
     """What a resume writes: TensorBoard drops, in the run's stream and in each worker's, the points at or after the
     checkpoint's step that an earlier session wrote."""

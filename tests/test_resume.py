@@ -104,42 +104,4 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     # checkpoint carried steps below it and survived the purge: TensorBoard kept episodes that episodes.csv dropped
     # (16,670 points against 16,540 rows in the review's run). Now TensorBoard holds exactly the rows' episodes.
     episode_steps = _scalar_steps(run_dir, "charts/episodic_return")
-    if sorted(episode_steps) != sorted(int(r["global_step"]) for r in rows):
-        # Known gap (see the issue-9 note): TensorBoard's reader drops a tag's later points when a point goes back in
-        # step, and episodes of different workers reach it slightly out of step order, so a few points can be
-        # missing (4 of ~9,000 in one CI run). Never more than episodes.csv holds: that part is asserted.
-        assert len(episode_steps) < len(rows)
-        pytest.xfail(f"TensorBoard holds {len(episode_steps)} episode points, episodes.csv {len(rows)} rows")
-
-
-@pytest.mark.timeout(120)
-def test_normalisation_statistics_survive_a_resume(tmp_path):
-    """--normalize-obs/--normalize-reward: the resumed run's statistics go on from the checkpoint's counts (every
-    observation of both sessions counted once, the first session's mean kept), not from an empty start."""
-    run_dir = tmp_path / "run"
-    norm = ("--normalize-obs", "--normalize-reward")
-    first = subprocess.run(
-        train_cmd(run_dir, *norm, "--total-steps", "2000"), capture_output=True, text=True, timeout=100
-    )
-    assert first.returncode == 0, first.stderr
-    ckpt1 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
-    step1 = ckpt1["global_step"]
-    envs = 2 * 2  # train_cmd: 2 workers x 2 envs, each counts its reset observation, then one per env step
-    assert ckpt1["obs_stats"]["count"] == envs + step1
-    assert ckpt1["reward_stats"]["count"] == step1  # one discounted return per env step
-
-    second = subprocess.run(
-        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "4000"),
-        capture_output=True,
-        text=True,
-        timeout=100,
-    )
-    assert second.returncode == 0, second.stderr
-    ckpt2 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
-    step2 = ckpt2["global_step"]
-    assert step2 >= 4000
-    # continued: the first session's samples plus the second's (its envs reset again), none lost, none twice
-    assert ckpt2["obs_stats"]["count"] == ckpt1["obs_stats"]["count"] + envs + (step2 - step1)
-    assert ckpt2["reward_stats"]["count"] == ckpt1["reward_stats"]["count"] + (step2 - step1)
-    var = ckpt2["obs_stats"]["var"]
-    assert torch.isfinite(var).all() and (var > 0).all()
+    assert sorted(episode_steps) == sorted(int(r["global_step"]) for r in rows)

@@ -10,9 +10,9 @@
   their loops here). The supervision policy (restarts, hang detection from heartbeats) lives in a3c.supervisor on
   top of it.
 
-Implementations: ``shared_memory`` (default: worker processes, shared tensors, Hogwild, no locks) and ``serial``
+Implementations: ``shared_memory`` (default: worker processes, shared tensors, Hogwild, no locks), ``serial``
 (every worker's loop in the main process, in turn: for pdb and cProfile, and the proof that nothing else reaches
-around these interfaces).
+around these interfaces) and ``ray_backend`` (worker actors on a Ray cluster around a parameter-server actor).
 """
 
 from __future__ import annotations
@@ -117,4 +117,4 @@ class Launcher(Protocol):
     def pids(self) -> list[int]: ...
 
 
-BACKENDS = ("shared_memory", "serial")
+BACKENDS = ("shared_memory", "serial", "ray")

@@ -22,8 +22,13 @@ import numpy as np
 import torch
 
 from a3c.board import BoardReader, Episode, EpisodeBoard, Stat
-from a3c.optim import _SharedOptimizer, scheduled_lr
+from a3c.config import Config
+from a3c.distributions import Distribution
+from a3c.environment import EnvSpec
+from a3c.model import build_model, flatten_parameters
+from a3c.optim import _SharedOptimizer, make_optimizer, scheduled_lr
 from a3c.running_stats import SharedMoments
+from a3c.seeding import model_init_seed
 
 STOP, INTERVAL = 0, 1  # slots of the control tensor; the main process is their only writer
 # per-worker stats that count over the whole run (restored on resume); the others are gauges of a live process
@@ -42,6 +47,26 @@ class SharedRun:
     lr_schedule: str = "constant"
     obs_stats: SharedMoments | None = None
     reward_stats: SharedMoments | None = None
+
+
+def create_shared_run(spec: EnvSpec, config: Config) -> tuple[SharedRun, torch.nn.Module, Distribution]:
+    """The global model (initialised from --seed: the same weights in every backend), its parameters as one flat
+    shared tensor, the shared optimizer, the episode board and the running statistics; and the model and its
+    distribution (for what the main process needs to know about them)."""
+    assert isinstance(config.workers, int), "resolve --workers auto first"
+    torch.manual_seed(model_init_seed(config.seed))
+    model, dist = build_model(spec, config)
+    params, _ = flatten_parameters(model, shared=True)
+    run = SharedRun(
+        params,
+        make_optimizer(config.optimizer, params, config.lr, slots=config.workers),
+        EpisodeBoard(config.workers),
+        config.total_steps,
+        config.lr_schedule,
+        obs_stats=SharedMoments(spec.obs_shape, config.workers) if config.normalize_obs else None,
+        reward_stats=SharedMoments((), config.workers) if config.normalize_reward else None,
+    )
+    return run, model, dist
 
 
 class SharedMemoryChannel:

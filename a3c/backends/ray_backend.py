@@ -1,0 +1,489 @@
+"""The Ray backend (``--backend ray``): the same trainer on a Ray cluster (or a local Ray instance).
+
+- A **parameter-server actor** (``ParameterServer``), pinned to the driver's node, holds the global parameters, the
+  optimizer state, the episode board, the control state and the running statistics. It is the shared-memory
+  backend's coordinator and channels, in the actor's process: Ray runs one method of an actor at a time, so the
+  gradients are applied in arrival order (A3C semantics) and the snapshot for a checkpoint is one instant.
+- **Worker actors** (``RayWorker``), spread over the nodes, run the same ``a3c.worker.Worker`` loop as worker
+  processes do; their channel (``RayChannel``) turns the loop's calls into few actor calls. Per iteration: one
+  round trip (``push``: the gradient goes, the lag, the new weights and the control state come back, so the next
+  ``pull`` is local) and one call without a wait (``publish``: Ray runs the calls of one caller in order, so a
+  worker's steps, episodes and stats arrive in the order the loop made them). With ``--push-every N`` the gradients
+  of N rollouts are summed and pushed once (N times fewer round trips, N rollouts on the same weights).
+- The **driver** (``RayCoordinator``) reads everything new in one call per dashboard tick (``tick``: episodes, stats,
+  global step) and answers the trainer, dashboard and supervisor from that copy. ``RayLauncher`` starts a worker
+  actor per rank; a dead actor (process killed, node lost) shows as an exit by SIGKILL, and the supervisor restarts
+  the rank in a new actor (same rank, next incarnation: fresh seeds), which Ray places on a live node.
+
+Checkpoints hold exactly what the shared-memory backend's hold, so a run started on one backend resumes on the other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import ray
+import torch
+from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from a3c.backends.shared_memory import INTERVAL, SharedMemoryCoordinator, create_shared_run
+from a3c.board import Episode
+from a3c.config import Config
+from a3c.environment import EnvSpec
+from a3c.running_stats import Moments
+from a3c.seeding import WorkerSeeds
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours the header of a remote traceback
+CONTROL_REFRESH_S = 0.1  # a worker that has not pushed for this long asks the server whether to stop
+CALL_TIMEOUT_S = 30.0  # the driver's calls to the server (a server this slow is gone)
+OBJECT_STORE_BYTES = 256 * 2**20  # of a local instance: weights and gradients are small (Atari CNN: ~7 MB)
+
+
+class ParameterServer:
+    """The global state of a run, in one Ray actor (see the module docstring). Its methods are the backend's
+    interfaces, split into a worker's calls and the driver's."""
+
+    def __init__(self, spec: EnvSpec, config: Config) -> None:
+        torch.set_num_threads(1)
+        # gradients arrive as read-only numpy arrays (Ray's zero-copy objects); the optimizer only reads them
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        run, _, _ = create_shared_run(spec, config)
+        self.coordinator = SharedMemoryCoordinator(run)
+        self.channels = [self.coordinator.channel(rank) for rank in range(config.workers)]
+        self.moments = {"obs_stats": run.obs_stats, "reward_stats": run.reward_stats}
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    # -- a worker's calls ----------------------------------------------------------------------------------------
+    def weights(self) -> tuple[int, np.ndarray]:
+        """The global parameters and their version (the update count)."""
+        return self.coordinator.optimizer.step_count(), self.coordinator.params.detach().numpy().copy()
+
+    def control(self) -> tuple[bool, int, int]:
+        """(stop, logging interval, global step)."""
+        c = self.coordinator
+        return c.should_stop(), c.interval(), c.global_step()
+
+    def push(self, rank: int, grad: np.ndarray, pulled_at: int) -> tuple[int, int, np.ndarray, tuple[bool, int, int]]:
+        """Apply a gradient (arrival order); return the lag, the new weights with their version, and the control."""
+        lag = self.channels[rank].push(torch.from_numpy(grad), pulled_at)
+        return (lag, *self.weights(), self.control())
+
+    def publish(self, rank: int, steps: int, rows: np.ndarray | None, stats: np.ndarray) -> None:
+        self.channels[rank].publish(steps, [] if rows is None else list(rows), stats)
+
+    def load_stats(self, rank: int) -> np.ndarray:
+        return self.channels[rank].load_stats()
+
+    def all_ready(self) -> bool:
+        return self.channels[0].all_ready()
+
+    def moments_read(self, key: str, row: int) -> Moments:
+        return self.moments[key].read(row)
+
+    def moments_publish(self, key: str, slot: int, moments: Moments) -> None:
+        self.moments[key].publish(slot, moments)
+
+    def moments_merged(self, key: str, skip: int | None) -> Moments:
+        return self.moments[key].merged(skip=skip)
+
+    # -- the driver's calls --------------------------------------------------------------------------------------
+    def state(self) -> tuple[np.ndarray, int, int, np.ndarray]:
+        """(stats rows, global step, lost episodes, episodes read per worker)."""
+        c = self.coordinator
+        return c.stats().copy(), c.global_step(), c.lost, c.episodes_read()
+
+    def tick(self) -> tuple[list[Episode], np.ndarray, int, int, np.ndarray]:
+        """Every episode published since the last tick, and the state after reading them."""
+        return (self.coordinator.drain(), *self.state())
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.coordinator.snapshot()
+
+    def running_stats(self) -> dict[str, Any]:
+        return self.coordinator.running_stats()
+
+    def restore(self, payload: dict[str, Any]) -> None:
+        self.coordinator.restore(payload)
+
+    def request_stop(self) -> None:
+        self.coordinator.request_stop()
+
+    def set_interval(self, interval: int) -> None:
+        self.coordinator.control[INTERVAL] = interval
+
+
+class RemoteMoments:
+    """A worker's handle on running statistics kept by the server (what a3c.running_stats's appliers call on
+    SharedMoments: read, publish, merged)."""
+
+    def __init__(self, server: Any, key: str, shape: tuple[int, ...]) -> None:
+        self.server, self.key, self.shape = server, key, shape
+
+    def read(self, row: int) -> Moments:
+        return ray.get(self.server.moments_read.remote(self.key, row))
+
+    def publish(self, slot: int, moments: Moments) -> None:
+        self.server.moments_publish.remote(self.key, slot, moments)  # ordered before this worker's next calls
+
+    def merged(self, skip: int | None = None) -> Moments:
+        return ray.get(self.server.moments_merged.remote(self.key, skip))
+
+
+class RayChannel:
+    """A worker's view (a3c.backends.WorkerChannel) over the parameter server. Picklable (an actor handle)."""
+
+    def __init__(
+        self, rank: int, server: Any, push_every: int, stats_shapes: dict[str, tuple[int, ...]] | None = None
+    ) -> None:
+        self.rank, self.server, self.push_every = rank, server, push_every
+        shapes = stats_shapes or {}
+        self.obs_stats = RemoteMoments(server, "obs_stats", shapes["obs_stats"]) if "obs_stats" in shapes else None
+        self.reward_stats = RemoteMoments(server, "reward_stats", ()) if "reward_stats" in shapes else None
+        self._weights: torch.Tensor | None = None
+        self._version = 0
+        self._control = (False, 0, 0)
+        self._control_at = 0.0
+        self._sum: torch.Tensor | None = None  # --push-every: the gradients summed so far, and how many
+        self._summed = 0
+        self._summed_from = 0  # the version the first of them was computed on
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "server": self.server,
+            "push_every": self.push_every,
+            "stats_shapes": {m.key: m.shape for m in (self.obs_stats, self.reward_stats) if m is not None},
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state)  # type: ignore[misc]
+
+    def _set_control(self, control: tuple[bool, int, int]) -> None:
+        self._control, self._control_at = control, time.monotonic()
+
+    def _refresh_control(self) -> None:
+        if time.monotonic() - self._control_at > CONTROL_REFRESH_S:
+            self._set_control(ray.get(self.server.control.remote()))
+
+    def pull(self, dest: torch.Tensor) -> int:
+        # the weights came back with this worker's last push (or are fetched once, at the start)
+        if self._weights is None:
+            version, weights = ray.get(self.server.weights.remote())
+            self._weights, self._version = torch.from_numpy(np.array(weights)), version
+        with torch.no_grad():
+            dest.copy_(self._weights)
+        return self._version
+
+    def push(self, grad: torch.Tensor, pulled_at: int) -> int:
+        if self.push_every > 1:
+            if self._sum is None:
+                self._sum, self._summed_from = grad.clone(), pulled_at
+            else:
+                self._sum += grad
+            self._summed += 1
+            if self._summed < self.push_every:
+                return self._version - pulled_at  # nothing applied yet: no update has come in between
+            grad, pulled_at, self._sum, self._summed = self._sum, self._summed_from, None, 0
+        lag, version, weights, control = ray.get(self.server.push.remote(self.rank, grad.numpy(), pulled_at))
+        self._weights, self._version = torch.from_numpy(np.array(weights)), version
+        self._set_control(control)
+        return lag
+
+    def should_stop(self) -> bool:
+        self._refresh_control()
+        return self._control[0]
+
+    def interval(self) -> int:
+        return self._control[1]
+
+    def global_step(self) -> int:
+        return self._control[2]  # as of this worker's last push: at most the step at its next publish
+
+    def load_stats(self) -> np.ndarray:
+        return np.array(ray.get(self.server.load_stats.remote(self.rank)))  # a writable copy (Ray's is read-only)
+
+    def publish(self, steps: int, episodes: Sequence[np.ndarray], stats: np.ndarray) -> None:
+        rows = np.stack(episodes) if episodes else None
+        self.server.publish.remote(self.rank, steps, rows, stats.copy())  # no wait: ordered before the next call
+
+    def all_ready(self) -> bool:
+        ready = ray.get(self.server.all_ready.remote())
+        self._set_control(ray.get(self.server.control.remote()))
+        return ready
+
+    def flush(self) -> None:
+        """Wait until the server has run every call this worker made (its last publish before it exits)."""
+        ray.get(self.server.control.remote())
+
+
+class RayWorker:
+    """A worker actor: runs one worker incarnation's loop (a3c.worker.Worker) until its channel says stop."""
+
+    def run(
+        self,
+        rank: int,
+        channel: RayChannel,
+        config: Config,
+        spec: EnvSpec,
+        run_start: float,
+        session: int,
+        incarnation: int,
+    ) -> None:
+        from a3c.worker import Worker  # imported in the actor's process
+
+        torch.set_num_threads(1)  # as in a worker process: N workers x M intra-op threads would thrash
+        worker = Worker(rank, channel, config, spec, run_start, WorkerSeeds(config.seed, session, rank, incarnation))
+        try:
+            worker.run()
+        finally:
+            channel.flush()
+
+    def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+
+class RayCoordinator:
+    """The driver's view (a3c.backends.Coordinator): one ``tick`` call to the server per dashboard tick; the stats,
+    the global step and the counters are answered from what that call returned."""
+
+    def __init__(self, server: Any, workers: int, total_steps: int, push_every: int, stats_shapes: dict) -> None:
+        self.server, self.workers, self.total_steps = server, workers, total_steps
+        self.push_every, self.stats_shapes = push_every, stats_shapes
+        self._stop = False
+        self._interval = 0
+        self._set_state(self._call(server.state))
+
+    def _call(self, method: Any, *args: Any) -> Any:
+        return ray.get(method.remote(*args), timeout=CALL_TIMEOUT_S)
+
+    def _set_state(self, state: tuple[np.ndarray, int, int, np.ndarray]) -> None:
+        self._stats, self._global_step, self._lost, self._read = state
+
+    def channel(self, rank: int) -> RayChannel:
+        return RayChannel(rank, self.server, self.push_every, self.stats_shapes)
+
+    def drain(self) -> list[Episode]:
+        episodes, *state = self._call(self.server.tick)
+        self._set_state(tuple(state))  # type: ignore[arg-type]
+        for ep in episodes:
+            ep.values = np.array(ep.values)  # writable (the dashboard stamps them); Ray's arrays are read-only
+        return episodes
+
+    @property
+    def lost(self) -> int:
+        return self._lost
+
+    def episodes_read(self) -> np.ndarray:
+        return self._read.copy()
+
+    def stats(self) -> np.ndarray:
+        return self._stats
+
+    def global_step(self) -> int:
+        return self._global_step
+
+    def should_stop(self) -> bool:
+        return self._stop or self._global_step >= self.total_steps
+
+    def request_stop(self) -> None:
+        self._stop = True
+        try:
+            self._call(self.server.request_stop)
+        except (RayError, GetTimeoutError):
+            pass  # the server is gone (the cluster went down): the workers are gone with it
+
+    def interval(self) -> int:
+        return self._interval
+
+    def next_interval(self) -> None:
+        self._interval += 1
+        self.server.set_interval.remote(self._interval)
+
+    def snapshot(self) -> dict[str, Any]:
+        return self._call(self.server.snapshot)
+
+    def running_stats(self) -> dict[str, Any]:
+        return self._call(self.server.running_stats)
+
+    def restore(self, payload: dict[str, Any]) -> None:
+        self._call(self.server.restore, payload)
+        self._set_state(self._call(self.server.state))
+
+
+class RayLauncher:
+    """A worker actor per rank (a3c.backends.Launcher); ``args_for(rank)`` gives RayWorker.run's arguments but the
+    incarnation. Workers are spread over the nodes, ``cpus`` CPUs each (Ray's scheduling resource)."""
+
+    def __init__(self, args_for: Callable[[int], tuple[Any, ...]], cpus: float, log: Callable[[str], None]) -> None:
+        self.args_for, self.cpus, self.log = args_for, cpus, log
+        self.actor_class = ray.remote(RayWorker)
+        self.actors: dict[int, Any] = {}
+        self.refs: dict[int, Any] = {}
+        self.codes: dict[int, int | None] = {}
+        self.tracebacks: dict[int, str | None] = {}
+        self.nodes: dict[int, str] = {}  # the node of each rank's current actor, once it is known
+        self._placing: dict[int, Any] = {}  # rank -> the pending answer of its new actor's node_id()
+
+    def start(self, rank: int, incarnation: int) -> None:
+        actor = self.actor_class.options(
+            num_cpus=self.cpus, scheduling_strategy="SPREAD", name=None, max_restarts=0
+        ).remote()
+        self.actors[rank] = actor
+        self._placing[rank] = actor.node_id.remote()  # runs before run(): an actor runs its calls in order
+        self.refs[rank] = actor.run.remote(*self.args_for(rank), incarnation)
+        self.codes[rank], self.tracebacks[rank] = None, None
+        self.nodes.pop(rank, None)
+
+    def _report_placement(self, rank: int) -> None:
+        """Once rank's actor is placed: one line naming its node (where its envs run, where to find its logs)."""
+        ref = self._placing.get(rank)
+        if ref is None or not ray.wait([ref], timeout=0)[0]:
+            return
+        del self._placing[rank]
+        try:
+            self.nodes[rank] = ray.get(ref)
+        except RayError:
+            return  # the actor died before it ran: exitcode() reports that
+        self.log(f"a3c: worker {rank} on Ray node {self.nodes[rank]}")
+
+    def _settle(self, rank: int, timeout: float = 0.0) -> None:
+        """Record rank's exit code if its run has ended (within ``timeout``)."""
+        if self.codes[rank] is not None:
+            return
+        ready, _ = ray.wait([self.refs[rank]], timeout=timeout)
+        if not ready:
+            return
+        try:
+            ray.get(ready[0])
+            self.codes[rank] = 0
+        except RayTaskError as err:  # the worker raised: its traceback, as the worker wrote it
+            self.codes[rank], self.tracebacks[rank] = 1, ANSI_ESCAPE.sub("", str(err))
+        except RayActorError as err:  # the actor's process died, or its node was lost
+            self.codes[rank] = -signal.SIGKILL
+            self.tracebacks[rank] = f"its Ray actor died: {str(err).strip().splitlines()[0]}"
+
+    def exitcode(self, rank: int) -> int | None:
+        self._report_placement(rank)
+        self._settle(rank)
+        return self.codes[rank]
+
+    def traceback(self, rank: int) -> str | None:
+        return self.tracebacks[rank]
+
+    def kill(self, rank: int) -> None:
+        ray.kill(self.actors[rank], no_restart=True)
+        self._settle(rank, timeout=5.0)
+
+    def kill_all(self) -> None:
+        for actor in self.actors.values():
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 (an emergency stop: go on with the others)
+                pass
+
+    def join(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for the workers to see the stop and return; then kill the stragglers (an actor
+        is killed between two of its calls to the server, never inside the server's update)."""
+        running = [rank for rank in self.refs if self.codes[rank] is None]
+        if running:
+            ray.wait([self.refs[r] for r in running], num_returns=len(running), timeout=timeout)
+        for rank in running:
+            self._settle(rank)
+            if self.codes[rank] is None:
+                self.log(f"a3c: worker {rank} (a Ray actor) did not stop within {timeout:g} s; killing it")
+                self.kill(rank)
+
+    def wait(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def pids(self) -> list[int]:
+        return []  # actors may live on other machines
+
+
+class RayBackend:
+    """Connects to Ray (or starts a local instance), creates the parameter server, and closes what it started."""
+
+    def __init__(self, server: Any, coordinator: RayCoordinator, model: torch.nn.Module, dist: Any, owns: bool):
+        self.server, self.coordinator, self.model, self.dist, self.owns = server, coordinator, model, dist, owns
+
+    @classmethod
+    def start(cls, config: Config, spec: EnvSpec) -> RayBackend:
+        assert isinstance(config.workers, int)
+        owns = connect(config)
+        # the model here only answers questions about it (parameter count, head size): the server builds its own
+        _, model, dist = create_shared_run(spec, config)
+        here = ray.get_runtime_context().get_node_id()
+        server = (
+            ray.remote(ParameterServer)
+            .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False))
+            .remote(spec, config)
+        )
+        stats_shapes = {}
+        if config.normalize_obs:
+            stats_shapes["obs_stats"] = tuple(spec.obs_shape)
+        if config.normalize_reward:
+            stats_shapes["reward_stats"] = ()
+        coordinator = RayCoordinator(server, config.workers, config.total_steps, config.push_every, stats_shapes)
+        return cls(server, coordinator, model, dist, owns)
+
+    def launcher(self, args_for: Callable[[int], tuple[Any, ...]], cpus: float) -> RayLauncher:
+        return RayLauncher(args_for, cpus, log=lambda line: print(line, file=sys.stderr))
+
+    def close(self) -> None:
+        """End the server; disconnect (a local instance started here is shut down with it)."""
+        try:
+            ray.kill(self.server, no_restart=True)
+        except Exception:  # noqa: BLE001 (already gone)
+            pass
+        ray.shutdown()
+
+
+def connect(config: Config) -> bool:
+    """Connect this process to Ray: a new local instance (``--ray-address`` unset), a running cluster (``auto`` or
+    an address). Returns whether a new instance was started. Ray's own SIGINT/SIGTERM handlers are not kept: the
+    trainer's decide what a Ctrl-C means."""
+    if ray.is_initialized():
+        return False
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    common: dict[str, Any] = {
+        "_node_ip_address": config.ray_node_ip,
+        "include_dashboard": False,
+        "logging_level": "ERROR",
+        "log_to_driver": False,
+        # `module:Name-v0` envs from the current directory can be imported by the workers
+        "runtime_env": {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, (os.getcwd(), os.environ.get("PYTHONPATH"))))}},
+    }
+    if config.ray_address is not None and _is_loopback(config.ray_address.rpartition(":")[0]):
+        # A cluster on this machine, reached on 127.0.0.1 (a test cluster): Ray would rewrite a loopback address to
+        # the machine's outward one before connecting, which a cluster bound to 127.0.0.1 does not answer on. Its
+        # switch for that (read where the address is resolved) is this constant; keep the address as given.
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        if config.ray_address is None:
+            assert isinstance(config.workers, int)
+            cpus = max(os.cpu_count() or 1, int(np.ceil(config.workers * config.ray_cpus_per_worker)))
+            ray.init(num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, **common)
+        else:
+            ray.init(address=config.ray_address, **common)
+    finally:
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    return config.ray_address is None
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")

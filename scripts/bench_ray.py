@@ -1,0 +1,108 @@
+"""Steps/s of --backend ray against the shared-memory backend, on this machine, in one run of this script: CartPole-v1
+(a fast env: the round trip to the parameter server per update is what limits Ray) and envs/SlowCartPole-v1 at
+10 ms per step (a slow data source: the env limits both), with 2 and 16 workers. Runs alternate
+(shared-memory, ray, shared-memory, ...) so that load on the machine hits both alike; the ratio is of medians.
+
+    pip install -e ".[ray]"
+    python scripts/bench_ray.py --repeats 2 --out bench-out
+
+steps/s is the trainer's own (summary.json: from the first env step to the end of the last update; start-up, which
+for Ray includes starting a local Ray instance, is the startup column). Prints a markdown table; writes
+OUT/ray.json, .md and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table, run_train, save_results  # noqa: E402
+
+ENVS = {
+    "CartPole-v1": ["--env", "CartPole-v1"],
+    "slow 10 ms": ["--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.01", "mode=sleep"],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 16], help="worker counts")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per backend and setting")
+    parser.add_argument("--fast-steps", type=int, default=200_000, help="env steps of each CartPole-v1 run")
+    parser.add_argument("--slow-steps-per-worker", type=int, default=400, help="env steps per worker, slow env")
+    parser.add_argument("--push-every", type=int, default=1, help="--push-every of the Ray runs")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
+    args = parser.parse_args()
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for env, env_flags in ENVS.items():
+            for workers in args.workers:
+                if env == "CartPole-v1":
+                    flags = [*env_flags, "--total-steps", str(args.fast_steps)]
+                else:  # one env per worker, as bench_slow_env: the same work per worker whatever the count
+                    steps = args.slow_steps_per_worker * workers
+                    flags = [*env_flags, "--envs-per-worker", "1", "--total-steps", str(steps)]
+                flags += ["--workers", str(workers), "--eval-every", "0", "--preset", "none"]
+                sps: dict[str, list[float]] = {"shared-memory": [], "ray": []}
+                startup: dict[str, list[float]] = {"shared-memory": [], "ray": []}
+                for r in range(args.repeats):
+                    for backend in sps:
+                        extra = ["--backend", backend]
+                        if backend == "ray":
+                            extra += ["--push-every", str(args.push_every)]
+                        run_dir = Path(tmp) / f"{env.split()[0]}-{workers}-{backend}-{r}"
+                        s = run_train([*flags, *extra], run_dir)
+                        sps[backend].append(s["steps_per_s"])
+                        startup[backend].append(s["startup_s"] or 0.0)
+                        print(f"{env}, {workers} workers, {backend}: {s['steps_per_s']:,.0f} steps/s", flush=True)
+                shm, ray = statistics.median(sps["shared-memory"]), statistics.median(sps["ray"])
+                results.append(
+                    {
+                        "env": env,
+                        "workers": workers,
+                        "shared_memory_sps": sps["shared-memory"],
+                        "ray_sps": sps["ray"],
+                        "ratio": ray / shm,
+                        "startup_s": {b: statistics.median(v) for b, v in startup.items()},
+                    }
+                )
+
+    rows = [
+        [
+            r["env"],
+            r["workers"],
+            statistics.median(r["shared_memory_sps"]),
+            statistics.median(r["ray_sps"]),
+            f"{r['ratio']:.2f}x",
+            r["startup_s"]["shared-memory"],
+            r["startup_s"]["ray"],
+        ]
+        for r in results
+    ]
+    table = markdown_table(
+        ["env", "workers", "shared-memory steps/s", "ray steps/s", "ray / shared-memory", "startup s (shm)",
+         "startup s (ray)"],
+        rows,
+    )
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    labels = [f"{r['env']}\n{r['workers']} workers" for r in results]
+    ax.bar(labels, [r["ratio"] for r in results], color="tab:blue")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_ylabel("Ray steps/s over shared-memory steps/s")
+    ax.set_title("--backend ray against shared memory, same machine, same run")
+    fig.tight_layout()
+    save_results(args.out, "ray", {"results": results, "push_every": args.push_every}, table, fig)
+
+
+if __name__ == "__main__":
+    main()
