@@ -266,6 +266,8 @@ def resolve_workers(config: Config, spec: EnvSpec, log: Callable[[str], None] | 
         choice = auto_choice(config, spec)
         log(f"a3c: --workers auto: {choice.reason}")
         return dataclasses.replace(config, workers=choice.workers, workers_auto=choice.to_dict())
+    if config.backend == "ray" and config.ray_address is not None:
+        return config  # a cluster's cores, not this machine's, are what a count given there is for
     cores = usable_cores()
     if isinstance(config.workers, int) and config.workers > cores and config.workers > HINT_RATIO * cores:
         message = hint(config.workers, auto_choice(config, spec, cores))

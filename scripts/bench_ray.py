@@ -17,6 +17,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -28,6 +29,46 @@ ENVS = {
 }
 
 
+def push_costs(calls: int) -> dict[str, float]:
+    """What one update costs the Ray backend beyond the shared-memory one, on CartPole-v1's default model: the
+    round trip of ``ParameterServer.push`` (the gradient out, the weights and control back) called from this process
+    through Ray, against the same method called in-process (applying the update, copying the weights)."""
+    import numpy as np
+    import ray
+
+    from a3c.backends.ray_backend import ParameterServer, connect
+    from a3c.config import Config
+    from a3c.environment import describe_env
+
+    config = Config(workers=2, eval_every=0)
+    spec = describe_env(config.env, {})
+    local = ParameterServer(spec, config)
+    grad = np.zeros(local.coordinator.params.numel(), dtype=np.float32)
+
+    def per_call(call) -> float:
+        call()  # warm
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        return (time.perf_counter() - start) / calls
+
+    in_process = per_call(lambda: local.push(0, grad, 0))
+    connect(config)
+    try:
+        server = ray.remote(ParameterServer).options(num_cpus=0).remote(spec, config)
+        round_trip = per_call(lambda: ray.get(server.push.remote(0, grad, 0)))
+        publish = per_call(lambda: server.publish.remote(0, 40, None, np.zeros(16)))
+        ray.get(server.control.remote())
+    finally:
+        ray.shutdown()
+    return {
+        "push_in_process_ms": in_process * 1e3,
+        "push_round_trip_ms": round_trip * 1e3,
+        "publish_submit_ms": publish * 1e3,
+        "parameters": int(grad.size),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 16], help="worker counts")
@@ -35,9 +76,17 @@ def main() -> None:
     parser.add_argument("--fast-steps", type=int, default=200_000, help="env steps of each CartPole-v1 run")
     parser.add_argument("--slow-steps-per-worker", type=int, default=400, help="env steps per worker, slow env")
     parser.add_argument("--push-every", type=int, default=1, help="--push-every of the Ray runs")
+    parser.add_argument("--calls", type=int, default=2000, help="calls timed for the per-update cost")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
     args = parser.parse_args()
 
+    costs = push_costs(args.calls)
+    print(
+        f"per update, CartPole-v1 model ({costs['parameters']:,} parameters): push in-process "
+        f"{costs['push_in_process_ms']:.3f} ms, push through Ray {costs['push_round_trip_ms']:.3f} ms, "
+        f"publish (no wait) {costs['publish_submit_ms']:.3f} ms",
+        flush=True,
+    )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for env, env_flags in ENVS.items():
@@ -85,8 +134,15 @@ def main() -> None:
         for r in results
     ]
     table = markdown_table(
-        ["env", "workers", "shared-memory steps/s", "ray steps/s", "ray / shared-memory", "startup s (shm)",
-         "startup s (ray)"],
+        [
+            "env",
+            "workers",
+            "shared-memory steps/s",
+            "ray steps/s",
+            "ray / shared-memory",
+            "startup s (shm)",
+            "startup s (ray)",
+        ],
         rows,
     )
     import matplotlib
@@ -101,7 +157,12 @@ def main() -> None:
     ax.set_ylabel("Ray steps/s over shared-memory steps/s")
     ax.set_title("--backend ray against shared memory, same machine, same run")
     fig.tight_layout()
-    save_results(args.out, "ray", {"results": results, "push_every": args.push_every}, table, fig)
+    table += (
+        f"\n\nPer update (CartPole-v1's model, {costs['parameters']:,} parameters, {args.calls} calls): the server's "
+        f"push in-process {costs['push_in_process_ms']:.3f} ms; through Ray (gradient out, weights back) "
+        f"{costs['push_round_trip_ms']:.3f} ms; submitting a publish {costs['publish_submit_ms']:.3f} ms."
+    )
+    save_results(args.out, "ray", {"results": results, "push_every": args.push_every, "per_update": costs}, table, fig)
 
 
 if __name__ == "__main__":

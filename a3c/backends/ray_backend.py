@@ -44,7 +44,8 @@ from a3c.seeding import WorkerSeeds
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours the header of a remote traceback
 CONTROL_REFRESH_S = 0.1  # a worker that has not pushed for this long asks the server whether to stop
-CALL_TIMEOUT_S = 30.0  # the driver's calls to the server (a server this slow is gone)
+CALL_TIMEOUT_S = 120.0  # the driver's calls to the server (a server this slow is gone)
+START_TIMEOUT_S = 600.0  # the server's start: a new Ray worker process imports torch (slow on a busy machine)
 OBJECT_STORE_BYTES = 256 * 2**20  # of a local instance: weights and gradients are small (Atari CNN: ~7 MB)
 
 
@@ -262,10 +263,10 @@ class RayCoordinator:
         self.push_every, self.stats_shapes = push_every, stats_shapes
         self._stop = False
         self._interval = 0
-        self._set_state(self._call(server.state))
+        self._set_state(self._call(server.state, timeout=START_TIMEOUT_S))
 
-    def _call(self, method: Any, *args: Any) -> Any:
-        return ray.get(method.remote(*args), timeout=CALL_TIMEOUT_S)
+    def _call(self, method: Any, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
+        return ray.get(method.remote(*args), timeout=timeout)
 
     def _set_state(self, state: tuple[np.ndarray, int, int, np.ndarray]) -> None:
         self._stats, self._global_step, self._lost, self._read = state
@@ -456,13 +457,14 @@ def connect(config: Config) -> bool:
     if ray.is_initialized():
         return False
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    pythonpath = os.pathsep.join(filter(None, (os.getcwd(), os.environ.get("PYTHONPATH"))))
     common: dict[str, Any] = {
         "_node_ip_address": config.ray_node_ip,
         "include_dashboard": False,
         "logging_level": "ERROR",
         "log_to_driver": False,
         # `module:Name-v0` envs from the current directory can be imported by the workers
-        "runtime_env": {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, (os.getcwd(), os.environ.get("PYTHONPATH"))))}},
+        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}},
     }
     if config.ray_address is not None and _is_loopback(config.ray_address.rpartition(":")[0]):
         # A cluster on this machine, reached on 127.0.0.1 (a test cluster): Ray would rewrite a loopback address to
