@@ -80,11 +80,17 @@ def _checked(path: Path, name: str, key: str, value: Any) -> Any:
     raise UserError(f"{where} = {value!r}: expected {getattr(hint, '__name__', hint)}")
 
 
+ATARI_PRESET = "atari"  # the preset of every ALE/* id that has none of its own
+
+
 def preset_name(env: str, requested: str | None) -> str | None:
-    """The preset a new run uses: ``requested`` (--preset) if given, else the one named like ``env``, if any."""
+    """The preset a new run uses: ``requested`` (--preset) if given, else the one named like ``env``, else for an
+    Atari game (ALE/...) the ``atari`` preset, if any."""
     presets = load_presets()
     if requested is None:
-        return env if env in presets else None
+        if env in presets:
+            return env
+        return ATARI_PRESET if env.startswith("ALE/") and ATARI_PRESET in presets else None
     if requested.lower() == NO_PRESET:
         return None
     if requested not in presets:

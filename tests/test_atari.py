@@ -1,0 +1,56 @@
+"""ALE/Pong-v5 end to end (the [atari] extra): a short training run with and without --lstm, with an evaluation
+during training, then `python -m a3c.evaluate` and `a3c.load(...).act` on the game's own observations."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from procs import episode_rows, summary
+
+pytest.importorskip("ale_py", reason="Atari needs the [atari] extra (.ci/run installs it)")
+
+import a3c  # noqa: E402
+from a3c.environment import make_env  # noqa: E402
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("lstm", [[], ["--lstm", "32"]], ids=["cnn", "cnn-lstm"])
+def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "ALE/Pong-v5", "--workers", "1", "--envs-per-worker", "1"]
+    cmd += ["--total-steps", "600", "--eval-every", "300", "--eval-episodes", "1", "--run-dir", str(run_dir), *lstm]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=350)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["preset"] == "atari" and config["optimizer"] == "rmsprop" and config["n_steps"] == 20
+    assert config["lstm"] == (32 if lstm else config["lstm"])
+    s = summary(run_dir)
+    assert s["total_steps"] >= 600 and s["updates"] > 0 and s["skipped_updates"] == 0
+    assert s["evaluations"] >= 1 and s["eval_last_mean_return"] is not None  # a whole game, greedy, on its own env
+    assert -21 <= s["eval_last_mean_return"] <= 21
+    assert len(episode_rows(run_dir)) == s["episodes"]
+
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "a3c.evaluate", str(run_dir), "--episodes", "1", "--json", str(tmp_path / "e.json")],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    result = json.loads((tmp_path / "e.json").read_text())
+    assert len(result["returns"]) == 1 and -21 <= result["returns"][0] <= 21
+
+    agent = a3c.load(run_dir)
+    env = make_env("ALE/Pong-v5", {}, training=False)  # what a user plays: the same preprocessing, whole games
+    obs, _ = env.reset(seed=3)
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    agent.reset()
+    for _ in range(20):
+        action = agent.act(obs)
+        assert env.action_space.contains(action)
+        obs, *_ = env.step(action)
+    env.close()
