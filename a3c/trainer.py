@@ -130,6 +130,12 @@ class Trainer:
     def _run(self, signals: _Signals) -> int:
         cfg, spec, resume = self.config, self.spec, self.resume
         start = time.time()
+        if cfg.backend == "ray":
+            # first, so that a cluster that cannot be reached leaves no run directory behind: the global model, the
+            # optimizer and the episode board live in a Ray actor (a3c/backends/ray_backend.py)
+            from a3c.backends.ray_backend import RayBackend
+
+            self.ray = RayBackend.start(cfg, spec)
         if resume is None:
             run = RunDirectory.create(cfg)
             kept_episodes: list[dict[str, float]] = []
@@ -141,11 +147,7 @@ class Trainer:
         run.write_config(cfg)
         self.run_dir = run.path
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
-        if cfg.backend == "ray":
-            # the global model, the optimizer and the episode board live in a Ray actor (a3c/backends/ray_backend.py)
-            from a3c.backends.ray_backend import RayBackend
-
-            self.ray = RayBackend.start(cfg, spec)
+        if self.ray is not None:
             self.model, self.dist = self.ray.model, self.ray.dist
             coordinator: Coordinator = self.ray.coordinator
         else:

@@ -39,6 +39,7 @@ from a3c.backends.shared_memory import INTERVAL, SharedMemoryCoordinator, create
 from a3c.board import Episode
 from a3c.config import Config
 from a3c.environment import EnvSpec
+from a3c.errors import UserError
 from a3c.running_stats import Moments
 from a3c.seeding import WorkerSeeds
 
@@ -420,22 +421,35 @@ class RayBackend:
 
     @classmethod
     def start(cls, config: Config, spec: EnvSpec) -> RayBackend:
+        """Connect, and start the parameter server on this (the driver's) node. UserError, with Ray shut down
+        again, when Ray cannot be reached or the server does not start."""
         assert isinstance(config.workers, int)
         owns = connect(config)
-        # the model here only answers questions about it (parameter count, head size): the server builds its own
-        _, model, dist = create_shared_run(spec, config)
-        here = ray.get_runtime_context().get_node_id()
-        server = (
-            ray.remote(ParameterServer)
-            .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False))
-            .remote(spec, config)
-        )
-        stats_shapes = {}
-        if config.normalize_obs:
-            stats_shapes["obs_stats"] = tuple(spec.obs_shape)
-        if config.normalize_reward:
-            stats_shapes["reward_stats"] = ()
-        coordinator = RayCoordinator(server, config.workers, config.total_steps, config.push_every, stats_shapes)
+        try:
+            # the model here only answers questions about it (parameter count, head size): the server builds its own
+            _, model, dist = create_shared_run(spec, config)
+            here = ray.get_runtime_context().get_node_id()
+            server = (
+                ray.remote(ParameterServer)
+                .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False))
+                .remote(spec, config)
+            )
+            stats_shapes = {}
+            if config.normalize_obs:
+                stats_shapes["obs_stats"] = tuple(spec.obs_shape)
+            if config.normalize_reward:
+                stats_shapes["reward_stats"] = ()
+            coordinator = RayCoordinator(server, config.workers, config.total_steps, config.push_every, stats_shapes)
+        except GetTimeoutError:
+            ray.shutdown()
+            raise UserError(
+                f"the Ray parameter server did not start within {START_TIMEOUT_S:g} s (a new Ray worker process "
+                "imports torch; on an overloaded machine or a full cluster that can take this long); check `ray "
+                "status` and the load, then run again"
+            ) from None
+        except BaseException:
+            ray.shutdown()
+            raise
         return cls(server, coordinator, model, dist, owns)
 
     def launcher(self, args_for: Callable[[int], tuple[Any, ...]], cpus: float) -> RayLauncher:
@@ -480,6 +494,14 @@ def connect(config: Config) -> bool:
             ray.init(num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, **common)
         else:
             ray.init(address=config.ray_address, **common)
+    except (ConnectionError, ValueError) as err:
+        ray.shutdown()
+        where = "a running cluster (`ray start --head` on the head node)" if config.ray_address == "auto" else "it"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(
+            f"--ray-address {config.ray_address}: cannot connect to Ray ({first}); check {where}, or leave "
+            "--ray-address out to start a local Ray instance"
+        ) from None
     finally:
         for sig, handler in handlers.items():
             if handler is not None:
