@@ -57,7 +57,8 @@ def push_costs(calls: int) -> dict[str, float]:
     try:
         server = ray.remote(ParameterServer).options(num_cpus=0).remote(spec, config)
         round_trip = per_call(lambda: ray.get(server.push.remote(0, grad, 0)))
-        publish = per_call(lambda: server.publish.remote(0, 40, None, np.zeros(16)))
+        stats_row = local.load_stats(0)
+        publish = per_call(lambda: server.publish.remote(0, 40, None, stats_row))
         ray.get(server.control.remote())
     finally:
         ray.shutdown()
