@@ -76,7 +76,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="runs per backend and setting")
     parser.add_argument("--fast-steps", type=int, default=200_000, help="env steps of each CartPole-v1 run")
     parser.add_argument("--slow-steps-per-worker", type=int, default=400, help="env steps per worker, slow env")
-    parser.add_argument("--push-every", type=int, default=1, help="--push-every of the Ray runs")
+    parser.add_argument(
+        "--push-every", type=int, nargs="+", default=[1, 4], help="--push-every values of the Ray runs (CartPole-v1)"
+    )
     parser.add_argument("--calls", type=int, default=2000, help="calls timed for the per-update cost")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
     args = parser.parse_args()
@@ -98,34 +100,43 @@ def main() -> None:
                     steps = args.slow_steps_per_worker * workers
                     flags = [*env_flags, "--envs-per-worker", "1", "--total-steps", str(steps)]
                 flags += ["--workers", str(workers), "--eval-every", "0", "--preset", "none"]
-                sps: dict[str, list[float]] = {"shared-memory": [], "ray": []}
-                startup: dict[str, list[float]] = {"shared-memory": [], "ray": []}
+                # CartPole-v1: Ray with each --push-every given; the slow env: the first one
+                pushes = args.push_every if env == "CartPole-v1" else args.push_every[:1]
+                backends = ["shared-memory", *(f"ray:{n}" for n in pushes)]
+                sps: dict[str, list[float]] = {b: [] for b in backends}
+                startup: dict[str, list[float]] = {b: [] for b in backends}
                 for r in range(args.repeats):
-                    for backend in sps:
-                        extra = ["--backend", backend]
-                        if backend == "ray":
-                            extra += ["--push-every", str(args.push_every)]
-                        run_dir = Path(tmp) / f"{env.split()[0]}-{workers}-{backend}-{r}"
+                    for backend in backends:
+                        name, _, push_every = backend.partition(":")
+                        extra = ["--backend", name] + (["--push-every", push_every] if push_every else [])
+                        run_dir = Path(tmp) / f"{env.split()[0]}-{workers}-{name}-{push_every}-{r}"
                         s = run_train([*flags, *extra], run_dir)
                         sps[backend].append(s["steps_per_s"])
                         startup[backend].append(s["startup_s"] or 0.0)
                         print(f"{env}, {workers} workers, {backend}: {s['steps_per_s']:,.0f} steps/s", flush=True)
-                shm, ray = statistics.median(sps["shared-memory"]), statistics.median(sps["ray"])
-                results.append(
-                    {
-                        "env": env,
-                        "workers": workers,
-                        "shared_memory_sps": sps["shared-memory"],
-                        "ray_sps": sps["ray"],
-                        "ratio": ray / shm,
-                        "startup_s": {b: statistics.median(v) for b, v in startup.items()},
-                    }
-                )
+                shm = statistics.median(sps["shared-memory"])
+                for backend in backends[1:]:
+                    ray = statistics.median(sps[backend])
+                    results.append(
+                        {
+                            "env": env,
+                            "workers": workers,
+                            "push_every": int(backend.partition(":")[2]),
+                            "shared_memory_sps": sps["shared-memory"],
+                            "ray_sps": sps[backend],
+                            "ratio": ray / shm,
+                            "startup_s": {
+                                "shared-memory": statistics.median(startup["shared-memory"]),
+                                "ray": statistics.median(startup[backend]),
+                            },
+                        }
+                    )
 
     rows = [
         [
             r["env"],
             r["workers"],
+            r["push_every"],
             statistics.median(r["shared_memory_sps"]),
             statistics.median(r["ray_sps"]),
             f"{r['ratio']:.2f}x",
@@ -138,6 +149,7 @@ def main() -> None:
         [
             "env",
             "workers",
+            "push every",
             "shared-memory steps/s",
             "ray steps/s",
             "ray / shared-memory",
@@ -152,7 +164,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    labels = [f"{r['env']}\n{r['workers']} workers" for r in results]
+    labels = [f"{r['env']}\n{r['workers']} workers, push {r['push_every']}" for r in results]
     ax.bar(labels, [r["ratio"] for r in results], color="tab:blue")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_ylabel("Ray steps/s over shared-memory steps/s")
@@ -163,7 +175,7 @@ def main() -> None:
         f"push in-process {costs['push_in_process_ms']:.3f} ms; through Ray (gradient out, weights back) "
         f"{costs['push_round_trip_ms']:.3f} ms; submitting a publish {costs['publish_submit_ms']:.3f} ms."
     )
-    save_results(args.out, "ray", {"results": results, "push_every": args.push_every, "per_update": costs}, table, fig)
+    save_results(args.out, "ray", {"results": results, "per_update": costs}, table, fig)
 
 
 if __name__ == "__main__":

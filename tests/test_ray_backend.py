@@ -83,6 +83,20 @@ def test_ray_backend_writes_the_same_run_directory_and_tags_and_resumes_on_share
     assert indexes_contiguous(episode_rows(dirs["ray"]))
 
 
+def test_an_unreachable_cluster_is_one_line_and_exit_2_and_leaves_no_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        train_cmd(run_dir, *RAY, "--ray-address", "127.0.0.1:9", "--total-steps", "1000"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("a3c.train: error: --ray-address 127.0.0.1:9: cannot connect to Ray"), done.stderr
+    assert "Traceback" not in done.stderr and not run_dir.exists()
+
+
 @pytest.mark.timeout(240)
 def test_ctrl_c_stops_a_ray_run_cleanly_and_leaves_no_ray_process(tmp_path):
     run_dir = tmp_path / "run"

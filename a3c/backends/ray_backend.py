@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import sys
 import time
 import warnings
@@ -535,6 +536,8 @@ def connect(config: Config) -> bool:
         # `module:Name-v0` envs from the current directory can be imported by the workers
         "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}},
     }
+    if config.ray_address not in (None, "auto"):
+        _check_reachable(config.ray_address)
     if config.ray_address is not None and _is_loopback(config.ray_address.rpartition(":")[0]):
         # A cluster on this machine, reached on 127.0.0.1 (a test cluster): Ray would rewrite a loopback address to
         # the machine's outward one before connecting, which a cluster bound to 127.0.0.1 does not answer on. Its
@@ -562,6 +565,21 @@ def connect(config: Config) -> bool:
             if handler is not None:
                 signal.signal(sig, handler)
     return config.ray_address is None
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail fast on an address nothing answers at (Ray itself retries for minutes): UserError naming it."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except ValueError:
+        raise UserError(f"--ray-address {address}: expected HOST:PORT (e.g. 10.0.0.5:6379) or auto") from None
+    except OSError as err:
+        raise UserError(
+            f"--ray-address {address}: cannot connect to Ray ({err.strerror or err}); check that the cluster's head "
+            "runs there (`ray status` on it), or leave --ray-address out to start a local Ray instance"
+        ) from None
 
 
 def _is_loopback(host: str) -> bool:
