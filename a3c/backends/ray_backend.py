@@ -548,6 +548,9 @@ def connect(config: Config) -> bool:
     try:
         if config.ray_address is None:
             assert isinstance(config.workers, int)
+            # Ray runs its workers at nice 15 by default (below the raylet); here they are the run's workers, as
+            # worker processes are: the same priority as this process (a cluster keeps its own setting)
+            os.environ.setdefault("RAY_worker_niceness", "0")
             cpus = max(os.cpu_count() or 1, int(np.ceil(config.workers * config.ray_cpus_per_worker)))
             ray.init(num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, **common)
         else:
