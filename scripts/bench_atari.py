@@ -1,0 +1,109 @@
+"""Atari throughput: frames/s of a3c against Stable-Baselines3's A2C on ALE/Pong-v5, same machine, same run, runs
+alternating (a3c, SB3, a3c, ...). Both train from pixels with the standard preprocessing: 84x84 grey, frame skip 4
+(one agent step = 4 frames), 4 stacked frames, reward sign; a3c with its `atari` preset (Nature CNN shared by actor
+and critic, RMSprop, 20-step rollouts), SB3 with rl-zoo3's A2C Atari settings (CnnPolicy, 16 envs, ent_coef 0.01,
+vf_coef 0.25, RMSpropTFLike). Learning is not measured here (a game needs ~10M frames): this is the cost per frame.
+
+    pip install -e ".[atari,bench]"
+    python scripts/bench_atari.py --steps 20000 --repeats 1 --out bench-out
+
+a3c's steps/s is its summary.json's (from the workers' common first step; start-up excluded, in its own column);
+SB3's is its agent steps over the time of model.learn (envs and model built before the clock starts). Prints a
+markdown table; writes OUT/atari.json, .md and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table, run_train, save_results  # noqa: E402
+
+FRAME_SKIP = 4  # frames per agent step, for both trainers
+
+
+def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int) -> float:
+    import torch
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    torch.set_num_threads(1)  # as a3c's workers: one thread per process on a small machine
+    # AtariWrapper skips frames itself: the ALE env must not skip too (frameskip=1), as a3c's make_env does
+    env = VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1}), n_stack=4)
+    model = A2C(
+        "CnnPolicy",
+        env,
+        ent_coef=0.01,
+        vf_coef=0.25,
+        policy_kwargs={"optimizer_class": RMSpropTFLike, "optimizer_kwargs": {"eps": 1e-5}},
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    elapsed = time.perf_counter() - start
+    env.close()
+    return model.num_timesteps / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--env", default="ALE/Pong-v5", help="an ALE id")
+    parser.add_argument("--steps", type=int, default=20_000, help="agent steps (x4 frames) of each run")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per trainer")
+    parser.add_argument("--workers", type=int, default=2, help="a3c's --workers")
+    parser.add_argument("--sb3-envs", type=int, default=16, help="SB3's n_envs (rl-zoo3: 16)")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
+    args = parser.parse_args()
+
+    a3c_sps: list[float] = []
+    a3c_startup: list[float] = []
+    sb3_sps: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            flags = ["--env", args.env, "--workers", str(args.workers), "--total-steps", str(args.steps)]
+            s = run_train([*flags, "--eval-every", "0", "--seed", str(r + 1)], Path(tmp) / f"a3c-{r}")
+            a3c_sps.append(s["steps_per_s"])
+            a3c_startup.append(s["startup_s"] or 0.0)
+            print(f"a3c run {r + 1}: {s['steps_per_s'] * FRAME_SKIP:,.0f} frames/s", flush=True)
+            sb3_sps.append(sb3_steps_per_s(args.env, args.steps, args.sb3_envs, r + 1))
+            print(f"SB3 run {r + 1}: {sb3_sps[-1] * FRAME_SKIP:,.0f} frames/s", flush=True)
+
+    a3c, sb3 = statistics.median(a3c_sps) * FRAME_SKIP, statistics.median(sb3_sps) * FRAME_SKIP
+    rows = [
+        [f"a3c ({args.workers} workers, atari preset)", a3c, ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in a3c_sps)],
+        [f"SB3 A2C ({args.sb3_envs} envs)", sb3, ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in sb3_sps)],
+    ]
+    table = markdown_table(["trainer", "median frames/s", "runs"], rows)
+    table += f"\n\n{args.env}, {args.steps:,} agent steps per run: a3c / SB3 = **{a3c / sb3:.2f}x**"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5), dpi=100)
+    ax.bar(["a3c", "SB3 A2C"], [a3c, sb3], color=["tab:blue", "tab:orange"])
+    ax.set_ylabel("frames/s (agent steps x 4)")
+    ax.set_title(f"{args.env}: training throughput, same machine")
+    fig.tight_layout()
+    data = {
+        "env": args.env,
+        "steps": args.steps,
+        "a3c_steps_per_s": a3c_sps,
+        "a3c_startup_s": a3c_startup,
+        "sb3_steps_per_s": sb3_sps,
+        "ratio": a3c / sb3,
+    }
+    save_results(args.out, "atari", data, table, fig)
+
+
+if __name__ == "__main__":
+    main()
