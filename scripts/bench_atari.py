@@ -28,12 +28,15 @@ FRAME_SKIP = 4  # frames per agent step, for both trainers
 
 
 def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int) -> float:
+    import ale_py
+    import gymnasium
     import torch
     from stable_baselines3 import A2C
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
     from stable_baselines3.common.vec_env import VecFrameStack
 
+    gymnasium.register_envs(ale_py)  # the ALE/ ids (a3c registers them itself)
     torch.set_num_threads(1)  # as a3c's workers: one thread per process on a small machine
     # AtariWrapper skips frames itself: the ALE env must not skip too (frameskip=1), as a3c's make_env does
     env = VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1}), n_stack=4)
