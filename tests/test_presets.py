@@ -11,7 +11,7 @@ from procs import train_cmd
 
 from a3c.config import Config
 from a3c.errors import UserError
-from a3c.presets import load_presets, resolve_config
+from a3c.presets import ATARI_PRESET, load_presets, preset_name, resolve_config
 from a3c.train import build_parser, parse_cli, parse_config
 
 
@@ -21,9 +21,17 @@ def test_every_shipped_preset_is_a_known_env_with_valid_settings():
     presets = load_presets()
     assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "envs/Memory-v0"} <= set(presets)
     for name, settings in presets.items():
-        gym.spec(name)  # a registered id (LunarLander needs box2d only to be made, not to be looked up)
+        if name != ATARI_PRESET:  # the one preset named for a family of ids (every ALE/...), not for one id
+            gym.spec(name)  # a registered id (LunarLander needs box2d only to be made, not to be looked up)
         assert settings, f"preset {name} sets nothing"
         Config(**settings).validate()
+
+
+def test_the_atari_preset_applies_to_every_ale_id_and_a_flag_still_wins():
+    config, sources, _ = parse_cli(["--env", "ALE/Breakout-v5", "--lr", "1e-4"])
+    assert config.preset == ATARI_PRESET and config.optimizer == "rmsprop" and sources["optimizer"] == "preset"
+    assert config.lr == 1e-4 and sources["lr"] == "flag"
+    assert preset_name("CartPole-v1", None) == "CartPole-v1" and preset_name("ALE/Pong-v5", "none") is None
 
 
 def test_preset_applies_when_env_matches():
