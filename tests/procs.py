@@ -146,6 +146,32 @@ def leaked_shm(before: set[str], pids: set[int]) -> set[str]:
     return {e for e in new if e.startswith(("sem.mp-", "psm_")) or any(f"_{p}_" in e for p in pids)}
 
 
+def run_backends(tmp_path: Path, backends: tuple[str, ...], *flags: str, timeout: float) -> dict[str, Path]:
+    """The same small training command under each of ``backends`` (each must exit 0); their run directories."""
+    dirs = {}
+    for backend in backends:
+        run_dir = dirs[backend] = tmp_path / backend
+        done = subprocess.run(
+            train_cmd(run_dir, *flags, "--backend", backend), capture_output=True, text=True, timeout=timeout
+        )
+        assert done.returncode == 0, done.stderr
+    return dirs
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """The names in a run directory, but the event files (named by time and host)."""
+    return sorted(p.name for p in Path(run_dir).iterdir() if not p.name.startswith("events."))
+
+
+def scalar_tags(run_dir: Path) -> set[str]:
+    """The scalar tags TensorBoard reads from the event files directly in ``run_dir``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return set(acc.Tags()["scalars"])
+
+
 def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 

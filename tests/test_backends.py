@@ -11,8 +11,16 @@ import time
 import numpy as np
 import pytest
 import torch
-from procs import DESIGN_TAGS, episode_rows, indexes_contiguous, train_cmd, wait_for
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from procs import (
+    DESIGN_TAGS,
+    episode_rows,
+    indexes_contiguous,
+    run_backends,
+    run_files,
+    scalar_tags,
+    train_cmd,
+    wait_for,
+)
 
 from a3c.backends.serial import SerialLauncher
 from a3c.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, SharedRun
@@ -166,27 +174,13 @@ def test_serial_launcher_runs_workers_in_turn_and_reports_crashes():
     assert launcher.exitcode(1) is None and (1, 1) in made
 
 
-def _tags(run_dir):
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    return set(acc.Tags()["scalars"])
-
-
 @pytest.mark.timeout(180)
 def test_serial_backend_writes_the_same_run_directory_and_tags(tmp_path):
-    dirs = {}
-    for backend in ("shared-memory", "serial"):
-        run_dir = dirs[backend] = tmp_path / backend
-        done = subprocess.run(
-            train_cmd(run_dir, "--total-steps", "4000", "--backend", backend, "--checkpoint-every", "2000"),
-            capture_output=True,
-            text=True,
-            timeout=150,
-        )
-        assert done.returncode == 0, done.stderr
-    files = {b: sorted(p.name for p in d.iterdir() if not p.name.startswith("events.")) for b, d in dirs.items()}
-    assert files["serial"] == files["shared-memory"]
-    assert _tags(dirs["serial"]) == _tags(dirs["shared-memory"]) and DESIGN_TAGS <= _tags(dirs["serial"])
+    flags = ("--total-steps", "4000", "--checkpoint-every", "2000")
+    dirs = run_backends(tmp_path, ("shared-memory", "serial"), *flags, timeout=150)
+    assert run_files(dirs["serial"]) == run_files(dirs["shared-memory"])
+    tags = scalar_tags(dirs["serial"])
+    assert tags == scalar_tags(dirs["shared-memory"]) and DESIGN_TAGS <= tags
     serial = json.loads((dirs["serial"] / "summary.json").read_text())
     assert serial["total_steps"] >= 4000 and serial["updates"] > 0 and serial["lost_episodes"] == 0
     assert set(serial) == set(json.loads((dirs["shared-memory"] / "summary.json").read_text()))

@@ -20,23 +20,19 @@ from procs import (
     episode_rows,
     episodes_started,
     indexes_contiguous,
+    run_backends,
+    run_files,
+    scalar_tags,
     summary,
     train_cmd,
     wait_for,
 )
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 ray = pytest.importorskip("ray", reason="--backend ray needs the [ray] extra (.ci/run installs it)")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 RAY = ("--backend", "ray", "--eval-every", "0")
 PLACEMENT = re.compile(r"a3c: worker (\d+) on Ray node ([0-9a-f]+)")
-
-
-def _tags(run_dir):
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    return set(acc.Tags()["scalars"])
 
 
 def _nodes(output: str) -> dict[int, str]:
@@ -46,21 +42,14 @@ def _nodes(output: str) -> dict[int, str]:
 
 @pytest.mark.timeout(300)
 def test_ray_backend_writes_the_same_run_directory_and_tags_and_resumes_on_shared_memory(tmp_path):
-    dirs = {}
-    for backend in ("shared-memory", "ray"):
-        run_dir = dirs[backend] = tmp_path / backend
-        done = subprocess.run(
-            train_cmd(run_dir, "--total-steps", "6000", "--backend", backend, "--checkpoint-every", "3000"),
-            capture_output=True,
-            text=True,
-            timeout=200,
-        )
-        assert done.returncode == 0, done.stderr
-    files = {b: sorted(p.name for p in d.iterdir() if not p.name.startswith("events.")) for b, d in dirs.items()}
-    assert files["ray"] == files["shared-memory"]
-    assert _tags(dirs["ray"]) == _tags(dirs["shared-memory"]) and DESIGN_TAGS <= _tags(dirs["ray"])
+    flags = ("--total-steps", "6000", "--checkpoint-every", "3000")
+    dirs = run_backends(tmp_path, ("shared-memory", "ray"), *flags, timeout=200)
+    assert run_files(dirs["ray"]) == run_files(dirs["shared-memory"])
+    tags = scalar_tags(dirs["ray"])
+    assert tags == scalar_tags(dirs["shared-memory"]) and DESIGN_TAGS <= tags
     for rank in range(2):  # the per-worker streams too
-        assert _tags(dirs["ray"] / "workers" / str(rank)) == _tags(dirs["shared-memory"] / "workers" / str(rank))
+        workers = [dirs[b] / "workers" / str(rank) for b in ("ray", "shared-memory")]
+        assert scalar_tags(workers[0]) == scalar_tags(workers[1])
     s = summary(dirs["ray"])
     assert set(s) == set(summary(dirs["shared-memory"]))
     assert s["total_steps"] >= 6000 and s["updates"] > 0 and s["lost_episodes"] == 0
