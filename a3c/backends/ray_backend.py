@@ -44,6 +44,7 @@ from a3c.board import FIELDS, Episode
 from a3c.config import Config
 from a3c.environment import EnvSpec
 from a3c.errors import UserError
+from a3c.model import build_model
 from a3c.running_stats import Moments
 from a3c.seeding import WorkerSeeds
 
@@ -482,8 +483,9 @@ class RayBackend:
         assert isinstance(config.workers, int)
         owns = connect(config)
         try:
-            # the model here only answers questions about it (parameter count, head size): the server builds its own
-            _, model, dist = create_shared_run(spec, config)
+            # the model here only answers questions about it (parameter count, head size): the server builds the
+            # global one, its optimizer and its board
+            model, dist = build_model(spec, config)
             here = ray.get_runtime_context().get_node_id()
             server = (
                 ray.remote(ParameterServer)
