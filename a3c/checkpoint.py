@@ -175,8 +175,12 @@ def _normal(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
-def check_compatible(payload: dict[str, Any], spec: EnvSpec, n_params: int, source: str) -> None:
-    """UserError if the checkpoint's model does not fit the env (its spaces) and the model this run builds."""
+def check_compatible(
+    payload: dict[str, Any], spec: EnvSpec, n_params: int, source: str, param_dim: int | None = None
+) -> None:
+    """UserError if the checkpoint's model does not fit the env (its spaces) and the model this run builds
+    (``n_params`` parameters, a policy head ``param_dim`` wide: by default, the plain family's for the action
+    space; --gsde's head is wider)."""
     saved_spaces = payload.get("spaces")
     if isinstance(saved_spaces, dict) and saved_spaces != spec.describe():
         raise UserError(
@@ -184,7 +188,7 @@ def check_compatible(payload: dict[str, Any], spec: EnvSpec, n_params: int, sour
             f"{saved_spaces.get('action_space')} actions, but the env now has {spec.observation_space} and "
             f"{spec.action_space}; resume with the env it was trained on"
         )
-    n_actions = make_distribution(spec.action_space).param_dim
+    n_actions = make_distribution(spec.action_space).param_dim if param_dim is None else param_dim
     if (payload["obs_dim"], payload["n_actions"]) != (spec.obs_dim, n_actions):
         raise UserError(
             f"{source} was trained with observations of size {payload['obs_dim']} and {payload['n_actions']} "

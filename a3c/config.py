@@ -103,6 +103,11 @@ class Config:
         metavar="SIZE",
     )
     log_std_init: float = flag(0.0, help="initial log standard deviation of the Gaussian policy (Box actions)")
+    gsde: bool = flag(
+        False,
+        help="Box actions: generalized state-dependent exploration (noise a function of the state, redrawn every "
+        "rollout, as SB3's use_sde) instead of independent noise at every step",
+    )
     backend: str = flag(
         "shared-memory",
         help="where workers run: shared-memory (processes on this machine, the fast default), serial (all in this "

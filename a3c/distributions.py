@@ -59,6 +59,11 @@ class Distribution(ABC):
         """The rows of ``sample``/``mode`` as the env's step() takes them, one per env."""
         return list(actions)
 
+    def new_rollout(self, n_envs: int, rng: np.random.Generator) -> None:
+        """A rollout of ``n_envs`` envs starts (the worker calls this before its first ``sample``): a family whose
+        exploration noise is held over a rollout (gSDE) draws it here; the others have nothing to do."""
+        return None
+
     def make_head(self, width: int) -> nn.Module:
         """The policy head: features [B, width] -> params [B, param_dim]. A linear layer with small orthogonal
         weights (a near-uniform initial policy) unless the family needs more."""
@@ -232,6 +237,80 @@ class DiagGaussian(Distribution):
         return GaussianHead(width, self.dim, self.log_std_init)
 
 
+class GSDEGaussian(DiagGaussian):
+    """Box actions with generalized state-dependent exploration (gSDE; Raffin et al. 2021, SB3's ``use_sde``).
+
+    The exploration noise is a function of the state, eps(s) = z(s) @ E, with z(s) the policy's last features
+    [W] and E [W, A] a matrix drawn ~ N(0, sigma^2) (sigma [W, A] learned, one std per feature and action dimension)
+    once per env at the start of each rollout and held for the rollout: within a rollout the same state gets the same
+    noise and nearby states similar noise, so exploration is smooth in time rather than white noise at every step
+    (which on Pendulum averages out before it moves the pendulum). Given s the action is Gaussian with mean mu(s) and
+    variance var_a = sum_j z_j^2 sigma_ja^2 (+ 1e-6): that is the log-prob and the entropy in the loss. z enters the
+    variance detached (SB3's default, learn_features=False): the std is learned through sigma only.
+
+    params = [mean (A), z (W), log sigma (W * A)]: everything ``sample`` and the loss need, row by row (the log sigma
+    block is the same in every row). No closed-form gradient: the loss differentiates ``log_prob_entropy``."""
+
+    VARIANCE_EPS = 1e-6
+
+    def __init__(self, space: gym.spaces.Box, log_std_init: float, width: int) -> None:
+        super().__init__(space, log_std_init)
+        self.width = width
+        self.param_dim = self.dim + width + width * self.dim
+        self.noise: np.ndarray | None = None  # [n_envs, W, A] standard normal, scaled by sigma when used
+
+    def new_rollout(self, n_envs: int, rng: np.random.Generator) -> None:
+        self.noise = rng.standard_normal((n_envs, self.width, self.dim), dtype=np.float32)
+
+    def _split(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        A, W = self.dim, self.width
+        return params[:, :A], params[:, A : A + W], params[:, A + W :].reshape(-1, W, A)
+
+    def _std(self, latent: torch.Tensor, log_sigma: torch.Tensor) -> torch.Tensor:
+        variance = (latent.pow(2).unsqueeze(-1) * torch.exp(2.0 * log_sigma)).sum(1)  # [B, A]
+        return torch.sqrt(variance + self.VARIANCE_EPS)
+
+    def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
+        mean, latent, log_sigma = (x.numpy() for x in self._split(params))
+        if self.noise is None or self.noise.shape[0] != mean.shape[0]:
+            self.new_rollout(mean.shape[0], rng)  # a caller outside a rollout (a3c.load's act): fresh noise
+        matrices = np.exp(log_sigma) * self.noise  # E = sigma * N(0, 1), [B, W, A]
+        noise = np.einsum("bw,bwa->ba", latent, matrices)
+        return (mean + noise).astype(np.float32).reshape(mean.shape[0], *self.action_shape)
+
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, latent, log_sigma = self._split(params)
+        log_std = torch.log(self._std(latent, log_sigma))
+        z = (actions.reshape(actions.shape[0], -1) - mean) * torch.exp(-log_std)
+        log_prob = -(0.5 * z.pow(2) + log_std).sum(-1) - self.dim * _HALF_LOG_2PI
+        entropy = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
+        return log_prob, entropy
+
+    def policy_grad(
+        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
+    ) -> None:
+        return None
+
+    def make_head(self, width: int) -> nn.Module:
+        if width != self.width:
+            raise ValueError(f"gSDE distribution made for features of width {self.width}, head asked for {width}")
+        return GSDEHead(width, self.dim, self.log_std_init)
+
+
+class GSDEHead(nn.Module):
+    """features [B, W] -> [mean [B, A], features detached [B, W], log sigma [B, W * A]] (``GSDEGaussian``)."""
+
+    def __init__(self, width: int, dim: int, log_std_init: float) -> None:
+        super().__init__()
+        self.mean = _linear(width, dim, 0.01)
+        self.log_std = nn.Parameter(torch.full((width, dim), float(log_std_init)))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        rows = features.shape[0]
+        log_sigma = self.log_std.reshape(1, -1).expand(rows, -1)
+        return torch.cat([self.mean(features), features.detach(), log_sigma], dim=-1)
+
+
 class GaussianHead(nn.Module):
     """features [B, width] -> [mean [B, A], log_std [B, A]]: the mean from a linear layer (small weights: it starts
     near 0), the log-std one learned parameter per action dimension, the same for every state."""
@@ -256,15 +335,18 @@ def _linear(width: int, out: int, gain: float) -> nn.Linear:
     return layer
 
 
-def make_distribution(action_space: gym.Space, log_std_init: float = 0.0) -> Distribution:
+def make_distribution(action_space: gym.Space, log_std_init: float = 0.0, gsde_width: int = 0) -> Distribution:
     """The distribution family of an action space; UserError for spaces a3c does not support. ``log_std_init``:
-    the Gaussian's initial log standard deviation (Box actions only)."""
+    the Gaussian's initial log standard deviation (Box actions only); ``gsde_width``: with Box actions, the width of
+    the features the head sees, for gSDE (0: the plain diagonal Gaussian)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return Categorical(int(action_space.n), int(action_space.start))
     if isinstance(action_space, gym.spaces.MultiDiscrete):
         start = getattr(action_space, "start", np.zeros_like(action_space.nvec))
         return MultiCategorical(np.asarray(action_space.nvec), np.asarray(start), action_space.dtype)
     if isinstance(action_space, gym.spaces.Box) and np.issubdtype(action_space.dtype, np.floating):
+        if gsde_width:
+            return GSDEGaussian(action_space, log_std_init, gsde_width)
         return DiagGaussian(action_space, log_std_init)
     raise UserError(
         f"action space {action_space} is not supported; a3c supports Discrete, MultiDiscrete and float Box actions"

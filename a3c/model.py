@@ -231,12 +231,12 @@ def mlp_actor_critic(
 
 def build_model(spec: EnvSpec, config: Config) -> tuple[ActorCritic, Distribution]:
     """The network and its policy distribution for an env's spaces: the one place that chooses them."""
-    dist = make_distribution(spec.action_space, config.log_std_init)
     torso = make_torso(spec.observation_space, config)
+    width = config.lstm or torso.width  # what the heads see
+    dist = make_distribution(spec.action_space, config.log_std_init, width if config.gsde else 0)
     # a CNN is shared by actor and critic (the A3C paper's network; two would double the costliest part)
     shared = config.shared_torso or is_image(spec.observation_space)
     critic = None if shared else make_torso(spec.observation_space, config)
-    width = config.lstm or torso.width
     model = ActorCritic(torso, critic, dist.make_head(width), config.lstm)
     return model, dist
 
@@ -287,4 +287,10 @@ def flatten_parameters(module: nn.Module, shared: bool = False) -> tuple[torch.T
 
 def parameter_count(spec: EnvSpec, config: Config) -> int:
     """How many parameters build_model(spec, config) has (to check a checkpoint against)."""
-    return sum(p.numel() for p in build_model(spec, config)[0].parameters())
+    return model_shape(spec, config)[0]
+
+
+def model_shape(spec: EnvSpec, config: Config) -> tuple[int, int]:
+    """(parameters, width of the policy head's output) of build_model(spec, config): what a checkpoint must match."""
+    model, dist = build_model(spec, config)
+    return sum(p.numel() for p in model.parameters()), dist.param_dim

@@ -14,6 +14,8 @@ import multiprocessing.forkserver
 import signal
 from pathlib import Path
 
+import gymnasium as gym
+
 from a3c.config import Config
 from a3c.environment import EnvSpec, describe_env
 from a3c.errors import UserError
@@ -34,6 +36,10 @@ def preflight(config: Config) -> EnvSpec:
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise UserError("--backend ray needs Ray, which is not installed; pip install 'a3c[ray]' (or 'ray>=2.40')")
     spec = describe_env(config.env, config.env_kwargs)
+    if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):
+        raise UserError(
+            f"--gsde is for continuous (Box) actions, but {config.env} has {spec.action_space} actions; drop --gsde"
+        )
     check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
     if config.resume is None and config.run_dir:
         check_new_run_dir(Path(config.run_dir))

@@ -41,7 +41,7 @@ from a3c.config import Config
 from a3c.dashboard import Dashboard
 from a3c.environment import EnvSpec
 from a3c.evaluator import EvalChannel, Evaluation, Evaluator, evaluator_main
-from a3c.model import parameter_count
+from a3c.model import model_shape
 from a3c.preflight import preflight, start_fork_server
 from a3c.run_dir import RunDirectory, final_line, round_return
 from a3c.seeding import WorkerSeeds
@@ -95,9 +95,8 @@ class Trainer:
         self.config = config
         self.resume = load_resume(config.resume) if config.resume else None
         if self.resume is not None:
-            check_compatible(
-                self.resume, self.spec, parameter_count(self.spec, config), f"{config.resume}/checkpoints/{LATEST}"
-            )
+            n_params, param_dim = model_shape(self.spec, config)
+            check_compatible(self.resume, self.spec, n_params, f"{config.resume}/checkpoints/{LATEST}", param_dim)
         # sessions of this run before this one (a resume is the next session: its workers get fresh seeds)
         self.session = 0 if self.resume is None else int(self.resume.get("session", 0)) + 1
         self.supervisor: Supervisor | None = None

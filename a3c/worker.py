@@ -237,6 +237,7 @@ class Worker:
         obs_shape = obs_np.shape[2:]
         self.obs[0] = self.obs[T]  # carried over from the previous rollout (or the reset observations)
         self.start_state = tuple(s.clone() for s in self.state)  # a clone outside inference mode: autograd takes it
+        self.dist.new_rollout(K, self.rng)  # gSDE: this rollout's exploration noise (a no-op for the other families)
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.channel.global_step() + self.unpublished_steps

@@ -47,6 +47,7 @@ MODEL_REPEATS = 20  # acting forwards and update stand-ins timed (after one warm
 WORKER_MB = {"fork": 32, "forkserver": 32, "spawn": 200}
 MEMORY_SHARE = 0.5  # of the available memory the workers may take together
 FDS_PER_WORKER = 8  # pipes and sentinels per worker in the main process and the fork server, with margin
+WAITING_HEADROOM = 2.0  # the extra workers (beyond one per core) a waiting env gets, over the estimate (see choose)
 HINT_RATIO = 1.5  # a user-given count this many times above the choice (and above the core count) gets a hint
 
 
@@ -68,7 +69,7 @@ class Choice:
     reason: str
     busy: float  # fraction of a core one worker keeps busy
     cores: int
-    wanted: int  # cores / busy, before the caps
+    wanted: int  # the count the cost model asks for (with its headroom), before the caps
     cap: int
     timings: Timings
 
@@ -93,8 +94,13 @@ def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap
     cpu = T * (K * timings.env_cpu_s + timings.act_s) + timings.update_s
     wall = cpu + T * K * timings.env_blocked_s
     busy = min(1.0, cpu / wall) if wall > 0 else 1.0
-    # round, not ceil: a CPU-bound env measured at busy 0.95 (noise) still gets one worker per core
-    wanted = max(cores, round(cores / busy))
+    # Workers beyond one per core are there to fill the time others wait; the estimate above undercounts what a
+    # waiting worker costs in the run (waking up, the publish path, the main process reading, switching among many
+    # processes), so ``cores / busy`` of them leave cores idle: bench_workers_auto found the best fixed count at
+    # 1.6-2x the extra workers it predicts (sleeping envs at 0.2 and 10 ms). Throughput is flat above the best count
+    # and falls linearly below it, so the extra workers are doubled. round, not ceil: a CPU-bound env measured at
+    # busy 0.95 (noise) still gets one worker per core.
+    wanted = cores + max(0, round((cores / busy - cores) * WAITING_HEADROOM))
     workers = max(1, min(wanted, cap))
     per_step_ms = (timings.env_cpu_s + timings.env_blocked_s) * 1e3
     if wanted <= cores:
@@ -102,7 +108,8 @@ def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap
     else:
         why = (
             f"{per_step_ms:.3g} ms an env step, {timings.env_blocked_s / (per_step_ms / 1e3):.0%} of it off the CPU: "
-            f"a worker keeps {busy:.0%} of a core busy, {wanted} keep {cores} cores busy"
+            f"a worker keeps {busy:.0%} of a core busy, so {cores / busy:.0f} would keep {cores} cores busy by the "
+            f"estimate; {wanted} leave room for what it misses"
         )
         if workers < wanted:
             why += f" (capped at {workers} by memory and the open-file limit)"

@@ -156,3 +156,29 @@ def test_a_recurrent_agent_carries_its_state_between_actions_and_reset_forgets(t
     assert not all(torch.equal(a, b) for a, b in zip(carried, agent.state, strict=True))
     agent.reset()
     assert all(float(s.abs().sum()) == 0 for s in agent.state)
+
+
+def test_a_gsde_run_trains_resumes_and_loads(tmp_path):
+    """--gsde end to end on Pendulum: a run, its resume (the wider head checked against the checkpoint), a3c.load:
+    deterministic actions are the mean, sampled ones vary and stay within the bounds the env is given."""
+    import subprocess
+    import sys
+
+    run_dir = tmp_path / "run"
+    base = [sys.executable, "-m", "a3c.train", "--env", "Pendulum-v1", "--gsde", "--log-std-init", "-1"]
+    base += ["--workers", "1", "--envs-per-worker", "2", "--checkpoint-every", "0", "--eval-every", "0"]
+    first = subprocess.run([*base, "--run-dir", str(run_dir), "--total-steps", "800"], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    again = [*base, "--resume", str(run_dir), "--total-steps", "1600"]
+    second = subprocess.run(again, capture_output=True, text=True)
+    assert second.returncode == 0, second.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["resumed_from_step"] >= 800 and summary["total_steps"] >= 1600
+    agent = a3c.load(run_dir, seed=0)
+    assert agent.config.gsde and agent.action_space == gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    obs = np.random.default_rng(0).normal(size=(16, 3)).astype(np.float32)
+    with torch.no_grad():
+        params, _, _ = agent.model(torch.from_numpy(obs))
+    assert np.allclose(agent.act(obs)[:, 0], np.clip(params[:, 0].numpy(), -2, 2))
+    sampled = agent.act(obs, deterministic=False)
+    assert sampled.shape == (16, 1) and np.all(np.abs(sampled) <= 2.0) and not np.allclose(sampled, agent.act(obs))

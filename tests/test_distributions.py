@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.distributions import Categorical, DiagGaussian, MultiCategorical, make_distribution
+from a3c.distributions import Categorical, DiagGaussian, GSDEGaussian, MultiCategorical, make_distribution
 from a3c.errors import UserError
 
 
@@ -129,3 +129,58 @@ def test_box_action_of_any_shape():
     assert draws.shape == (3, 2, 2)
     log_prob, entropy = dist.log_prob_entropy(torch.zeros(3, 8), torch.from_numpy(draws))
     assert log_prob.shape == (3,) and entropy.shape == (3,)
+
+
+def gsde(dim=2, width=5, log_std_init=-1.0):
+    return make_distribution(gym.spaces.Box(-2.0, 2.0, (dim,), np.float32), log_std_init, gsde_width=width)
+
+
+def gsde_params(dist, batch=6, seed=3):
+    """Rows through the real head: [mean, detached features, log sigma]."""
+    head = dist.make_head(dist.width)
+    features = torch.tanh(torch.randn(batch, dist.width, generator=torch.Generator().manual_seed(seed)))
+    return head, features, head(features)
+
+
+def test_gsde_log_prob_and_entropy_are_the_gaussian_with_the_state_dependent_variance():
+    dist = gsde()
+    assert isinstance(dist, GSDEGaussian) and dist.param_dim == 2 + 5 + 5 * 2
+    head, features, params = gsde_params(dist)
+    actions = torch.randn(6, 2, generator=torch.Generator().manual_seed(4))
+    log_prob, entropy = dist.log_prob_entropy(params, actions)
+    sigma = head.log_std.exp()  # [W, A]
+    std = torch.sqrt(features.pow(2) @ sigma.pow(2) + GSDEGaussian.VARIANCE_EPS)  # var_a = sum_j z_j^2 sigma_ja^2
+    reference = torch.distributions.Normal(head.mean(features), std)
+    torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
+    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+    # the std is learned through sigma only: the features enter the variance detached, the mean not
+    (log_prob.sum() + entropy.sum()).backward()
+    assert head.log_std.grad is not None and head.log_std.grad.abs().sum() > 0
+    assert head.mean.weight.grad is not None
+
+
+def test_gsde_noise_is_a_function_of_the_state_held_over_a_rollout():
+    dist = gsde(dim=1, width=4, log_std_init=0.0)
+    params = gsde_params(dist, batch=3)[2].detach()
+    rng = np.random.default_rng(0)
+    dist.new_rollout(3, rng)
+    first, again = dist.sample(params, rng), dist.sample(params, rng)
+    np.testing.assert_array_equal(first, again)  # same state, same rollout: same action
+    dist.new_rollout(3, rng)
+    assert not np.allclose(dist.sample(params, rng), first)  # the next rollout explores differently
+    np.testing.assert_array_equal(dist.mode(params), params[:, :1].numpy())
+    # over many rollouts the noise has the variance the log-prob assumes
+    samples = []
+    for _ in range(4000):
+        dist.new_rollout(3, rng)
+        samples.append(dist.sample(params, rng))
+    _, latent, log_sigma = dist._split(params)
+    np.testing.assert_allclose(np.std(samples, axis=0), dist._std(latent, log_sigma).numpy(), rtol=0.06)
+
+
+def test_gsde_on_a_discrete_env_is_a_user_error():
+    from a3c.config import Config
+    from a3c.preflight import preflight
+
+    with pytest.raises(UserError, match="--gsde is for continuous"):
+        preflight(Config(env="CartPole-v1", gsde=True))

@@ -56,7 +56,7 @@ def test_a_flag_given_beats_the_preset_even_when_it_equals_the_default():
 
 def test_env_without_preset_and_preset_none_get_the_defaults():
     defaults = Config(workers=2).to_dict()
-    for argv in (["--env", "Pendulum-v1"], ["--env", "Acrobot-v1", "--preset", "none"]):
+    for argv in (["--env", "envs/Classify-v0"], ["--env", "Acrobot-v1", "--preset", "none"]):
         config, sources, _ = parse_cli([*argv, "--workers", "2"])
         assert config.preset is None
         got = config.to_dict()

@@ -17,7 +17,7 @@ from a3c.checkpoint import check_compatible, load_checkpoint, save_checkpoint
 from a3c.config import Config
 from a3c.distributions import DiagGaussian, MultiCategorical
 from a3c.environment import LIFE_LOST, describe_env
-from a3c.model import build_model, flatten_parameters, parameter_count
+from a3c.model import build_model, flatten_parameters, model_shape
 from a3c.optim import make_optimizer
 from a3c.running_stats import SharedMoments
 from a3c.seeding import WorkerSeeds
@@ -284,17 +284,26 @@ def test_normalised_observations_and_scaled_rewards_reach_the_loss_while_returns
 
 # -- every space combination; the recurrent state ------------------------------------------------------------------
 COMBINATIONS = [
-    (obs, action, lstm)
+    (obs, action, lstm, False)
     for obs in ("box", "dict", "tuple", "image", "image_chw")
     for action in ("discrete", "multidiscrete", "box")
     for lstm in (0, 4)
-]
+] + [(obs, "box", lstm, True) for obs in ("box", "image") for lstm in (0, 4)]  # --gsde (Box actions)
 
 
-@pytest.mark.parametrize("obs, action, lstm", COMBINATIONS, ids=[f"{o}-{a}-lstm{n}" for o, a, n in COMBINATIONS])
-def test_every_space_combination_trains_and_round_trips_through_a_checkpoint(tmp_path, obs, action, lstm):
+@pytest.mark.parametrize(
+    "obs, action, lstm, gsde",
+    COMBINATIONS,
+    ids=[f"{o}-{a}-lstm{n}" + ("-gsde" if g else "") for o, a, n, g in COMBINATIONS],
+)
+def test_every_space_combination_trains_and_round_trips_through_a_checkpoint(tmp_path, obs, action, lstm, gsde):
     worker, store = make_worker(
-        env="envs/Spaces-v0", env_kwargs={"obs": obs, "action": action}, n_steps=5, lstm=lstm, hidden_sizes=(8,)
+        env="envs/Spaces-v0",
+        env_kwargs={"obs": obs, "action": action},
+        n_steps=5,
+        lstm=lstm,
+        hidden_sizes=(8,),
+        gsde=gsde,
     )
     before = store.params.clone()
     for _ in range(3):
@@ -315,7 +324,8 @@ def test_every_space_combination_trains_and_round_trips_through_a_checkpoint(tmp
     )
     payload = load_checkpoint(path)
     loaded_config = Config.from_dict(payload["config"])
-    check_compatible(payload, spec, parameter_count(spec, loaded_config), str(path))
+    n_params, param_dim = model_shape(spec, loaded_config)
+    check_compatible(payload, spec, n_params, str(path), param_dim)
     model, dist = build_model(spec, loaded_config)
     torch.nn.utils.vector_to_parameters(payload["model"], model.parameters())
     worker.model.load_state_dict(model.state_dict())  # the worker's copy, as pulled: the same network
