@@ -43,6 +43,20 @@ WINDOW = 100  # episodes in the training mean that is compared with the threshol
 # "normalize": SB3's VecNormalize with its defaults (observations and rewards, clipped at 10, gamma of the agent);
 # "lr_linear": the learning rate falls linearly from this value to 0 over the run (rl-zoo3's lin_X).
 # "zoo": rl-zoo3's published A2C score for the env (mean deterministic evaluation return, benchmark.md), a reference.
+# rl-zoo3's A2C with gSDE (Pendulum, LunarLanderContinuous, BipedalWalker...): RMSprop, lin_7e-4, gSDE from log-std -2
+_SDE_A2C: dict[str, Any] = {
+    "normalize": True,
+    "ent_coef": 0.0,
+    "max_grad_norm": 0.5,
+    "n_steps": 8,
+    "gae_lambda": 0.9,
+    "vf_coef": 0.4,
+    "use_rms_prop": True,
+    "normalize_advantage": False,
+    "lr_linear": 7e-4,
+    "use_sde": True,
+    "policy_kwargs": {"log_std_init": -2.0, "ortho_init": False},
+}
 SUITE: dict[str, dict[str, Any]] = {
     "CartPole-v1": {"budget": 500_000, "threshold": 475.0, "zoo": "500 at 500k", "sb3": {"n_envs": 8, "ent_coef": 0.0}},
     "Acrobot-v1": {
@@ -63,7 +77,35 @@ SUITE: dict[str, dict[str, Any]] = {
         "zoo": "156 at 200k (v2)",
         "sb3": {"n_envs": 8, "gamma": 0.995, "n_steps": 5, "lr_linear": 0.00083, "ent_coef": 0.00001},
     },
+    # continuous control (issue 12); thresholds: issue 12's for Pendulum, gymnasium's "solved" for the others
+    "Pendulum-v1": {
+        "budget": 1_000_000,
+        "threshold": -300.0,
+        "zoo": "-163 at 1M",
+        "sb3": {**_SDE_A2C, "n_envs": 8, "gamma": 0.9},
+    },
+    "MountainCarContinuous-v0": {
+        "budget": 100_000,
+        "threshold": 90.0,
+        "zoo": "91 at 100k",
+        "sb3": {
+            "n_envs": 4,
+            "normalize": True,
+            "n_steps": 100,
+            "ent_coef": 0.0,
+            "use_sde": True,
+            "sde_sample_freq": 16,
+            "policy_kwargs": {"log_std_init": 0.0, "ortho_init": False},
+        },
+    },
+    "LunarLanderContinuous-v3": {
+        "budget": 1_000_000,
+        "threshold": 100.0,
+        "zoo": "84 at 5M (v2)",
+        "sb3": {**_SDE_A2C, "n_envs": 4, "gamma": 0.99},
+    },
 }
+CLASSIC = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3"]  # issue 10's suite
 
 
 def first_reach(episodes: list[tuple[float, int, float]], threshold: float) -> tuple[int | None, float | None]:
@@ -131,7 +173,7 @@ def sb3_run(env_id: str, seed: int, budget: int, threshold: float) -> dict:
     from stable_baselines3.common.vec_env import VecNormalize
 
     torch.set_num_threads(1)  # SB3 steps its envs in one process; one thread is its fastest on a small MLP
-    hp = dict(SUITE[env_id]["sb3"])
+    hp = {k: (dict(v) if isinstance(v, dict) else v) for k, v in SUITE[env_id]["sb3"].items()}
     n_envs, normalize, lr_linear = hp.pop("n_envs"), hp.pop("normalize", False), hp.pop("lr_linear", None)
     if lr_linear is not None:
         hp["learning_rate"] = lambda progress_remaining: progress_remaining * lr_linear
@@ -272,7 +314,15 @@ def merge(paths: list[Path], out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", nargs="+", default=list(SUITE), choices=list(SUITE), metavar="ENV")
+    parser.add_argument(
+        "--envs",
+        nargs="+",
+        default=CLASSIC,
+        choices=list(SUITE),
+        metavar="ENV",
+        help=f"envs to run (default: issue 10's {', '.join(CLASSIC)}; continuous control: "
+        f"{', '.join(e for e in SUITE if e not in CLASSIC)})",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--workers", type=int, default=2, help="a3c worker processes")
     parser.add_argument(
