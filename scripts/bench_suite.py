@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, run_train, save_results  # noqa: E402
+from _common import command_line, markdown_table, run_train, save_results  # noqa: E402
 
 WINDOW = 100  # episodes in the training mean that is compared with the threshold
 
@@ -292,8 +292,10 @@ def figure(results: dict[str, dict[str, list[dict]]]) -> Any:
     return fig
 
 
-def merge(paths: list[Path], out: Path) -> None:
-    """One table and figure from several suite.json files; their commands are recorded in the merged JSON."""
+def merge(paths: list[Path], out: Path, replace: bool = False) -> None:
+    """One table and figure from several suite.json files; their commands are recorded in the merged JSON. An env
+    and trainer found in several files gets the runs of all of them, or with ``replace`` those of the last file that
+    has runs of it (a rerun, e.g. of a3c on one env after its preset changed, replaces those rows of a full run)."""
     import json
 
     results: dict[str, dict[str, list[dict]]] = {}
@@ -305,11 +307,24 @@ def merge(paths: list[Path], out: Path) -> None:
         budgets.update(data["budgets"])
         for env_id, by_trainer in data["runs"].items():
             for trainer, runs in by_trainer.items():
-                results.setdefault(env_id, {"a3c": [], "sb3": []})[trainer].extend(runs)
+                merged = results.setdefault(env_id, {"a3c": [], "sb3": []})
+                if replace and runs:
+                    merged[trainer] = []
+                merged[trainer].extend(runs)
     results = {env_id: results[env_id] for env_id in SUITE if env_id in results}  # the suite's order
     table, aggregate = report(results, budgets)
     data = {"budgets": budgets, "window": WINDOW, "merged_from": commands, "aggregate": aggregate, "runs": results}
     save_results(out, "suite", data, table, figure(results))
+
+
+def _save_partial(out: Path, results: dict[str, dict[str, list[dict]]], budgets: dict[str, int]) -> None:
+    """OUT/suite.partial.json after every env and seed: a long suite stopped early keeps what it measured (a
+    ``--merge`` of it reports those runs)."""
+    import json
+
+    out.mkdir(parents=True, exist_ok=True)
+    data = {"command": command_line(), "budgets": budgets, "window": WINDOW, "runs": results}
+    (out / "suite.partial.json").write_text(json.dumps(data) + "\n")
 
 
 def main() -> None:
@@ -338,6 +353,11 @@ def main() -> None:
         help="run nothing: report the runs of these suite.json files (e.g. one per env, run side by side) together",
     )
     parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="with --merge: an env and trainer in several files keeps only the runs of the last file that has any",
+    )
+    parser.add_argument(
         "--trainers",
         nargs="+",
         default=["a3c", "sb3"],
@@ -346,7 +366,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.merge:
-        merge(args.merge, args.out)
+        merge(args.merge, args.out, args.replace)
         return
     if not 0.0 < args.scale <= 1.0:
         parser.error("--scale must be in (0, 1]")
@@ -367,6 +387,7 @@ def main() -> None:
                     results[env_id]["sb3"].append({"seed": seed, **s})
                     line += f" SB3 final {s['final_mean_100']}, reached at {s['reached_at_s']} s"
                 print(line, file=sys.stderr, flush=True)
+                _save_partial(args.out, results, budgets)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     table, aggregate = report(results, budgets)
