@@ -47,7 +47,7 @@ MODEL_REPEATS = 20  # acting forwards and update stand-ins timed (after one warm
 WORKER_MB = {"fork": 32, "forkserver": 32, "spawn": 200}
 MEMORY_SHARE = 0.5  # of the available memory the workers may take together
 FDS_PER_WORKER = 8  # pipes and sentinels per worker in the main process and the fork server, with margin
-WAITING_HEADROOM = 2.0  # the extra workers (beyond one per core) a waiting env gets, over the estimate (see choose)
+WAITING_HEADROOM = 1.5  # the extra workers (beyond one per core) a waiting env gets, over the estimate (see choose)
 HINT_RATIO = 1.5  # a user-given count this many times above the choice (and above the core count) gets a hint
 
 
@@ -96,10 +96,10 @@ def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap
     busy = min(1.0, cpu / wall) if wall > 0 else 1.0
     # Workers beyond one per core are there to fill the time others wait; the estimate above undercounts what a
     # waiting worker costs in the run (waking up, the publish path, the main process reading, switching among many
-    # processes), so ``cores / busy`` of them leave cores idle: bench_workers_auto found the best fixed count at
-    # 1.6-2x the extra workers it predicts (sleeping envs at 0.2 and 10 ms). Throughput is flat above the best count
-    # and falls linearly below it, so the extra workers are doubled. round, not ceil: a CPU-bound env measured at
-    # busy 0.95 (noise) still gets one worker per core.
+    # processes), so ``cores / busy`` of them leave cores idle: bench_workers_auto found the best fixed count above
+    # it for sleeping envs (0.2 and 10 ms a step), and throughput falling linearly below the best count but slowly
+    # above it. So the extra workers get WAITING_HEADROOM more (2.0 overshot at 10 ms: 187 workers made 87% of 128's
+    # steps/s). round, not ceil: a CPU-bound env measured at busy 0.95 (noise) still gets one worker per core.
     wanted = cores + max(0, round((cores / busy - cores) * WAITING_HEADROOM))
     workers = max(1, min(wanted, cap))
     per_step_ms = (timings.env_cpu_s + timings.env_blocked_s) * 1e3
