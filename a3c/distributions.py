@@ -249,7 +249,8 @@ class GSDEGaussian(DiagGaussian):
     variance detached (SB3's default, learn_features=False): the std is learned through sigma only.
 
     params = [mean (A), z (W), log sigma (W * A)]: everything ``sample`` and the loss need, row by row (the log sigma
-    block is the same in every row). No closed-form gradient: the loss differentiates ``log_prob_entropy``."""
+    block is the same in every row). The log-prob and entropy are DiagGaussian's with that std; no closed-form
+    gradient: the loss differentiates ``log_prob_entropy``."""
 
     VARIANCE_EPS = 1e-6
 
@@ -278,13 +279,10 @@ class GSDEGaussian(DiagGaussian):
         noise = np.einsum("bw,bwa->ba", latent, matrices)
         return (mean + noise).astype(np.float32).reshape(mean.shape[0], *self.action_shape)
 
-    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _mean_log_std(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian given the state (DiagGaussian's log_prob_entropy uses it as it is)."""
         mean, latent, log_sigma = self._split(params)
-        log_std = torch.log(self._std(latent, log_sigma))
-        z = (actions.reshape(actions.shape[0], -1) - mean) * torch.exp(-log_std)
-        log_prob = -(0.5 * z.pow(2) + log_std).sum(-1) - self.dim * _HALF_LOG_2PI
-        entropy = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
-        return log_prob, entropy
+        return mean, torch.log(self._std(latent, log_sigma))
 
     def policy_grad(
         self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
