@@ -1,7 +1,9 @@
 """Steps/s of --backend ray against the shared-memory backend, on this machine, in one run of this script: CartPole-v1
 (a fast env: the round trip to the parameter server per update is what limits Ray) and envs/SlowCartPole-v1 at
-10 ms per step (a slow data source: the env limits both), with 2 and 16 workers. Runs alternate
-(shared-memory, ray, shared-memory, ...) so that load on the machine hits both alike; the ratio is of medians.
+10 ms per step (a slow data source: the env limits both), with 2 and 16 workers. The slow env runs with 1 env per
+worker (an update every 5 env steps: the most round trips per env step) and with the default 8 envs per worker.
+Runs alternate (shared-memory, ray, shared-memory, ...) so that load on the machine hits both alike; the ratio is
+of medians.
 
     pip install -e ".[ray]"
     python scripts/bench_ray.py --repeats 2 --out bench-out
@@ -33,6 +35,8 @@ def push_costs(calls: int) -> dict[str, float]:
     """What one update costs the Ray backend beyond the shared-memory one, on CartPole-v1's default model: the
     round trip of ``ParameterServer.push`` (the gradient out, the weights and control back) called from this process
     through Ray, against the same method called in-process (applying the update, copying the weights)."""
+    import pickle
+
     import numpy as np
     import ray
 
@@ -52,11 +56,12 @@ def push_costs(calls: int) -> dict[str, float]:
             call()
         return (time.perf_counter() - start) / calls
 
-    in_process = per_call(lambda: local.push(0, grad, 0))
+    message = pickle.dumps((0, grad.tobytes(), 0, None), protocol=pickle.HIGHEST_PROTOCOL)  # as RayChannel.push's
+    in_process = per_call(lambda: local.push(message))
     connect(config)
     try:
         server = ray.remote(ParameterServer).options(num_cpus=0).remote(spec, config)
-        round_trip = per_call(lambda: ray.get(server.push.remote(0, grad, 0)))
+        round_trip = per_call(lambda: ray.get(server.push.remote(message)))
         stats_row = local.load_stats(0)
         publish = per_call(lambda: server.publish.remote(0, 40, None, stats_row))
         ray.get(server.control.remote())
@@ -75,7 +80,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[2, 16], help="worker counts")
     parser.add_argument("--repeats", type=int, default=2, help="runs per backend and setting")
     parser.add_argument("--fast-steps", type=int, default=200_000, help="env steps of each CartPole-v1 run")
-    parser.add_argument("--slow-steps-per-worker", type=int, default=400, help="env steps per worker, slow env")
+    parser.add_argument("--slow-steps-per-worker", type=int, default=1500, help="env steps per worker, slow env")
+    parser.add_argument(
+        "--slow-envs-per-worker", type=int, nargs="+", default=[1, 8], help="--envs-per-worker values, slow env"
+    )
     parser.add_argument(
         "--push-every", type=int, nargs="+", default=[1, 4], help="--push-every values of the Ray runs (CartPole-v1)"
     )
@@ -92,13 +100,15 @@ def main() -> None:
     )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for env, env_flags in ENVS.items():
+        settings = [("CartPole-v1", ENVS["CartPole-v1"], None)]
+        settings += [("slow 10 ms", ENVS["slow 10 ms"], k) for k in args.slow_envs_per_worker]
+        for env, env_flags, envs_per_worker in settings:
             for workers in args.workers:
                 if env == "CartPole-v1":
                     flags = [*env_flags, "--total-steps", str(args.fast_steps)]
-                else:  # one env per worker, as bench_slow_env: the same work per worker whatever the count
+                else:  # the same work per worker whatever the count
                     steps = args.slow_steps_per_worker * workers
-                    flags = [*env_flags, "--envs-per-worker", "1", "--total-steps", str(steps)]
+                    flags = [*env_flags, "--envs-per-worker", str(envs_per_worker), "--total-steps", str(steps)]
                 flags += ["--workers", str(workers), "--eval-every", "0", "--preset", "none"]
                 # CartPole-v1: Ray with each --push-every given; the slow env: the first one
                 pushes = args.push_every if env == "CartPole-v1" else args.push_every[:1]
@@ -109,17 +119,19 @@ def main() -> None:
                     for backend in backends:
                         name, _, push_every = backend.partition(":")
                         extra = ["--backend", name] + (["--push-every", push_every] if push_every else [])
-                        run_dir = Path(tmp) / f"{env.split()[0]}-{workers}-{name}-{push_every}-{r}"
+                        run_dir = Path(tmp) / f"{env.split()[0]}-{envs_per_worker}-{workers}-{name}-{push_every}-{r}"
                         s = run_train([*flags, *extra], run_dir)
                         sps[backend].append(s["steps_per_s"])
                         startup[backend].append(s["startup_s"] or 0.0)
-                        print(f"{env}, {workers} workers, {backend}: {s['steps_per_s']:,.0f} steps/s", flush=True)
+                        where = f"{env}" + (f", {envs_per_worker} envs/worker" if envs_per_worker else "")
+                        print(f"{where}, {workers} workers, {backend}: {s['steps_per_s']:,.0f} steps/s", flush=True)
                 shm = statistics.median(sps["shared-memory"])
                 for backend in backends[1:]:
                     ray = statistics.median(sps[backend])
                     results.append(
                         {
                             "env": env,
+                            "envs_per_worker": envs_per_worker or 8,
                             "workers": workers,
                             "push_every": int(backend.partition(":")[2]),
                             "shared_memory_sps": sps["shared-memory"],
@@ -135,6 +147,7 @@ def main() -> None:
     rows = [
         [
             r["env"],
+            r["envs_per_worker"],
             r["workers"],
             r["push_every"],
             statistics.median(r["shared_memory_sps"]),
@@ -148,6 +161,7 @@ def main() -> None:
     table = markdown_table(
         [
             "env",
+            "envs/worker",
             "workers",
             "push every",
             "shared-memory steps/s",
@@ -163,8 +177,8 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    labels = [f"{r['env']}\n{r['workers']} workers, push {r['push_every']}" for r in results]
+    fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
+    labels = [f"{r['env']} x{r['envs_per_worker']}\n{r['workers']}w, push {r['push_every']}" for r in results]
     ax.bar(labels, [r["ratio"] for r in results], color="tab:blue")
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_ylabel("Ray steps/s over shared-memory steps/s")
