@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
+import statistics
 import sys
 import threading
 import time
@@ -39,7 +40,7 @@ from typing import Any
 from a3c.config import Config
 from a3c.environment import EnvSpec
 
-ENV_BUDGET_S = 0.15  # wall time spent stepping the envs (at least MIN_ENV_STEPS steps are taken)
+ENV_BUDGET_S = 0.4  # wall time spent stepping the envs (at least MIN_ENV_STEPS steps are taken)
 MIN_ENV_STEPS = 8
 MODEL_REPEATS = 20  # acting forwards and update stand-ins timed (after one warm-up each)
 # PSS of one worker measured by scripts/bench_memory.py (CartPole-v1, 8 envs, 64x64 MLP): 27 MB under fork and
@@ -47,7 +48,7 @@ MODEL_REPEATS = 20  # acting forwards and update stand-ins timed (after one warm
 WORKER_MB = {"fork": 32, "forkserver": 32, "spawn": 200}
 MEMORY_SHARE = 0.5  # of the available memory the workers may take together
 FDS_PER_WORKER = 8  # pipes and sentinels per worker in the main process and the fork server, with margin
-WAITING_HEADROOM = 1.5  # the extra workers (beyond one per core) a waiting env gets, over the estimate (see choose)
+WAITING_HEADROOM = 2.0  # the extra workers (beyond one per core) a waiting env gets, over the estimate (see choose)
 HINT_RATIO = 1.5  # a user-given count this many times above the choice (and above the core count) gets a hint
 
 
@@ -55,7 +56,7 @@ HINT_RATIO = 1.5  # a user-given count this many times above the choice (and abo
 class Timings:
     """Per env step and per model call, in seconds."""
 
-    env_cpu_s: float  # CPU time of one env step (reset included, amortised)
+    env_cpu_s: float  # CPU time of the median env step (a reset counts in the step that ended the episode)
     env_blocked_s: float  # time one env step spends off the CPU on its own account (sleep, I/O)
     act_s: float  # one acting forward pass over K observations plus the action sampling
     update_s: float  # one update (estimated: see the module docstring)
@@ -94,12 +95,13 @@ def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap
     cpu = T * (K * timings.env_cpu_s + timings.act_s) + timings.update_s
     wall = cpu + T * K * timings.env_blocked_s
     busy = min(1.0, cpu / wall) if wall > 0 else 1.0
-    # Workers beyond one per core are there to fill the time others wait; the estimate above undercounts what a
-    # waiting worker costs in the run (waking up, the publish path, the main process reading, switching among many
-    # processes), so ``cores / busy`` of them leave cores idle: bench_workers_auto found the best fixed count above
-    # it for sleeping envs (0.2 and 10 ms a step), and throughput falling linearly below the best count but slowly
-    # above it. So the extra workers get WAITING_HEADROOM more (2.0 overshot at 10 ms: 187 workers made 87% of 128's
-    # steps/s). round, not ceil: a CPU-bound env measured at busy 0.95 (noise) still gets one worker per core.
+    # Workers beyond one per core are there to fill the time others wait; ``cores / busy`` of them would keep the
+    # cores busy only if their waits never overlapped, and the estimate undercounts what a waiting worker costs in
+    # the run (waking up, the publish path, the main process reading, switching among many processes): the best
+    # fixed count in bench_workers_auto's sweeps lies above it for sleeping envs, with throughput falling steeply
+    # below the best count and slowly above it. So the extra workers get WAITING_HEADROOM times the estimate,
+    # calibrated on those sweeps (docs/benchmarks.md). round, not ceil: a CPU-bound env measured at busy 0.95
+    # (noise) still gets one worker per core.
     wanted = cores + max(0, round((cores / busy - cores) * WAITING_HEADROOM))
     workers = max(1, min(wanted, cap))
     per_step_ms = (timings.env_cpu_s + timings.env_blocked_s) * 1e3
@@ -173,20 +175,30 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
         for k, env in enumerate(envs):
             env.action_space.seed(k)
             env.reset(seed=config.seed + k)
-        steps, wall0, cpu0, queue0 = 0, time.perf_counter(), time.thread_time(), _run_queue_s()
-        while steps < MIN_ENV_STEPS or time.perf_counter() - wall0 < ENV_BUDGET_S:
+            # untimed: a first step does one-off work (gymnasium's env checker)
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+        step_cpu: list[float] = []
+        wall0, cpu0, queue0 = time.perf_counter(), time.thread_time(), _run_queue_s()
+        while len(step_cpu) < MIN_ENV_STEPS or time.perf_counter() - wall0 < ENV_BUDGET_S:
             for env in envs:  # as a worker does: each env in turn, reset at the end of an episode
+                t0 = time.thread_time()
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 if terminated or truncated:
                     env.reset()
-                steps += 1
+                step_cpu.append(time.thread_time() - t0)
         wall = time.perf_counter() - wall0
         cpu = time.thread_time() - cpu0
         queued = _run_queue_s() - queue0
     finally:
         for env in envs:
             env.close()
-    env_cpu = cpu / steps
+    steps = len(step_cpu)
+    # the median step: a slow env takes few steps in ENV_BUDGET_S (15 at 10 ms), and the CPU time of a step that
+    # sleeps is noisy and grows with the sleep (here: a median of 30-60 us at 0.2 ms, 150-270 us at 10 ms; caches
+    # gone cold during the sleep, we think)
+    env_cpu = statistics.median(step_cpu)
     env_blocked = max(0.0, wall - cpu - queued) / steps
 
     threads = torch.get_num_threads()
