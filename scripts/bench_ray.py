@@ -25,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, run_train, save_results  # noqa: E402
 
+from a3c.config import Config  # noqa: E402
+
 ENVS = {
     "CartPole-v1": ["--env", "CartPole-v1"],
     "slow 10 ms": ["--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.01", "mode=sleep"],
@@ -41,7 +43,6 @@ def push_costs(calls: int) -> dict[str, float]:
     import ray
 
     from a3c.backends.ray_backend import ParameterServer, connect
-    from a3c.config import Config
     from a3c.environment import describe_env
 
     config = Config(workers=2, eval_every=0)
@@ -100,15 +101,15 @@ def main() -> None:
     )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        settings = [("CartPole-v1", ENVS["CartPole-v1"], None)]
+        settings = [("CartPole-v1", ENVS["CartPole-v1"], Config().envs_per_worker)]  # the default
         settings += [("slow 10 ms", ENVS["slow 10 ms"], k) for k in args.slow_envs_per_worker]
         for env, env_flags, envs_per_worker in settings:
             for workers in args.workers:
                 if env == "CartPole-v1":
-                    flags = [*env_flags, "--total-steps", str(args.fast_steps)]
+                    steps = args.fast_steps
                 else:  # the same work per worker whatever the count
                     steps = args.slow_steps_per_worker * workers
-                    flags = [*env_flags, "--envs-per-worker", str(envs_per_worker), "--total-steps", str(steps)]
+                flags = [*env_flags, "--envs-per-worker", str(envs_per_worker), "--total-steps", str(steps)]
                 flags += ["--workers", str(workers), "--eval-every", "0", "--preset", "none"]
                 # CartPole-v1: Ray with each --push-every given; the slow env: the first one
                 pushes = args.push_every if env == "CartPole-v1" else args.push_every[:1]
@@ -123,15 +124,18 @@ def main() -> None:
                         s = run_train([*flags, *extra], run_dir)
                         sps[backend].append(s["steps_per_s"])
                         startup[backend].append(s["startup_s"] or 0.0)
-                        where = f"{env}" + (f", {envs_per_worker} envs/worker" if envs_per_worker else "")
-                        print(f"{where}, {workers} workers, {backend}: {s['steps_per_s']:,.0f} steps/s", flush=True)
+                        print(
+                            f"{env}, {envs_per_worker} envs/worker, {workers} workers, {backend}: "
+                            f"{s['steps_per_s']:,.0f} steps/s",
+                            flush=True,
+                        )
                 shm = statistics.median(sps["shared-memory"])
                 for backend in backends[1:]:
                     ray = statistics.median(sps[backend])
                     results.append(
                         {
                             "env": env,
-                            "envs_per_worker": envs_per_worker or 8,
+                            "envs_per_worker": envs_per_worker,
                             "workers": workers,
                             "push_every": int(backend.partition(":")[2]),
                             "shared_memory_sps": sps["shared-memory"],
