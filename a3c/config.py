@@ -14,6 +14,7 @@ from a3c.errors import UserError
 
 LR_SCHEDULES = ("constant", "linear")
 BACKENDS = ("shared-memory", "serial", "ray")
+RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
 
 
 def workers_arg(text: str) -> int | str:
@@ -129,10 +130,18 @@ class Config:
     ray_cpus_per_worker: float = flag(
         1.0, help="with --backend ray: CPUs each worker actor reserves (Ray's scheduling resource)"
     )
+    ray_same_node: str = flag(
+        "shared-memory",
+        help="with --backend ray: how workers on the parameter server's node (the driver's) reach the global model: "
+        "shared-memory (in place, as --backend shared-memory's workers do; Ray only starts and restarts them) or "
+        "ray (actor calls, as workers on other nodes do)",
+        choices=RAY_SAME_NODE,
+    )
     push_every: int = flag(
         1,
-        help="with --backend ray: a worker sums the gradients of this many rollouts and pushes them in one round "
-        "trip (fewer round trips; the rollouts between share one set of weights)",
+        help="with --backend ray: a worker that reaches the server by actor calls (on another node, or with "
+        "--ray-same-node ray) sums the gradients of this many rollouts and pushes them in one round trip (fewer "
+        "round trips; the rollouts between share one set of weights)",
     )
     start_method: str | None = flag(
         None,
@@ -266,6 +275,14 @@ class Config:
                 self.push_every == 1 or self.backend == "ray",
                 f"--push-every {self.push_every} is for --backend ray (shared-memory and serial workers apply every "
                 "update at once); drop it or add --backend ray",
+            ),
+            (
+                self.ray_same_node in RAY_SAME_NODE,
+                f"--ray-same-node must be one of {', '.join(RAY_SAME_NODE)} (got {self.ray_same_node!r})",
+            ),
+            (
+                self.ray_same_node == "shared-memory" or self.backend == "ray",
+                f"--ray-same-node {self.ray_same_node} is for --backend ray; drop it or add --backend ray",
             ),
             (
                 math.isfinite(self.ray_cpus_per_worker) and self.ray_cpus_per_worker >= 0.0,

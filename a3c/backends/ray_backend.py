@@ -5,7 +5,11 @@
   backend's coordinator and channels, in the actor's process: Ray runs one method of an actor at a time, so the
   gradients are applied in arrival order (A3C semantics) and the snapshot for a checkpoint is one instant.
 - **Worker actors** (``RayWorker``), spread over the nodes, run the same ``a3c.worker.Worker`` loop as worker
-  processes do; their channel (``RayChannel``) turns the loop's calls into few actor calls. Per iteration: one
+  processes do. A worker on the server's node (``--ray-same-node shared-memory``, the default) reaches the global
+  state in place: the server keeps it in named shared memory, and the worker maps it and runs the shared-memory
+  backend's own channel (Hogwild updates, no call to the server per update); Ray only places, watches and restarts
+  it. A worker on another node (or every worker, with ``--ray-same-node ray``) uses ``RayChannel``, which turns
+  the loop's calls into few actor calls. Per iteration: one
   round trip (``push``: the gradient goes, the lag, the new weights and the control state come back, so the next
   ``pull`` is local; pipelined: the reply is taken one push later, the round trip overlapping the next rollout),
   which also carries what the loop published since the last push (steps, episodes, stats:
@@ -23,6 +27,8 @@ Checkpoints hold exactly what the shared-memory backend's hold, so a run started
 
 from __future__ import annotations
 
+import _posixshmem  # multiprocessing.shared_memory's C module: shm_unlink by name
+import io
 import os
 import pickle
 import re
@@ -32,15 +38,17 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 import ray
 import torch
+import torch.multiprocessing
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from a3c.backends.shared_memory import INTERVAL, SharedMemoryCoordinator, create_shared_run
+from a3c.backends.shared_memory import INTERVAL, SharedMemoryChannel, SharedMemoryCoordinator, create_shared_run
 from a3c.board import FIELDS, Episode
 from a3c.config import Config
 from a3c.environment import EnvSpec
@@ -72,6 +80,11 @@ class ParameterServer:
 
     def __init__(self, spec: EnvSpec, config: Config) -> None:
         torch.set_num_threads(1)
+        # The run's shared tensors are created as named files in /dev/shm, so that a worker actor on this node can map
+        # them (shared_channel). torch's default strategy keeps only a file descriptor, which reaches a child process
+        # and no other: worker actors are Ray's processes, not this one's children. The files go when the last
+        # process that maps them does (torch_shm_manager counts them), a killed one included.
+        torch.multiprocessing.set_sharing_strategy("file_system")
         # gradients arrive as read-only numpy arrays (Ray's zero-copy objects); the optimizer only reads them
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         run, _, _ = create_shared_run(spec, config)
@@ -83,6 +96,28 @@ class ParameterServer:
         return ray.get_runtime_context().get_node_id()
 
     # -- a worker's calls ----------------------------------------------------------------------------------------
+    def shared_channel(self, rank: int) -> bytes:
+        """Rank's shared-memory channel (a3c.backends.shared_memory.SharedMemoryChannel) onto this server's state, for
+        a worker on this node: pickled with torch's reductions, so its tensors travel as the names of their shared
+        memory, not as copies; unpickled in the worker, they map the same memory."""
+        return bytes(ForkingPickler.dumps(self.channels[rank], pickle.HIGHEST_PROTOCOL))
+
+    def shared_memory_names(self) -> list[str]:
+        """The names of the shared memory the run's state lives in, for the driver to remove when the run ends:
+        torch_shm_manager would remove them once the last process mapping them is gone, but Ray kills an actor's
+        child processes (the manager among them) with the actor, and the files would stay in /dev/shm."""
+        names: set[str] = set()
+
+        class Collect(pickle.Pickler):
+            def persistent_id(self, obj: Any) -> Any:
+                if isinstance(obj, torch.Tensor):  # (manager socket, name, size): already shared, so no new memory
+                    names.add(obj.untyped_storage()._share_filename_cpu_()[1].decode())
+                    return len(names)  # anything but None: the pickle is thrown away
+                return None
+
+        Collect(io.BytesIO(), pickle.HIGHEST_PROTOCOL).dump((self.coordinator.run, self.coordinator.control))
+        return sorted(names)
+
     def weights(self) -> tuple[int, bytes]:
         """The global parameters (float32 bytes) and their version (the update count)."""
         return self.coordinator.optimizer.step_count(), self.coordinator.params.detach().numpy().tobytes()
@@ -174,9 +209,14 @@ class RayChannel:
     """A worker's view (a3c.backends.WorkerChannel) over the parameter server. Picklable (an actor handle)."""
 
     def __init__(
-        self, rank: int, server: Any, push_every: int, stats_shapes: dict[str, tuple[int, ...]] | None = None
+        self,
+        rank: int,
+        server: Any,
+        push_every: int,
+        stats_shapes: dict[str, tuple[int, ...]] | None = None,
+        server_node: str | None = None,
     ) -> None:
-        self.rank, self.server, self.push_every = rank, server, push_every
+        self.rank, self.server, self.push_every, self.server_node = rank, server, push_every, server_node
         shapes = stats_shapes or {}
         self.obs_stats = RemoteMoments(server, "obs_stats", shapes["obs_stats"]) if "obs_stats" in shapes else None
         self.reward_stats = RemoteMoments(server, "reward_stats", ()) if "reward_stats" in shapes else None
@@ -198,10 +238,19 @@ class RayChannel:
             "server": self.server,
             "push_every": self.push_every,
             "stats_shapes": {m.key: m.shape for m in (self.obs_stats, self.reward_stats) if m is not None},
+            "server_node": self.server_node,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
+
+    def same_node_channel(self) -> SharedMemoryChannel | None:
+        """In a worker actor on the server's node, when the run lets workers there use shared memory (``server_node``
+        is then set): the shared-memory channel onto the server's state, to run the worker loop on instead of this
+        one. Otherwise None."""
+        if self.server_node is None or ray.get_runtime_context().get_node_id() != self.server_node:
+            return None
+        return pickle.loads(ray.get(self.server.shared_channel.remote(self.rank)))
 
     def _set_control(self, control: tuple[bool, int, int]) -> None:
         self._control, self._control_at = control, time.monotonic()
@@ -327,11 +376,16 @@ class RayWorker:
         from a3c.worker import Worker
 
         torch.set_num_threads(1)  # as in a worker process: N workers x M intra-op threads would thrash
-        worker = Worker(rank, channel, config, spec, run_start, WorkerSeeds(config.seed, session, rank, incarnation))
+        # on the server's node: the global state in place, as a worker process reaches it (nothing to flush: every
+        # write is in shared memory when it returns)
+        local = channel.same_node_channel()
+        seeds = WorkerSeeds(config.seed, session, rank, incarnation)
+        worker = Worker(rank, local or channel, config, spec, run_start, seeds)
         try:
             worker.run()
         finally:
-            channel.flush()
+            if local is None:
+                channel.flush()
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -341,9 +395,18 @@ class RayCoordinator:
     """The driver's view (a3c.backends.Coordinator): one ``tick`` call to the server per dashboard tick; the stats,
     the global step and the counters are answered from what that call returned."""
 
-    def __init__(self, server: Any, workers: int, total_steps: int, push_every: int, stats_shapes: dict) -> None:
+    def __init__(
+        self,
+        server: Any,
+        workers: int,
+        total_steps: int,
+        push_every: int,
+        stats_shapes: dict,
+        shared_memory_node: str | None = None,
+    ) -> None:
+        """``shared_memory_node``: the server's node, when workers there reach it through shared memory."""
         self.server, self.workers, self.total_steps = server, workers, total_steps
-        self.push_every, self.stats_shapes = push_every, stats_shapes
+        self.push_every, self.stats_shapes, self.shared_memory_node = push_every, stats_shapes, shared_memory_node
         self._stop = False
         self._interval = 0
         self._set_state(self._call(server.state, timeout=START_TIMEOUT_S))
@@ -355,7 +418,7 @@ class RayCoordinator:
         self._stats, self._global_step, self._lost, self._read = state
 
     def channel(self, rank: int) -> RayChannel:
-        return RayChannel(rank, self.server, self.push_every, self.stats_shapes)
+        return RayChannel(rank, self.server, self.push_every, self.stats_shapes, self.shared_memory_node)
 
     def drain(self) -> list[Episode]:
         episodes, *state = self._call(self.server.tick)
@@ -407,10 +470,17 @@ class RayCoordinator:
 
 class RayLauncher:
     """A worker actor per rank (a3c.backends.Launcher); ``args_for(rank)`` gives RayWorker.run's arguments but the
-    incarnation. Workers are spread over the nodes, ``cpus`` CPUs each (Ray's scheduling resource)."""
+    incarnation. Workers are spread over the nodes, ``cpus`` CPUs each (Ray's scheduling resource).
+    ``shared_memory_node``: the node whose workers reach the server through shared memory (None: none do)."""
 
-    def __init__(self, args_for: Callable[[int], tuple[Any, ...]], cpus: float, log: Callable[[str], None]) -> None:
-        self.args_for, self.cpus, self.log = args_for, cpus, log
+    def __init__(
+        self,
+        args_for: Callable[[int], tuple[Any, ...]],
+        cpus: float,
+        log: Callable[[str], None],
+        shared_memory_node: str | None = None,
+    ) -> None:
+        self.args_for, self.cpus, self.log, self.shared_memory_node = args_for, cpus, log, shared_memory_node
         self.actor_class = ray.remote(RayWorker)
         self.actors: dict[int, Any] = {}
         self.refs: dict[int, Any] = {}
@@ -439,7 +509,8 @@ class RayLauncher:
             self.nodes[rank] = ray.get(ref)
         except RayError:
             return  # the actor died before it ran: exitcode() reports that
-        self.log(f"a3c: worker {rank} on Ray node {self.nodes[rank]}")
+        path = "shared memory" if self.nodes[rank] == self.shared_memory_node else "actor calls"
+        self.log(f"a3c: worker {rank} on Ray node {self.nodes[rank]} (reaches the parameter server by {path})")
 
     def _settle(self, rank: int, timeout: float = 0.0) -> None:
         """Record rank's exit code if its run has ended (within ``timeout``)."""
@@ -498,8 +569,17 @@ class RayLauncher:
 class RayBackend:
     """Connects to Ray (or starts a local instance), creates the parameter server, and closes what it started."""
 
-    def __init__(self, server: Any, coordinator: RayCoordinator, model: torch.nn.Module, dist: Any, owns: bool):
+    def __init__(
+        self,
+        server: Any,
+        coordinator: RayCoordinator,
+        model: torch.nn.Module,
+        dist: Any,
+        owns: bool,
+        shared_memory_names: Sequence[str] = (),
+    ) -> None:
         self.server, self.coordinator, self.model, self.dist, self.owns = server, coordinator, model, dist, owns
+        self.shared_memory_names = shared_memory_names
 
     @classmethod
     def start(cls, config: Config, spec: EnvSpec) -> RayBackend:
@@ -522,7 +602,15 @@ class RayBackend:
                 stats_shapes["obs_stats"] = tuple(spec.obs_shape)
             if config.normalize_reward:
                 stats_shapes["reward_stats"] = ()
-            coordinator = RayCoordinator(server, config.workers, config.total_steps, config.push_every, stats_shapes)
+            coordinator = RayCoordinator(
+                server,
+                config.workers,
+                config.total_steps,
+                config.push_every,
+                stats_shapes,
+                shared_memory_node=here if config.ray_same_node == "shared-memory" else None,
+            )
+            names = ray.get(server.shared_memory_names.remote(), timeout=CALL_TIMEOUT_S)
         except GetTimeoutError:
             ray.shutdown()
             raise UserError(
@@ -533,17 +621,28 @@ class RayBackend:
         except BaseException:
             ray.shutdown()
             raise
-        return cls(server, coordinator, model, dist, owns)
+        return cls(server, coordinator, model, dist, owns, names)
 
     def launcher(self, args_for: Callable[[int], tuple[Any, ...]], cpus: float) -> RayLauncher:
-        return RayLauncher(args_for, cpus, log=lambda line: print(line, file=sys.stderr))
+        return RayLauncher(
+            args_for,
+            cpus,
+            log=lambda line: print(line, file=sys.stderr),
+            shared_memory_node=self.coordinator.shared_memory_node,
+        )
 
     def close(self) -> None:
-        """End the server; disconnect (a local instance started here is shut down with it)."""
+        """End the server; remove its shared memory (this is its node); disconnect (a local instance started here is
+        shut down with it)."""
         try:
             ray.kill(self.server, no_restart=True)
         except Exception:  # noqa: BLE001 (already gone)
             pass
+        for name in self.shared_memory_names:
+            try:
+                _posixshmem.shm_unlink(name)  # a worker still mapping it keeps its mapping; the name goes
+            except FileNotFoundError:
+                pass
         ray.shutdown()
 
 
