@@ -2,8 +2,11 @@
 (a fast env: the round trip to the parameter server per update is what limits Ray) and envs/SlowCartPole-v1 at
 10 ms per step (a slow data source: the env limits both), with 2 and 16 workers. The slow env runs with 1 env per
 worker (an update every 5 env steps: the most round trips per env step) and with the default 8 envs per worker.
-Runs alternate (shared-memory, ray, shared-memory, ...) so that load on the machine hits both alike; the ratio is
-of medians.
+Ray runs both ways a worker can reach the parameter server: as workers on its node do by default (shared memory,
+`--ray-same-node shared-memory`), and by actor calls, as workers on other nodes do (`--ray-same-node ray`, here on
+one machine: the per-update cost of a cluster worker, without the network), with each `--push-every` given.
+Runs alternate (shared-memory, ray, ray by calls, shared-memory, ...) so that load on the machine hits all alike;
+the ratio is of medians.
 
     pip install -e ".[ray]"
     python scripts/bench_ray.py --repeats 2 --out bench-out
@@ -42,10 +45,11 @@ def push_costs(calls: int) -> dict[str, float]:
     import numpy as np
     import ray
 
-    from a3c.backends.ray_backend import ParameterServer, connect
+    from a3c.backends.ray_backend import ParameterServer, connect, remove_shared_memory
     from a3c.environment import describe_env
 
     config = Config(workers=2, eval_every=0)
+    names: list[str] = []
     spec = describe_env(config.env, {})
     local = ParameterServer(spec, config)
     grad = np.zeros(local.coordinator.params.numel(), dtype=np.float32)
@@ -62,12 +66,14 @@ def push_costs(calls: int) -> dict[str, float]:
     connect(config)
     try:
         server = ray.remote(ParameterServer).options(num_cpus=0).remote(spec, config)
+        names = ray.get(server.shared_memory_names.remote())
         round_trip = per_call(lambda: ray.get(server.push.remote(message)))
         stats_row = local.load_stats(0)
         publish = per_call(lambda: server.publish.remote(0, 40, None, stats_row))
         ray.get(server.control.remote())
     finally:
         ray.shutdown()
+        remove_shared_memory(names)
     return {
         "push_in_process_ms": in_process * 1e3,
         "push_round_trip_ms": round_trip * 1e3,
@@ -86,7 +92,11 @@ def main() -> None:
         "--slow-envs-per-worker", type=int, nargs="+", default=[1, 8], help="--envs-per-worker values, slow env"
     )
     parser.add_argument(
-        "--push-every", type=int, nargs="+", default=[1, 4], help="--push-every values of the Ray runs (CartPole-v1)"
+        "--push-every",
+        type=int,
+        nargs="+",
+        default=[1, 4],
+        help="--push-every values of the Ray runs by actor calls (CartPole-v1; the slow env: the first)",
     )
     parser.add_argument("--calls", type=int, default=2000, help="calls timed for the per-update cost")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
@@ -111,16 +121,19 @@ def main() -> None:
                     steps = args.slow_steps_per_worker * workers
                 flags = [*env_flags, "--envs-per-worker", str(envs_per_worker), "--total-steps", str(steps)]
                 flags += ["--workers", str(workers), "--eval-every", "0", "--preset", "none"]
-                # CartPole-v1: Ray with each --push-every given; the slow env: the first one
+                # the Ray runs by actor calls: CartPole-v1 with each --push-every given; the slow env the first one
                 pushes = args.push_every if env == "CartPole-v1" else args.push_every[:1]
-                backends = ["shared-memory", *(f"ray:{n}" for n in pushes)]
+                variants = {"shared-memory": ("shared-memory", None), "ray": ("shared memory", None)}
+                variants.update({f"ray-calls-{n}": ("actor calls", n) for n in pushes})
+                backends = list(variants)
                 sps: dict[str, list[float]] = {b: [] for b in backends}
                 startup: dict[str, list[float]] = {b: [] for b in backends}
                 for r in range(args.repeats):
                     for backend in backends:
-                        name, _, push_every = backend.partition(":")
-                        extra = ["--backend", name] + (["--push-every", push_every] if push_every else [])
-                        run_dir = Path(tmp) / f"{env.split()[0]}-{envs_per_worker}-{workers}-{name}-{push_every}-{r}"
+                        extra = ["--backend", "shared-memory" if backend == "shared-memory" else "ray"]
+                        if backend.startswith("ray-calls"):
+                            extra += ["--ray-same-node", "ray", "--push-every", str(variants[backend][1])]
+                        run_dir = Path(tmp) / f"{env.split()[0]}-{envs_per_worker}-{workers}-{backend}-{r}"
                         s = run_train([*flags, *extra], run_dir)
                         sps[backend].append(s["steps_per_s"])
                         startup[backend].append(s["startup_s"] or 0.0)
@@ -137,7 +150,8 @@ def main() -> None:
                             "env": env,
                             "envs_per_worker": envs_per_worker,
                             "workers": workers,
-                            "push_every": int(backend.partition(":")[2]),
+                            "same_node_path": variants[backend][0],
+                            "push_every": variants[backend][1],
                             "shared_memory_sps": sps["shared-memory"],
                             "ray_sps": sps[backend],
                             "ratio": ray / shm,
@@ -153,7 +167,8 @@ def main() -> None:
             r["env"],
             r["envs_per_worker"],
             r["workers"],
-            r["push_every"],
+            r["same_node_path"],
+            r["push_every"] or "",
             statistics.median(r["shared_memory_sps"]),
             statistics.median(r["ray_sps"]),
             f"{r['ratio']:.2f}x",
@@ -167,6 +182,7 @@ def main() -> None:
             "env",
             "envs/worker",
             "workers",
+            "ray: workers reach the server by",
             "push every",
             "shared-memory steps/s",
             "ray steps/s",
@@ -181,12 +197,22 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 4), dpi=100)
-    labels = [f"{r['env']} x{r['envs_per_worker']}\n{r['workers']}w, push {r['push_every']}" for r in results]
-    ax.bar(labels, [r["ratio"] for r in results], color="tab:blue")
+    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=100)
+    labels = [
+        f"{r['env']} x{r['envs_per_worker']}, {r['workers']}w\n"
+        + ("shared mem." if r["push_every"] is None else f"calls, push {r['push_every']}")
+        for r in results
+    ]
+    colours = ["tab:blue" if r["push_every"] is None else "tab:orange" for r in results]
+    ax.bar(range(len(results)), [r["ratio"] for r in results], color=colours)
+    ax.set_xticks(range(len(results)), labels, fontsize=7)
     ax.axhline(1.0, color="grey", lw=0.8)
     ax.set_ylabel("Ray steps/s over shared-memory steps/s")
-    ax.set_title("--backend ray against shared memory, same machine, same run")
+    ax.set_title(
+        "--backend ray against shared memory, same machine, same run\n"
+        "blue: Ray workers by shared memory (the server's node); orange: by actor calls (as on other nodes)",
+        fontsize=9,
+    )
     fig.tight_layout()
     table += (
         f"\n\nPer update (CartPole-v1's model, {costs['parameters']:,} parameters, {args.calls} calls): the server's "

@@ -638,11 +638,7 @@ class RayBackend:
             ray.kill(self.server, no_restart=True)
         except Exception:  # noqa: BLE001 (already gone)
             pass
-        for name in self.shared_memory_names:
-            try:
-                _posixshmem.shm_unlink(name)  # a worker still mapping it keeps its mapping; the name goes
-            except FileNotFoundError:
-                pass
+        remove_shared_memory(self.shared_memory_names)
         ray.shutdown()
 
 
@@ -696,6 +692,16 @@ def connect(config: Config) -> bool:
             if handler is not None:
                 signal.signal(sig, handler)
     return config.ray_address is None
+
+
+def remove_shared_memory(names: Sequence[str]) -> None:
+    """Remove the named shared memory (ParameterServer.shared_memory_names) from this node. A process still mapping
+    it keeps its mapping; only the name goes."""
+    for name in names:
+        try:
+            _posixshmem.shm_unlink(name)
+        except FileNotFoundError:
+            pass
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
