@@ -146,15 +146,21 @@ def leaked_shm(before: set[str], pids: set[int]) -> set[str]:
     return {e for e in new if e.startswith(("sem.mp-", "psm_")) or any(f"_{p}_" in e for p in pids)}
 
 
-def run_backends(tmp_path: Path, backends: tuple[str, ...], *flags: str, timeout: float) -> dict[str, Path]:
-    """The same small training command under each of ``backends`` (each must exit 0); their run directories."""
+def run_backends(
+    tmp_path: Path, backends: tuple[str, ...], *flags: str, timeout: float, outputs: dict[str, str] | None = None
+) -> dict[str, Path]:
+    """The same small training command under each of ``backends`` (each must exit 0; a backend may carry its own
+    flags: "ray --ray-same-node ray"); their run directories, by backend. ``outputs``: filled with each one's stderr."""
     dirs = {}
     for backend in backends:
-        run_dir = dirs[backend] = tmp_path / backend
+        name, *own_flags = backend.split()
+        run_dir = dirs[backend] = tmp_path / name
         done = subprocess.run(
-            train_cmd(run_dir, *flags, "--backend", backend), capture_output=True, text=True, timeout=timeout
+            train_cmd(run_dir, *flags, "--backend", name, *own_flags), capture_output=True, text=True, timeout=timeout
         )
         assert done.returncode == 0, done.stderr
+        if outputs is not None:
+            outputs[backend] = done.stderr
     return dirs
 
 

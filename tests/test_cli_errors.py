@@ -121,6 +121,7 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
         (["--max-skipped-in-row", "0"], "--max-skipped-in-row must be at least 1"),
         (["--push-every", "0", "--backend", "ray"], "--push-every must be at least 1 (got 0)"),
         (["--push-every", "4"], "--push-every 4 is for --backend ray"),
+        (["--ray-same-node", "ray"], "--ray-same-node ray is for --backend ray"),
         (["--backend", "ray", "--ray-cpus-per-worker", "-1"], "--ray-cpus-per-worker must be a number >= 0"),
         (["--workers", "two"], "argument --workers: takes a number of workers or auto (got 'two')"),
         (["--env-kwargs"], "--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out"),
