@@ -28,6 +28,7 @@ Checkpoints hold exactly what the shared-memory backend's hold, so a run started
 from __future__ import annotations
 
 import _posixshmem  # multiprocessing.shared_memory's C module: shm_unlink by name
+import gc
 import io
 import os
 import pickle
@@ -376,6 +377,9 @@ class RayWorker:
         from a3c.worker import Worker
 
         torch.set_num_threads(1)  # as in a worker process: N workers x M intra-op threads would thrash
+        # as in a worker process (a3c.worker.run_as_process): what is loaded by now (Ray, torch, gymnasium, a3c) goes
+        # into a generation the garbage collector never scans again; a full collection would visit all of it
+        gc.freeze()
         # on the server's node: the global state in place, as a worker process reaches it (nothing to flush: every
         # write is in shared memory when it returns)
         local = channel.same_node_channel()
