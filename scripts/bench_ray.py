@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, run_train, save_results  # noqa: E402
@@ -80,6 +81,34 @@ def push_costs(calls: int) -> dict[str, float]:
         "publish_submit_ms": publish * 1e3,
         "parameters": int(grad.size),
     }
+
+
+def figure(results: list[dict]) -> Any:
+    """A bar per Ray run: its steps/s over the shared-memory backend's (blue: workers by shared memory; orange: by
+    actor calls)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=100)
+    labels = [
+        f"{r['env'].replace('CartPole-v1', 'CartPole')} x{r['envs_per_worker']}\n{r['workers']} workers\n"
+        + ("shared mem." if r["push_every"] is None else f"calls, push {r['push_every']}")
+        for r in results
+    ]
+    colours = ["tab:blue" if r["push_every"] is None else "tab:orange" for r in results]
+    ax.bar(range(len(results)), [r["ratio"] for r in results], color=colours)
+    ax.set_xticks(range(len(results)), labels, fontsize=7)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_ylabel("Ray steps/s over shared-memory steps/s")
+    ax.set_title(
+        "--backend ray against shared memory, same machine, same run\n"
+        "blue: Ray workers by shared memory (the server's node); orange: by actor calls (as on other nodes)",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    return fig
 
 
 def main() -> None:
@@ -192,28 +221,7 @@ def main() -> None:
         ],
         rows,
     )
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(12, 4.5), dpi=100)
-    labels = [
-        f"{r['env']} x{r['envs_per_worker']}, {r['workers']}w\n"
-        + ("shared mem." if r["push_every"] is None else f"calls, push {r['push_every']}")
-        for r in results
-    ]
-    colours = ["tab:blue" if r["push_every"] is None else "tab:orange" for r in results]
-    ax.bar(range(len(results)), [r["ratio"] for r in results], color=colours)
-    ax.set_xticks(range(len(results)), labels, fontsize=7)
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.set_ylabel("Ray steps/s over shared-memory steps/s")
-    ax.set_title(
-        "--backend ray against shared memory, same machine, same run\n"
-        "blue: Ray workers by shared memory (the server's node); orange: by actor calls (as on other nodes)",
-        fontsize=9,
-    )
-    fig.tight_layout()
+    fig = figure(results)
     table += (
         f"\n\nPer update (CartPole-v1's model, {costs['parameters']:,} parameters, {args.calls} calls): the server's "
         f"push in-process {costs['push_in_process_ms']:.3f} ms; through Ray (gradient out, weights back) "

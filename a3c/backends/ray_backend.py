@@ -1,9 +1,11 @@
 """The Ray backend (``--backend ray``): the same trainer on a Ray cluster (or a local Ray instance).
 
 - A **parameter-server actor** (``ParameterServer``), pinned to the driver's node, holds the global parameters, the
-  optimizer state, the episode board, the control state and the running statistics. It is the shared-memory
-  backend's coordinator and channels, in the actor's process: Ray runs one method of an actor at a time, so the
-  gradients are applied in arrival order (A3C semantics) and the snapshot for a checkpoint is one instant.
+  optimizer state, the episode board, the control state and the running statistics, in shared memory on its node.
+  It is the shared-memory backend's coordinator and channels, in the actor's process: Ray runs one method of an
+  actor at a time, so the gradients that come by actor calls are applied one at a time, in arrival order; those of
+  the workers on its node land in between, Hogwild-style, as worker processes' do under the default backend (and a
+  checkpoint's snapshot is taken as that backend takes it: the step counters read once, the model while they run).
 - **Worker actors** (``RayWorker``), spread over the nodes, run the same ``a3c.worker.Worker`` loop as worker
   processes do. A worker on the server's node (``--ray-same-node shared-memory``, the default) reaches the global
   state in place: the server keeps it in named shared memory, and the worker maps it and runs the shared-memory
@@ -83,8 +85,8 @@ class ParameterServer:
         torch.set_num_threads(1)
         # The run's shared tensors are created as named files in /dev/shm, so that a worker actor on this node can map
         # them (shared_channel). torch's default strategy keeps only a file descriptor, which reaches a child process
-        # and no other: worker actors are Ray's processes, not this one's children. The files go when the last
-        # process that maps them does (torch_shm_manager counts them), a killed one included.
+        # and no other: worker actors are Ray's processes, not this one's children. The driver removes the names
+        # when the run ends (shared_memory_names).
         torch.multiprocessing.set_sharing_strategy("file_system")
         # gradients arrive as read-only numpy arrays (Ray's zero-copy objects); the optimizer only reads them
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
