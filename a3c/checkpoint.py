@@ -73,6 +73,7 @@ FIXED_ON_RESUME: tuple[str, ...] = (
     "normalize_reward",
 )
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
+RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")  # settings that only --backend ray accepts
 ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_obs": False, "normalize_reward": False}
 
 
@@ -157,8 +158,16 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
             )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
+    merged = {**saved, **overrides}
+    if merged.get("backend") != "ray":
+        # a Ray run resumed under another backend: its Ray-only settings (--push-every, --ray-same-node) have no
+        # meaning there, and would fail validation; back to their defaults unless given again on this command line
+        defaults = Config()
+        for key in RAY_ONLY_SETTINGS:
+            if key not in overrides:
+                merged[key] = getattr(defaults, key)
     try:
-        config = Config.from_dict({**saved, **overrides, "run_dir": str(run_dir), "resume": str(run_dir)})
+        config = Config.from_dict({**merged, "run_dir": str(run_dir), "resume": str(run_dir)})
     except TypeError as err:
         raise UserError(f"the checkpoint's config does not fit this a3c ({err}); start a new run instead") from None
     config.validate()

@@ -172,6 +172,17 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
         resume_config(payload, tmp_path, {"lstm": 64, "total_steps": 5000})
 
 
+def test_a_ray_run_resumes_under_another_backend_without_its_ray_only_settings(tmp_path):
+    payload = _payload()
+    payload["config"] = {**payload["config"], "backend": "ray", "push_every": 4, "ray_same_node": "ray"}
+    kept = resume_config(payload, tmp_path, {"total_steps": 5000})  # still on Ray: everything kept
+    assert (kept.backend, kept.push_every, kept.ray_same_node) == ("ray", 4, "ray")
+    moved = resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "shared-memory"})
+    assert (moved.backend, moved.push_every, moved.ray_same_node) == ("shared-memory", 1, "shared-memory")
+    with pytest.raises(UserError, match="--push-every 4 is for --backend ray"):  # given again: the user's error
+        resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial", "push_every": 4})
+
+
 def _spec(obs_dim, n_actions):
     return EnvSpec("Test-v0", gym.spaces.Box(-1, 1, (obs_dim,)), gym.spaces.Discrete(n_actions), None, None)
 

@@ -123,9 +123,9 @@ def test_ray_backend_writes_the_same_run_directory_and_tags_and_resumes_on_share
     assert ckpt["global_step"] == s["total_steps"] == int(ckpt["worker_steps"].sum())
     assert int(ckpt["optimizer"]["steps"].sum()) == s["updates"]  # every update applied once (server or worker)
 
-    # a run started on Ray goes on under the shared-memory backend from its checkpoint
+    # a run started on Ray goes on under the shared-memory backend from its checkpoint (its Ray-only settings left)
     resumed = subprocess.run(
-        train_cmd(dirs["ray"], "--resume", str(dirs["ray"]), "--total-steps", "9000"),
+        train_cmd(dirs["ray"], "--resume", str(dirs["ray"]), "--total-steps", "9000", "--backend", "shared-memory"),
         capture_output=True,
         text=True,
         timeout=100,
@@ -133,6 +133,8 @@ def test_ray_backend_writes_the_same_run_directory_and_tags_and_resumes_on_share
     assert resumed.returncode == 0, resumed.stderr
     s2 = summary(dirs["ray"])
     assert s2["resumed_from_step"] == s["total_steps"] and s2["total_steps"] >= 9000
+    resumed_config = json.loads((dirs["ray"] / "config.json").read_text())
+    assert resumed_config["backend"] == "shared-memory" and resumed_config["ray_same_node"] == "shared-memory"
     assert indexes_contiguous(episode_rows(dirs["ray"]))
 
 
