@@ -152,16 +152,16 @@ def main() -> None:
                 flags += ["--workers", str(workers), "--eval-every", "0", "--preset", "none"]
                 # the Ray runs by actor calls: CartPole-v1 with each --push-every given; the slow env the first one
                 pushes = args.push_every if env == "CartPole-v1" else args.push_every[:1]
-                variants = {"shared-memory": ("shared-memory", None), "ray": ("shared memory", None)}
-                variants.update({f"ray-calls-{n}": ("actor calls", n) for n in pushes})
-                backends = list(variants)
+                # each Ray run: (how its workers reach the server, --push-every or None)
+                ray_runs = {"ray": ("shared memory", None), **{f"ray-calls-{n}": ("actor calls", n) for n in pushes}}
+                backends = ["shared-memory", *ray_runs]
                 sps: dict[str, list[float]] = {b: [] for b in backends}
                 startup: dict[str, list[float]] = {b: [] for b in backends}
                 for r in range(args.repeats):
                     for backend in backends:
                         extra = ["--backend", "shared-memory" if backend == "shared-memory" else "ray"]
                         if backend.startswith("ray-calls"):
-                            extra += ["--ray-same-node", "ray", "--push-every", str(variants[backend][1])]
+                            extra += ["--ray-same-node", "ray", "--push-every", str(ray_runs[backend][1])]
                         run_dir = Path(tmp) / f"{env.split()[0]}-{envs_per_worker}-{workers}-{backend}-{r}"
                         s = run_train([*flags, *extra], run_dir)
                         sps[backend].append(s["steps_per_s"])
@@ -179,8 +179,8 @@ def main() -> None:
                             "env": env,
                             "envs_per_worker": envs_per_worker,
                             "workers": workers,
-                            "same_node_path": variants[backend][0],
-                            "push_every": variants[backend][1],
+                            "reaches_server_by": ray_runs[backend][0],
+                            "push_every": ray_runs[backend][1],
                             "shared_memory_sps": sps["shared-memory"],
                             "ray_sps": sps[backend],
                             "ratio": ray / shm,
@@ -196,7 +196,7 @@ def main() -> None:
             r["env"],
             r["envs_per_worker"],
             r["workers"],
-            r["same_node_path"],
+            r["reaches_server_by"],
             r["push_every"] or "",
             statistics.median(r["shared_memory_sps"]),
             statistics.median(r["ray_sps"]),
