@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from a3c.config import Config
+from a3c.config import RAY_ONLY_SETTINGS, Config
 from a3c.distributions import make_distribution
 from a3c.environment import EnvSpec
 from a3c.errors import UserError
@@ -73,7 +73,6 @@ FIXED_ON_RESUME: tuple[str, ...] = (
     "normalize_reward",
 )
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
-RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")  # settings that only --backend ray accepts
 ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_obs": False, "normalize_reward": False}
 
 

@@ -15,6 +15,8 @@ from a3c.errors import UserError
 LR_SCHEDULES = ("constant", "linear")
 BACKENDS = ("shared-memory", "serial", "ray")
 RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
+# settings that validate() accepts away from their defaults only with --backend ray
+RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")
 
 
 def workers_arg(text: str) -> int | str:

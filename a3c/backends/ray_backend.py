@@ -217,9 +217,10 @@ class RayChannel:
         server: Any,
         push_every: int,
         stats_shapes: dict[str, tuple[int, ...]] | None = None,
-        server_node: str | None = None,
+        shared_memory_node: str | None = None,
     ) -> None:
-        self.rank, self.server, self.push_every, self.server_node = rank, server, push_every, server_node
+        self.rank, self.server, self.push_every = rank, server, push_every
+        self.shared_memory_node = shared_memory_node  # the server's node, when workers there use shared memory
         shapes = stats_shapes or {}
         self.obs_stats = RemoteMoments(server, "obs_stats", shapes["obs_stats"]) if "obs_stats" in shapes else None
         self.reward_stats = RemoteMoments(server, "reward_stats", ()) if "reward_stats" in shapes else None
@@ -241,17 +242,17 @@ class RayChannel:
             "server": self.server,
             "push_every": self.push_every,
             "stats_shapes": {m.key: m.shape for m in (self.obs_stats, self.reward_stats) if m is not None},
-            "server_node": self.server_node,
+            "shared_memory_node": self.shared_memory_node,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state)  # type: ignore[misc]
 
     def same_node_channel(self) -> SharedMemoryChannel | None:
-        """In a worker actor on the server's node, when the run lets workers there use shared memory (``server_node``
-        is then set): the shared-memory channel onto the server's state, to run the worker loop on instead of this
-        one. Otherwise None."""
-        if self.server_node is None or ray.get_runtime_context().get_node_id() != self.server_node:
+        """In a worker actor on ``shared_memory_node`` (the server's node, when the run lets workers there use shared
+        memory): the shared-memory channel onto the server's state, to run the worker loop on instead of this one.
+        Otherwise None."""
+        if self.shared_memory_node is None or ray.get_runtime_context().get_node_id() != self.shared_memory_node:
             return None
         return pickle.loads(ray.get(self.server.shared_channel.remote(self.rank)))
 
