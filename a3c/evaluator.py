@@ -261,7 +261,12 @@ class Evaluation:
         every = self.config.eval_every
         self.next_step = (step // every + 1) * every
         if self.pending is None:
-            self.request(snapshot())
+            payload = snapshot()
+            # the snapshot is taken after ``step`` was read, and the workers ran on in between: it may already be past
+            # the next multiple (a fast env near the end of a run), and the next tick would evaluate the same weights
+            # at the same step again. The next evaluation is due after the multiple the snapshot reached.
+            self.next_step = (max(step, int(payload["global_step"])) // every + 1) * every
+            self.request(payload)
             self.poll(log, stopping=False)  # the serial backend's evaluation has run already
 
     def request(self, payload: dict[str, Any]) -> None:

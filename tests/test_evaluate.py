@@ -196,6 +196,29 @@ def test_evaluator_is_restarted_and_then_given_up(tmp_path):
         supervisor.kill_all()
 
 
+def test_a_snapshot_past_the_next_multiple_is_not_evaluated_again(tmp_path):
+    """The snapshot is taken after the tick read the step, and the workers run on in between: one taken at 210 after a
+    tick at 150 (--eval-every 100) covers the multiple 200; the tick that then reads 210 must not evaluate the same
+    weights at the same step a second time (eval.csv had two rows at the last step of a fast run)."""
+    config = Config(env="CartPole-v1", hidden_sizes=(8,), eval_every=100, eval_episodes=2)
+    model, _ = build_model(describe_env(config.env), config)
+    params, _ = flatten_parameters(model)
+    channel = EvalChannel(params.numel())
+    evaluation = Evaluation(config, channel, tmp_path, tmp_path / "eval.csv", 0, time.time(), print_line=print)
+    snapshot = {"model": params.clone(), "global_step": 210}
+    try:
+        evaluation.tick(150, lambda: snapshot, lambda s, v: None)
+        assert evaluation.requests == 1
+        channel.done[0] = 1  # the evaluator's answer
+        evaluation.tick(210, lambda: snapshot, lambda s, v: None)
+        assert evaluation.requests == 1 and not evaluation.busy
+        assert [int(r["global_step"]) for r in read_eval_log(tmp_path / "eval.csv")] == [210]
+        evaluation.tick(300, lambda: {**snapshot, "global_step": 300}, lambda s, v: None)
+        assert evaluation.requests == 2
+    finally:
+        evaluation.finish(lambda s, v: None, wait=False)
+
+
 def test_eval_log_trimmed_to_a_checkpoint(tmp_path):
     path = tmp_path / "eval.csv"
     path.write_text(
