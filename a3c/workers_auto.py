@@ -210,26 +210,29 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
         rng = np.random.default_rng(0)
         obs = torch.randn(T + 1, K, *spec.obs_shape)
         actions = torch.zeros(T * K, *dist.action_shape, dtype=dist.action_dtype)  # any valid actions: timing only
+        # the model is called as the worker calls it: acting carries the recurrent state (empty without --lstm),
+        # the update unrolls the rollout from the state at its start (so an LSTM's steps through it are timed too)
+        state = model.initial_state(K)
+        dones = torch.zeros(T, K)  # no episode ends inside the timed rollout
 
         def act() -> None:
             with torch.inference_mode():
-                logits, _ = model.policy(obs[0])
+                logits, _ = model.policy(obs[0], state)
             dist.sample(logits, rng)
 
         def update() -> None:
             # what the worker's update does, except that autograd's backward (whose first call imports a few hundred
             # modules: too slow here) is replaced by two more forward passes, about its cost
-            flat = obs.view((T + 1) * K, *spec.obs_shape)
-            logits, values, _ = model(flat)
+            logits, values, _ = model.unroll(obs, state, dones)
             with torch.no_grad():
-                model(flat)
-                model(flat)
-            values = values.detach().view(T + 1, K)
+                model.unroll(obs, state, dones)
+                model.unroll(obs, state, dones)
+            values = values.detach()
             zeros = torch.zeros(T, K)
             adv, ret = gae_advantages(zeros, values[:T], values[1:], zeros, zeros, config.gamma, config.gae_lambda)
             actor_critic_loss_grads(
                 dist,
-                logits.detach()[: T * K],
+                logits.detach(),
                 values[:T].reshape(-1),
                 actions,
                 adv.view(-1),

@@ -51,6 +51,24 @@ def test_unknown_setting_and_existing_run_dir(tmp_path):
         a3c.train(a3c.Config(run_dir=str(tmp_path / "used")))
 
 
+def test_train_an_lstm_under_workers_auto(tmp_path):
+    """a3c.train with an LSTM and the default --workers auto (the measurement used to call the LSTM without a
+    state); in this process (serial backend) to stay cheap."""
+    result = a3c.train(
+        env="envs/Memory-v0",
+        lstm=16,
+        hidden_sizes=[16],
+        n_steps=24,
+        envs_per_worker=2,
+        total_steps=300,
+        eval_every=0,
+        backend="serial",
+        run_dir=str(tmp_path / "run"),
+    )
+    assert result.summary["total_steps"] >= 300 and result.agent.config.lstm == 16
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["workers_auto"] is not None
+
+
 SCRIPT = """
 import json, sys
 import a3c

@@ -106,6 +106,27 @@ def test_measure_tells_waiting_from_computing():
     assert 0 < timings.act_s < 0.05 and 0 < timings.update_s < 0.2
 
 
+@pytest.mark.parametrize("shared_torso", [False, True])  # one LSTM core, or one per network (actor and critic)
+def test_measure_times_an_lstm_model_as_the_worker_calls_it(shared_torso):
+    """--lstm under --workers auto: the model is timed with its recurrent state (it raised IndexError without one)."""
+    config = Config(lstm=8, shared_torso=shared_torso, envs_per_worker=2, n_steps=3)
+    timings, _ = measure(config, preflight(config))
+    assert 0 < timings.act_s < 0.05 and 0 < timings.update_s < 0.5
+
+
+@pytest.mark.timeout(120)
+def test_lstm_trains_under_workers_auto_from_the_command_line(tmp_path):
+    """`--lstm 32` without --workers (the default auto) trains and exits 0."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--lstm", "32", "--envs-per-worker", "2"]
+    cmd += ["--total-steps", "400", "--eval-every", "0", "--run-dir", str(run_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr
+    assert "a3c: --workers auto:" in proc.stderr and "Traceback" not in proc.stderr
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["lstm"] == 32 and config["workers_auto"]["workers"] == config["workers"]
+
+
 @pytest.mark.timeout(120)
 def test_config_json_records_auto_and_the_resolved_settings(tmp_path):
     run_dir = tmp_path / "run"
