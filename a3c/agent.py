@@ -3,8 +3,9 @@
 ``python -m a3c.evaluate``, and users' own scripts).
 
 Loading is safe: the checkpoint is read by ``a3c.checkpoint.load_checkpoint`` (``torch.load(weights_only=True)``:
-tensors and plain containers only, nothing that runs code), and the model is rebuilt from the env's spaces and the
-run's config with ``a3c.model.build_model``, exactly as training built it.
+tensors and plain containers only, nothing that runs code), and the model is rebuilt from the env's spaces stored in
+the checkpoint as plain data (no env is made, no module imported) and the run's config with
+``a3c.model.build_model``, exactly as training built it.
 
 Observation normalisation and reward scaling have one place here: an Agent applies ``obs_transform`` to every
 observation before the network, and multiplies the critic's output by ``value_scale`` to give values in the env's
@@ -27,7 +28,7 @@ import torch
 from a3c.checkpoint import ADDED_SETTINGS, LATEST, load_checkpoint
 from a3c.config import Config
 from a3c.distributions import Distribution
-from a3c.environment import EnvSpec, describe_env, make_env
+from a3c.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.errors import UserError
 from a3c.model import ActorCritic, build_model, flatten_parameters
 from a3c.running_stats import ObsNormalizer, RewardScaler
@@ -185,23 +186,19 @@ def normalisation(
     return transform, scale
 
 
-def agent_from_payload(payload: dict[str, Any], source: Path | str, seed: int | None = None) -> Agent:
-    """An Agent from a loaded checkpoint: the model rebuilt from the env's spaces and the run's config, checked
-    against what the checkpoint was trained on, its weights loaded."""
+def agent_from_payload(
+    payload: dict[str, Any], source: Path | str, seed: int | None = None, *, may_make_env: bool = False
+) -> Agent:
+    """An Agent from a loaded checkpoint: the model rebuilt from the env's spaces (see ``checkpoint_spec``) and the
+    run's config, its weights loaded. ``may_make_env``: the caller makes the run's env anyway (``python -m
+    a3c.evaluate``), so a checkpoint without stored spaces may be described by making it, whatever its id."""
     if not isinstance(payload.get("model"), torch.Tensor) or not isinstance(payload.get("config"), dict):
         raise UserError(f"checkpoint {source} has no model or config (not written by a3c.train); use one that is")
     try:
         config = Config.from_dict({**ADDED_SETTINGS, **payload["config"]})
     except TypeError as err:
         raise UserError(f"the checkpoint {source}'s config does not fit this a3c ({err}); use a newer a3c") from None
-    spec = describe_env(config.env, config.env_kwargs)
-    saved = payload.get("spaces")
-    if isinstance(saved, dict) and saved != spec.describe():
-        raise UserError(
-            f"{source} was trained on {saved.get('observation_space')} observations and {saved.get('action_space')} "
-            f"actions, but env {config.env!r} now has {spec.observation_space} and {spec.action_space}; load it "
-            "where the env is the one it was trained on"
-        )
+    spec = checkpoint_spec(payload, config, source, may_make_env)
     model, dist = build_model(spec, config)
     params, _ = flatten_parameters(model)
     if params.numel() != payload["model"].numel():
@@ -226,6 +223,43 @@ def agent_from_payload(payload: dict[str, Any], source: Path | str, seed: int | 
         path=Path(source),
         seed=seed,
     )
+
+
+def checkpoint_spec(payload: dict[str, Any], config: Config, source: Path | str, may_make_env: bool) -> EnvSpec:
+    """The env description a checkpoint was trained on, from its ``env_spec`` entry (plain data): no env is made
+    and nothing is imported, so loading runs no code the file names (a ``module:Name`` env id would import that
+    module). Checkpoints written before that entry: the env is made to read its spaces (checked against the ones
+    the checkpoint recorded), except for a ``module:`` id unless ``may_make_env``: a one-line UserError instead."""
+    if "env_spec" in payload:
+        return EnvSpec.from_data(payload["env_spec"], str(source))
+    module = env_module(config.env)
+    if module is not None and not may_make_env:
+        raise UserError(
+            f"{source} was written before checkpoints stored their spaces, and its env {config.env!r} could only be "
+            f"described by importing module {module!r}, which a3c.load never does; evaluate it with python -m "
+            "a3c.evaluate or --resume it (both make the env, running that module as training did), or retrain it"
+        )
+    spec = describe_env(config.env, config.env_kwargs)
+    saved = payload.get("spaces")
+    if isinstance(saved, dict) and saved != spec.describe():
+        raise UserError(
+            f"{source} was trained on {saved.get('observation_space')} observations and {saved.get('action_space')} "
+            f"actions, but env {config.env!r} now has {spec.observation_space} and {spec.action_space}; load it "
+            "where the env is the one it was trained on"
+        )
+    return spec
+
+
+def check_env_fits(agent: Agent, env: gym.Env) -> None:
+    """UserError when an env made for ``agent`` (``python -m a3c.evaluate``) has other spaces than the ones the
+    agent was trained on (the env's code changed since)."""
+    now = spec_of(env, agent.config.env)
+    if now.describe() != agent.spec.describe():
+        raise UserError(
+            f"{agent.path} was trained on {agent.observation_space} observations and {agent.action_space} actions, "
+            f"but env {agent.config.env!r} now has {now.observation_space} and {now.action_space}; evaluate it "
+            "where the env is the one it was trained on"
+        )
 
 
 def load(path: str | Path, best: bool = False, seed: int | None = None) -> Agent:

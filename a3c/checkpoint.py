@@ -7,7 +7,8 @@ and plain containers only, so a checkpoint cannot run code when loaded (a pickle
 
 A checkpoint holds (see ``REQUIRED``): the global parameters, the optimizer state (its step counts included), the
 global step and each worker's step and episode counters, each worker's cumulative stats, the restarts and worker
-incarnations so far, the main process's RNG states, the env's sizes and the config.
+incarnations so far, the main process's RNG states, the env's sizes, its description as plain data (``env_spec``:
+what ``a3c.load`` builds the agent from without making the env) and the config.
 
 Resume (``--resume RUN_DIR``): the config is the checkpoint's, with the flags given on the command line on top, except
 those that define the model (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken

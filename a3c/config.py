@@ -171,7 +171,8 @@ class Config:
     )
     resume: str | None = flag(
         None,
-        help="continue the run in RUN_DIR from its checkpoints/latest.pt (flags given override)",
+        help="continue the run in RUN_DIR from its checkpoints/latest.pt (flags given override); its env is made "
+        "again, so a 'module:Name-v0' env id imports that module and runs its code, as training did",
         metavar="RUN_DIR",
     )
     eval_every: int = flag(

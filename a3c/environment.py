@@ -67,6 +67,96 @@ class EnvSpec:
         """The spaces as plain data (checkpoints, config.json): what a later run or a loader checks against."""
         return {"observation_space": repr(self.observation_space), "action_space": repr(self.action_space)}
 
+    def to_data(self) -> dict[str, Any]:
+        """Everything here as plain data (str, int, float, bool, None, lists, dicts), which a checkpoint stores and
+        ``torch.load(weights_only=True)`` reads back: ``from_data`` rebuilds the spec without making the env, so
+        ``a3c.load`` never imports the module a ``module:Name`` env id names."""
+        return {
+            "env_id": self.env_id,
+            "observation_space": space_to_data(self.observation_space),
+            "action_space": space_to_data(self.action_space),
+            "reward_threshold": self.reward_threshold,
+            "max_episode_steps": self.max_episode_steps,
+            "clip_rewards": self.clip_rewards,
+        }
+
+    @classmethod
+    def from_data(cls, data: Any, source: str) -> EnvSpec:
+        """The spec ``to_data`` described, checked as ``spec_of`` checks an env's; UserError naming ``source`` (the
+        file it came from) when the data is not such a description."""
+        try:
+            obs_space = space_from_data(data["observation_space"])
+            act_space = space_from_data(data["action_space"])
+            threshold, limit = data["reward_threshold"], data["max_episode_steps"]
+            spec = cls(
+                env_id=str(data["env_id"]),
+                observation_space=obs_space,  # type: ignore[arg-type]  # checked below
+                action_space=act_space,
+                reward_threshold=None if threshold is None else float(threshold),
+                max_episode_steps=None if limit is None else int(limit),
+                clip_rewards=bool(data["clip_rewards"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
+            raise UserError(
+                f"{source} has a malformed env description ({type(err).__name__}: {err}); the checkpoint is corrupt "
+                "or from another a3c version: use one written by this a3c"
+            ) from None
+        check_spaces(obs_space, act_space, spec.env_id)
+        return spec
+
+
+def space_to_data(space: gym.Space) -> dict[str, Any]:
+    """A space of an EnvSpec (Box, Discrete, MultiDiscrete; the others never reach one: see ``check_spaces``) as
+    plain data. Box bounds that are one value everywhere are stored as that value (an Atari frame's 0 and 255), others
+    as nested lists (float32 and float64 values survive the trip through a Python float exactly)."""
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "dtype": space.dtype.name,
+            "shape": list(space.shape),
+            "low": _bound(space.low),
+            "high": _bound(space.high),
+        }
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start), "dtype": space.dtype.name}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {
+            "type": "MultiDiscrete",
+            "nvec": space.nvec.tolist(),
+            "start": space.start.tolist(),
+            "dtype": space.dtype.name,
+        }
+    raise TypeError(f"no plain-data form for {space!r}")  # a bug: spec_of lets no other space through
+
+
+def space_from_data(data: dict[str, Any]) -> gym.Space:
+    """The space ``space_to_data`` described; TypeError, ValueError or KeyError for anything else."""
+    kind = data["type"]
+    dtype = np.dtype(str(data["dtype"]))
+    if not np.issubdtype(dtype, np.number):
+        raise ValueError(f"dtype {dtype} is not numeric")
+    if kind == "Box":
+        shape = tuple(int(d) for d in data["shape"])
+        # a bound stored as one number is that number everywhere
+        low, high = (np.broadcast_to(np.asarray(data[k], dtype=dtype), shape).copy() for k in ("low", "high"))
+        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)  # type: ignore[arg-type]
+    if kind == "Discrete":
+        # dtype only where it is not the default: gymnasium before 1.1 has no such argument
+        extra = {} if dtype == np.int64 else {"dtype": dtype}
+        return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]), **extra)
+    if kind == "MultiDiscrete":
+        nvec, start = np.asarray(data["nvec"], dtype=dtype), np.asarray(data["start"], dtype=dtype)
+        return gym.spaces.MultiDiscrete(nvec, dtype=dtype, start=start)  # type: ignore[arg-type]
+    raise ValueError(f"unknown space type {kind!r}")
+
+
+def _bound(values: np.ndarray) -> Any:
+    """One Box bound as plain data: a number where it is the same everywhere, else nested lists."""
+    flat = values.reshape(-1)
+    if flat.size and bool(np.all(flat == flat[0])):
+        return flat[0].item()
+    return values.tolist()
+
 
 def _close_ids(env_id: str) -> str:
     ids = [str(k) for k in gym.registry.keys()]
@@ -84,6 +174,11 @@ def is_atari(env_id: str) -> bool:
     return env_id.split(":")[-1].startswith("ALE/")
 
 
+def env_module(env_id: str) -> str | None:
+    """The module a ``module:Name-v0`` id names (gymnasium.make imports it, running its code); None for other ids."""
+    return env_id.split(":", 1)[0] if ":" in env_id else None
+
+
 def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bool = True) -> gym.Env:
     """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs).
     ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
@@ -92,8 +187,8 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     kwargs = dict(env_kwargs or {})
     if is_atari(env_id):
         kwargs = _atari_kwargs(env_id, kwargs)
-    if ":" in env_id:
-        module = env_id.split(":", 1)[0]
+    module = env_module(env_id)
+    if module is not None:
         try:
             importlib.import_module(module)
         except ImportError as err:
@@ -185,9 +280,23 @@ def _flattenable(space: gym.Space) -> bool:
 
 
 def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
-    """Check the spaces (Box observations, as make_env leaves them; Discrete, MultiDiscrete or float Box actions)
-    and describe them; UserError for anything else."""
+    """Check the spaces (see ``check_spaces``) and describe them."""
     obs_space, act_space = env.observation_space, env.action_space
+    check_spaces(obs_space, act_space, env_id)
+    spec = env.spec
+    return EnvSpec(
+        env_id=env_id,
+        observation_space=obs_space,  # type: ignore[arg-type]  # a Box: checked
+        action_space=act_space,
+        reward_threshold=None if spec is None else spec.reward_threshold,
+        max_episode_steps=None if spec is None else spec.max_episode_steps,
+        clip_rewards=is_atari(env_id),
+    )
+
+
+def check_spaces(obs_space: gym.Space, act_space: gym.Space, env_id: str) -> None:
+    """UserError unless the spaces are ones a3c trains on: Box observations (as make_env leaves them) and Discrete,
+    MultiDiscrete or float Box actions."""
     if not isinstance(obs_space, gym.spaces.Box) or not np.issubdtype(obs_space.dtype, np.number):
         raise UserError(
             f"env {env_id!r} has observation space {obs_space}, which is not supported; a3c supports Box "
@@ -199,15 +308,6 @@ def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
             f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete, "
             "MultiDiscrete and float Box actions"
         )
-    spec = env.spec
-    return EnvSpec(
-        env_id=env_id,
-        observation_space=obs_space,
-        action_space=act_space,
-        reward_threshold=None if spec is None else spec.reward_threshold,
-        max_episode_steps=None if spec is None else spec.max_episode_steps,
-        clip_rewards=is_atari(env_id),
-    )
 
 
 def describe_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvSpec:

@@ -30,7 +30,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m a3c.evaluate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("path", metavar="RUN_DIR|CHECKPOINT", help="a run directory (its latest.pt) or a .pt file")
+    parser.add_argument(
+        "path",
+        metavar="RUN_DIR|CHECKPOINT",
+        help="a run directory (its latest.pt) or a .pt file. Its env is made to play the episodes, so a "
+        "'module:Name-v0' env id imports that module and runs its code, as training did",
+    )
     parser.add_argument(
         "--episodes", type=int, default=None, help="episodes to play (default: the run's --eval-episodes, or 10)"
     )
@@ -80,9 +85,21 @@ def evaluate(
         check_video_extra()
     from gymnasium.error import DependencyNotInstalled
 
-    from a3c.agent import checkpoint_path, eval_sampler, eval_seeds, load, make_eval_envs, run_episodes
+    from a3c.agent import (
+        agent_from_payload,
+        check_env_fits,
+        checkpoint_path,
+        eval_sampler,
+        eval_seeds,
+        make_eval_envs,
+        run_episodes,
+    )
+    from a3c.checkpoint import load_checkpoint
 
-    agent = load(checkpoint_path(path, best))
+    file = checkpoint_path(path, best)
+    # the envs are made below (a module: env id imports its module, as training did), so an old checkpoint without
+    # stored spaces may be described by making its env
+    agent = agent_from_payload(load_checkpoint(file), file, may_make_env=True)
     config = agent.config
     n = episodes if episodes is not None else (config.eval_episodes or 10)
     seed = config.seed if seed is None else seed
@@ -91,6 +108,7 @@ def evaluate(
     else:
         envs = [_recording_env(config, Path(video), agent.path.stem if agent.path else "agent")]
     try:
+        check_env_fits(agent, envs[0])
         stats = run_episodes(agent, envs, eval_seeds(seed, n), deterministic=not stochastic, rng=eval_sampler(seed))
     except DependencyNotInstalled as err:  # rendering for --video needs what the env's family needs (pygame, ...)
         raise UserError(f"--video: env {config.env!r} cannot render: {err}") from None

@@ -345,6 +345,7 @@ class Trainer:
             "obs_dim": self.spec.obs_dim,
             "n_actions": self.dist.param_dim,
             "spaces": self.spec.describe(),
+            "env_spec": self.spec.to_data(),  # what a3c.load builds the agent from, without making the env
             "config": self.config.to_dict(),
             "rng": rng_state(),
         }

@@ -2,6 +2,7 @@
 the env's reward units against a closed form, the episode loop, and loading errors."""
 
 import json
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +15,7 @@ from a3c.agent import Agent, eval_seeds, make_eval_envs, run_episodes
 from a3c.checkpoint import save_checkpoint
 from a3c.config import Config
 from a3c.environment import describe_env
+from a3c.evaluate import evaluate
 from a3c.model import build_model, flatten_parameters
 
 
@@ -184,3 +186,87 @@ def test_a_gsde_run_trains_resumes_and_loads(tmp_path):
     assert np.allclose(agent.act(obs)[:, 0], np.clip(params[:, 0].numpy(), -2, 2))
     sampled = agent.act(obs, deterministic=False)
     assert sampled.shape == (16, 1) and np.all(np.abs(sampled) <= 2.0) and not np.allclose(sampled, agent.act(obs))
+
+
+PAYLOAD_MODULE = "a3c_test_payload"
+PAYLOAD = """
+import pathlib
+
+import gymnasium as gym
+
+pathlib.Path({marker!r}).write_text("this module ran")
+gym.register("Payload-v0", entry_point="gymnasium.envs.classic_control:{entry}", max_episode_steps=500)
+"""
+
+
+@pytest.fixture
+def payload_run(tmp_path, monkeypatch):
+    """A CartPole run (trained in this process) whose checkpoint and config.json were then edited to name the env
+    ``a3c_test_payload:Payload-v0``: a module on sys.path that writes a marker file when imported. Returns
+    (run_dir, marker, write_module(entry)), where write_module writes the module with the env class it registers."""
+    result = a3c.train(
+        env="CartPole-v1",
+        backend="serial",
+        workers=1,
+        envs_per_worker=2,
+        hidden_sizes=[8],
+        total_steps=100,
+        run_dir=str(tmp_path / "run"),
+        eval_every=0,
+    )
+    run_dir, marker, folder = result.run_dir, tmp_path / "marker", tmp_path / "modules"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+
+    def write_module(entry: str = "CartPoleEnv") -> None:
+        (folder / f"{PAYLOAD_MODULE}.py").write_text(PAYLOAD.format(marker=str(marker), entry=entry))
+
+    write_module()
+    latest = run_dir / "checkpoints" / "latest.pt"
+    payload = torch.load(latest, weights_only=True)
+    payload["config"]["env"] = f"{PAYLOAD_MODULE}:Payload-v0"
+    save_checkpoint(latest, payload)
+    config = json.loads((run_dir / "config.json").read_text())
+    (run_dir / "config.json").write_text(json.dumps({**config, "env": payload["config"]["env"]}))
+    yield run_dir, marker, write_module
+    sys.modules.pop(PAYLOAD_MODULE, None)
+    gym.registry.pop("Payload-v0", None)
+
+
+def test_load_imports_no_module_the_checkpoint_names(payload_run):
+    """a3c.load builds the agent from the spaces stored in the checkpoint: the `module:` env id its config names is
+    not imported (before, describing the env imported it, running the module's code)."""
+    run_dir, marker, _ = payload_run
+    agent = a3c.load(run_dir)
+    assert not marker.exists() and PAYLOAD_MODULE not in sys.modules
+    assert agent.config.env == f"{PAYLOAD_MODULE}:Payload-v0"
+    assert agent.observation_space == gym.make("CartPole-v1").observation_space
+    assert agent.action_space == gym.spaces.Discrete(2) and agent.act(np.zeros(4, dtype=np.float32)) in (0, 1)
+    assert agent.spec.reward_threshold == 475.0 and agent.spec.max_episode_steps == 500
+
+
+def test_an_old_checkpoint_naming_a_module_env_is_refused_by_load_and_evaluated(payload_run):
+    """A checkpoint written before the spaces were stored (no env_spec): a3c.load could describe its `module:` env
+    only by importing the module, so it refuses in one line naming evaluate and --resume, importing nothing;
+    python -m a3c.evaluate, which makes the env anyway (as its --help says), evaluates it."""
+    run_dir, marker, _ = payload_run
+    latest = run_dir / "checkpoints" / "latest.pt"
+    payload = torch.load(latest, weights_only=True)
+    payload.pop("env_spec", None)
+    save_checkpoint(latest, payload)
+    with pytest.raises(ValueError) as err:
+        a3c.load(run_dir)
+    message = str(err.value)
+    assert "\n" not in message and f"importing module {PAYLOAD_MODULE!r}" in message
+    assert "python -m a3c.evaluate" in message and "--resume" in message and "retrain" in message
+    assert not marker.exists() and PAYLOAD_MODULE not in sys.modules
+    result = evaluate(run_dir, episodes=2)
+    assert result["episodes"] == 2 and marker.exists()  # evaluate made the env: the module ran, as documented
+
+
+def test_evaluate_refuses_an_env_whose_spaces_changed(payload_run):
+    """The env a `module:` id names now has other spaces (Acrobot's under the same id): evaluate says so."""
+    run_dir, _, write_module = payload_run
+    write_module("AcrobotEnv")
+    with pytest.raises(ValueError, match=r"was trained on Box.* but env 'a3c_test_payload:Payload-v0' now has Box"):
+        evaluate(run_dir, episodes=1)
