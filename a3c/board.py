@@ -59,6 +59,7 @@ class Stat(IntEnum):
     VALUE_LOSS = 11
     ENTROPY = 12
     READY = 13  # 1 once the worker has built its envs and model and waits at the start line (a3c.worker)
+    NONFINITE_SAMPLES = 14  # observations and returns left out of the --normalize-* statistics for being non-finite
 
 
 class EpisodeBoard:

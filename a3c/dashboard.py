@@ -84,7 +84,10 @@ def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
             "steps per second": ["Multiline", ["^charts/SPS$"]],
             "updates per second": ["Multiline", ["^perf/updates_per_s$"]],
             "gradient norm (before clipping)": ["Multiline", ["^perf/grad_norm$"]],
-            "faults": ["Multiline", ["^perf/skipped_updates$", "^perf/restarts$", "^perf/lost_episodes$"]],
+            "faults": [
+                "Multiline",
+                ["^perf/skipped_updates$", "^perf/nonfinite_samples$", "^perf/restarts$", "^perf/lost_episodes$"],
+            ],
         },
     }
 
@@ -307,6 +310,7 @@ class Dashboard:
             ):
                 scalars[f"losses/{tag}"] = float(np.mean(stats[active, col]))
         scalars["perf/skipped_updates"] = stats[:, Stat.SKIPPED].sum()
+        scalars["perf/nonfinite_samples"] = stats[:, Stat.NONFINITE_SAMPLES].sum()
         scalars["perf/restarts"] = self.restarts
         scalars["perf/lost_episodes"] = self.source.lost
         self.add_scalars(step, scalars)

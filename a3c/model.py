@@ -102,11 +102,19 @@ def is_image(space: gym.spaces.Box) -> bool:
     return len(space.shape) == 3 or (len(space.shape) == 2 and space.dtype == np.uint8)
 
 
+def input_scale(observation_space: gym.spaces.Box, config: Config) -> float:
+    """What the torso multiplies its input by, decided from what it is fed: raw uint8 observations (pixels in
+    0..255) are scaled by 1/255 inside the model; with --normalize-obs the worker, the evaluator and a loaded agent
+    feed it observations already normalised to about mean 0, std 1 (float32), and a second 1/255 would make the first
+    layer's inputs ~255x too small."""
+    return 1.0 / 255.0 if observation_space.dtype == np.uint8 and not config.normalize_obs else 1.0
+
+
 def make_torso(observation_space: gym.spaces.Box, config: Config) -> nn.Module:
-    """The torso for an observation space (the one place that chooses it). uint8 observations are scaled by 1/255
-    inside the model. Images: channels-last when the last dimension is smaller than the first ([84, 84, 4],
-    [10, 12, 3]), channels-first otherwise ([4, 84, 84], [3, 10, 12])."""
-    scale = 1.0 / 255.0 if observation_space.dtype == np.uint8 else 1.0
+    """The torso for an observation space (the one place that chooses it). Images: channels-last when the last
+    dimension is smaller than the first ([84, 84, 4], [10, 12, 3]), channels-first otherwise ([4, 84, 84],
+    [3, 10, 12])."""
+    scale = input_scale(observation_space, config)
     shape = tuple(observation_space.shape)
     if is_image(observation_space):
         return CnnTorso(shape, len(shape) == 3 and shape[-1] < shape[0], scale)

@@ -23,6 +23,12 @@ order in which another core sees the stores (x86 or not). A torn copy passes onl
 Workers fold what they have seen into their own moments and refresh the merged view once per update (``sync``), so
 the statistics a worker applies lag the other workers by at most one rollout; before anything has been seen (the
 first observations of a run) they are folded in at once, so the first rollout is normalised by its own statistics.
+
+Non-finite samples (an observation with a NaN or infinite entry, a non-finite discounted return) never enter the
+statistics: one would make the mean NaN for every worker, every later update and every checkpoint. The applier
+leaves the sample out and counts it (``pop_nonfinite``; the worker adds the count to its stats row). What the model
+is fed for it stays non-finite (NaN), so that the update that sees it is skipped and counted exactly as without
+normalisation; clipping it to +-clip would instead train on a made-up value.
 """
 
 from __future__ import annotations
@@ -184,6 +190,7 @@ class _Applier:
     def __init__(self, shared: SharedMoments | None, slot: int | None, shape: tuple[int, ...]) -> None:
         self.shared, self.slot, self.shape = shared, slot, shape
         self.frozen = shared is None
+        self.nonfinite = 0  # samples left out of the statistics since the last pop_nonfinite
         self._pending: list[np.ndarray] = []
         self._own = shared.read(slot) if shared is not None and slot is not None else Moments.empty(shape)
         self._view = Moments.empty(shape)
@@ -197,12 +204,29 @@ class _Applier:
     def _freeze(self, state: dict[str, Any]) -> None:
         self._set_view(moments_from_state(state, self.shape))
 
-    def _observe(self, batch: np.ndarray) -> None:
+    def _observe(self, batch: np.ndarray) -> bool:
+        """Count the finite samples of ``batch`` [n, *shape] into this worker's pending statistics and leave the
+        others out (counted in ``nonfinite``). True if every sample was finite (always True when frozen: nothing is
+        checked)."""
         if self.frozen:
-            return
-        self._pending.append(np.array(batch, dtype=np.float64).reshape(-1, *self.shape))
+            return True
+        x = np.array(batch, dtype=np.float64).reshape(-1, *self.shape)
+        finite = bool(np.isfinite(x).all())  # the one check on the usual path: a whole batch at once
+        if not finite:
+            keep = np.isfinite(x.reshape(len(x), -1)).all(axis=1)  # a sample with any non-finite entry goes
+            self.nonfinite += int(len(x) - keep.sum())
+            x = x[keep]
+            if len(x) == 0:
+                return False
+        self._pending.append(x)
         if self._view.count == 0:  # nothing seen by anyone yet: use these samples at once, do not apply mean 0, var 1
             self.sync()
+        return finite
+
+    def pop_nonfinite(self) -> int:
+        """The number of non-finite samples left out of the statistics since the last call (reset to 0)."""
+        count, self.nonfinite = self.nonfinite, 0
+        return count
 
     def sync(self) -> None:
         """Fold what this worker has seen into its slot, publish it, and refresh the merged view (once per update)."""
@@ -240,13 +264,21 @@ class ObsNormalizer(_Applier):
         return self
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """Normalise a batch of observations [n, *shape] (and count them into the statistics unless frozen)."""
-        self._observe(obs)
-        return self.apply(obs)
+        """Normalise a batch of observations [n, *shape] (and count the finite ones into the statistics unless
+        frozen)."""
+        finite = self._observe(obs)
+        return self.apply(obs, None if self.frozen else finite)
 
-    def apply(self, obs: np.ndarray) -> np.ndarray:
-        """Normalise without counting (a final observation at truncation, seen once already by the env's step)."""
-        return np.clip((obs - self.mean) / self.std, -self.clip, self.clip).astype(np.float32)
+    def apply(self, obs: np.ndarray, finite: bool | None = None) -> np.ndarray:
+        """Normalise without counting (a final observation at truncation, seen once already by the env's step).
+        Non-finite entries come out NaN, never clipped (see the module docstring); ``finite``: whether the caller
+        already knows that every entry is finite (None: check here)."""
+        out = np.clip((obs - self.mean) / self.std, -self.clip, self.clip).astype(np.float32)
+        if finite is None:
+            finite = bool(np.isfinite(obs).all())
+        if not finite:
+            out[~np.isfinite(obs)] = np.nan  # np.clip would turn +-inf into +-clip (NaN it leaves NaN)
+        return out
 
 
 class RewardScaler(_Applier):
@@ -271,9 +303,15 @@ class RewardScaler(_Applier):
         return self
 
     def __call__(self, rewards: np.ndarray, dones: np.ndarray) -> np.ndarray:
-        """Scale one step's rewards [n_envs]; ``dones`` (terminated or truncated) resets those envs' returns."""
+        """Scale one step's rewards [n_envs]; ``dones`` (terminated or truncated) resets those envs' returns. A
+        non-finite reward makes its env's return non-finite: left out of the statistics, the reward scaled to NaN
+        (the update skipped, as without scaling), and that return restarts from 0 (it would stay NaN or inf until
+        the episode ended, and every return of that episode would be left out)."""
         self.returns = self.returns * self.gamma + rewards
-        self._observe(self.returns)
+        finite = self._observe(self.returns)
         scaled = np.clip(rewards / self.std, -self.clip, self.clip).astype(np.float32)
+        if not finite:
+            self.returns[~np.isfinite(self.returns)] = 0.0
+            scaled[~np.isfinite(rewards)] = np.nan  # np.clip would turn +-inf into +-clip
         self.returns[np.asarray(dones, dtype=bool)] = 0.0
         return scaled

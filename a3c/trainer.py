@@ -376,6 +376,7 @@ class Trainer:
             "startup_s": startup_s,
             "restarts": self.restarts_before + (self.supervisor.restarts if self.supervisor else 0),
             "skipped_updates": int(stats[:, Stat.SKIPPED].sum()),
+            "nonfinite_samples": int(stats[:, Stat.NONFINITE_SAMPLES].sum()),
             "updates": int(stats[:, Stat.UPDATES].sum()),
             "lost_episodes": self.coordinator.lost,
             "stop_reason": reason,

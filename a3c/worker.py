@@ -202,6 +202,7 @@ class Worker:
         for stats in (self.obs_norm, self.reward_scale):
             if stats is not None:
                 stats.sync()  # this worker's new samples into the shared statistics; the merged view refreshed
+                self.stats[Stat.NONFINITE_SAMPLES] += stats.pop_nonfinite()  # non-finite samples it left out
         self.publish()
 
     def should_stop(self) -> bool:

@@ -258,3 +258,20 @@ def test_the_same_seed_reproduces_a_serial_or_single_worker_run(tmp_path, backen
         )
     assert episodes["a"] == episodes["b"] and len(episodes["a"]) > 10
     assert episodes["a"] != episodes["c"]
+
+
+def test_restore_carries_the_nonfinite_count_and_reads_checkpoints_from_before_it():
+    """Stat.NONFINITE_SAMPLES counts over the whole run (restored like skipped updates); a checkpoint written before
+    that column existed (one column fewer) restores the other counters and starts it at 0."""
+    first = coordinator(workers=1)
+    ch = first.channel(0)
+    stats = ch.load_stats()
+    stats[Stat.NONFINITE_SAMPLES], stats[Stat.SKIPPED] = 4, 2
+    ch.publish(10, [], stats)
+    snap = first.snapshot()
+    resumed = coordinator(workers=1)
+    resumed.restore(snap)
+    assert resumed.stats()[0, Stat.NONFINITE_SAMPLES] == 4 and resumed.stats()[0, Stat.SKIPPED] == 2
+    older = coordinator(workers=1)
+    older.restore({**snap, "worker_stats": snap["worker_stats"][:, : Stat.NONFINITE_SAMPLES]})
+    assert older.stats()[0, Stat.NONFINITE_SAMPLES] == 0 and older.stats()[0, Stat.SKIPPED] == 2

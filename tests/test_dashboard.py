@@ -118,6 +118,7 @@ def test_scalars_of_every_worker_and_policy_lag_max_of_the_ending_interval(dashb
     # which must not leak into interval 1
     update(board, 1, 4, interval())
     board.write(0, episode(ret=20.0, loss=0.3, global_step=300, wall_time=5.0))
+    board.stats[1, Stat.NONFINITE_SAMPLES] = 3  # worker 1 left 3 samples out of its --normalize-* statistics
     board.add_steps(1, 200)
     dash.tick()
     interval.value += 1
@@ -146,6 +147,7 @@ def test_scalars_of_every_worker_and_policy_lag_max_of_the_ending_interval(dashb
     assert [e.value for e in ea.Scalars("charts/episodic_return")] == [10.0, 11.0, 12.0, 20.0]
     assert [(e.step, e.value) for e in ea.Scalars("perf/policy_lag_max")] == [(200, 7.0), (400, 4.0)]
     assert [e.value for e in ea.Scalars("perf/policy_lag")] == pytest.approx([(3 + 7 + 2) / 3, 4.0])
+    assert [e.value for e in ea.Scalars("perf/nonfinite_samples")] == [0.0, 3.0, 3.0]  # summed over workers
 
 
 def test_policy_lag_max_without_an_interval_source_uses_the_newest_tagged_interval(tmp_path):

@@ -205,6 +205,24 @@ def test_uint8_vectors_are_scaled_and_floats_are_not():
     assert make_torso(gym.spaces.Box(-1, 1, (6,)), Config()).scale == 1.0
 
 
+@pytest.mark.parametrize("shape", [(10, 12, 3), (6,)], ids=["image", "vector"])
+def test_normalised_uint8_observations_are_not_scaled_by_1_255_again(shape):
+    """With --normalize-obs the model is fed normalised floats, not pixels: build_model (which the worker, the
+    evaluator, a3c.load, workers_auto's timing model and the Ray server all call) applies no 1/255; without it, it
+    does."""
+    space = gym.spaces.Box(0, 255, shape, np.uint8)
+    spec = EnvSpec("Img-v0", space, gym.spaces.Discrete(4), None, None)
+    for normalize_obs, scale in ((True, 1.0), (False, 1 / 255)):
+        model, _ = build_model(spec, Config(normalize_obs=normalize_obs, shared_torso=False))
+        torsos = [model.actor] + ([model.critic] if model.critic is not None else [])
+        assert all(t.scale == pytest.approx(scale) for t in torsos), (normalize_obs, [t.scale for t in torsos])
+    torso = make_torso(space, Config(normalize_obs=True))
+    reference = make_torso(space, Config())
+    reference.load_state_dict(torso.state_dict())
+    x = torch.randn(2, *shape)  # what the worker feeds with --normalize-obs: ~N(0, 1) floats
+    torch.testing.assert_close(torso(x), reference(x * 255))
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("torso", [[], ["--shared-torso"]], ids=["separate", "shared"])
 def test_both_torsos_learn_cartpole(tmp_path, torso):

@@ -1,5 +1,6 @@
 """Shared running statistics: the exact merge against numpy over the concatenated data, self-validating slots (a torn
-row is never used), state round trips, observation clipping, reward scaling against a slow reference."""
+row is never used), state round trips, observation clipping, reward scaling against a slow reference, and non-finite
+samples left out of the statistics and counted."""
 
 import io
 import multiprocessing
@@ -10,6 +11,9 @@ from multiprocessing.reduction import ForkingPickler
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from a3c.running_stats import EPS, Moments, ObsNormalizer, RewardScaler, SharedMoments
 
@@ -231,3 +235,75 @@ def test_reward_statistics_merge_over_workers_and_freeze():
     frozen = RewardScaler.frozen_from(shared.state_dict(), n_envs=2, gamma=0.99, clip=10.0)
     np.testing.assert_allclose(frozen(np.array([1.0, -2.0]), np.zeros(2)), np.array([1.0, -2.0]) / scalers[0].std)
     assert shared.merged().count == len(seen)
+
+
+# -- non-finite samples never reach the statistics (docs/design.md) ---------------------------------------------------
+# entries: ordinary values, with NaN and +-inf drawn often enough that most batches hold a few such rows
+_ENTRY = st.one_of(
+    st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False),
+    st.sampled_from([np.nan, np.inf, -np.inf]),
+)
+_BATCH = arrays(np.float64, st.tuples(st.integers(0, 6), st.just(3)), elements=_ENTRY)  # [0..6 rows, 3]
+_BATCHES = st.lists(_BATCH, min_size=1, max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(batches=_BATCHES, sync_after=st.integers(1, 3))
+def test_non_finite_rows_are_left_out_counted_and_come_out_nan(batches, sync_after):
+    """Whatever the batches and wherever the syncs fall, the shared moments are those of the finite rows alone, every
+    row with a NaN or infinite entry is counted once, and the normalised batch is NaN exactly where the raw one was
+    not finite (never clipped to a made-up +-clip)."""
+    shared = SharedMoments((3,), slots=2)
+    worker = ObsNormalizer(shared, slot=0, clip=5.0)
+    for i, batch in enumerate(batches):
+        out = worker(batch)
+        np.testing.assert_array_equal(np.isnan(out), ~np.isfinite(batch))
+        if (i + 1) % sync_after == 0:
+            worker.sync()
+    worker.sync()
+    rows = np.concatenate(batches)
+    finite = np.isfinite(rows).all(axis=1)
+    merged, expected = shared.merged(), Moments.of(rows[finite])
+    assert merged.count == expected.count
+    assert np.isfinite(merged.mean).all() and np.isfinite(merged.var).all()
+    np.testing.assert_allclose(merged.mean, expected.mean, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(merged.m2, expected.m2, rtol=1e-9, atol=1e-6)
+    assert worker.pop_nonfinite() == int((~finite).sum()) and worker.pop_nonfinite() == 0
+    state = shared.state_dict()  # what a checkpoint saves
+    assert all(torch.isfinite(value).all() for value in state.values())
+
+
+def test_a_nan_observation_before_any_statistics_leaves_the_view_empty():
+    shared = SharedMoments((2,), slots=1)
+    worker = ObsNormalizer(shared, slot=0, clip=10.0)
+    out = worker(np.array([[np.nan, 1.0], [np.inf, 2.0]]))
+    assert np.isnan(out[:, 0]).all() and shared.merged().count == 0 and worker.pop_nonfinite() == 2
+    out = worker(np.array([[100.0, 3.0], [102.0, 5.0]]))  # the first finite rows are normalised by themselves
+    np.testing.assert_allclose(out, [[-1.0, -1.0], [1.0, 1.0]], rtol=1e-6)
+
+
+def test_a_frozen_normalizer_passes_non_finite_entries_on_as_nan():
+    frozen = ObsNormalizer.frozen_from({"count": 4.0, "mean": np.zeros(2), "var": np.ones(2)}, (2,), clip=5.0)
+    out = frozen(np.array([[np.inf, 1.0], [-np.inf, 100.0]]))
+    assert np.isnan(out[:, 0]).all() and out[:, 1].tolist() == [1.0, 5.0]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_reward_is_left_out_and_its_return_restarts(bad):
+    """A non-finite reward in one env: its return is counted as non-finite, never merged, and restarts from 0 (the
+    env's later returns count again); its scaled reward is NaN (the update skipped, as without scaling); the other
+    env is scaled as ever."""
+    gamma = 0.5
+    shared = SharedMoments((), slots=1)
+    scaler = RewardScaler(shared, slot=0, n_envs=2, gamma=gamma, clip=10.0)
+    no_dones = np.zeros(2, dtype=bool)
+    scaler(np.array([1.0, 2.0]), no_dones)
+    scaled = scaler(np.array([bad, 2.0]), no_dones)
+    assert np.isnan(scaled[0]) and np.isfinite(scaled[1])
+    assert scaler.returns.tolist() == [0.0, 3.0]  # env 0's return restarted; env 1's is 2 * 0.5 + 2
+    scaler(np.array([4.0, 2.0]), no_dones)
+    scaler.sync()
+    seen = [1.0, 2.0, 3.0, 4.0, 3.5]  # env 0: 1, (left out), 4; env 1: 2, 3, 3.5
+    merged = shared.merged()
+    assert merged.count == len(seen) and scaler.pop_nonfinite() == 1
+    np.testing.assert_allclose([merged.mean, merged.var], [np.mean(seen), np.var(seen)], rtol=1e-12)

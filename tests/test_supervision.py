@@ -139,6 +139,36 @@ def test_one_nan_observation_skips_updates_and_the_run_goes_on(tmp_path):
 
 
 @pytest.mark.timeout(120)
+def test_one_nan_observation_never_reaches_the_normalisation_statistics(tmp_path):
+    """The same fault with --normalize-obs: the run goes on as without it (before, the NaN made the shared mean NaN
+    and every later update was skipped until the run stopped), the NaN samples are counted, and the checkpoint's
+    statistics are finite (a resume or a3c.load applies them)."""
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "nan_at=20",
+        "nan_for=1",
+        "--normalize-obs",
+        "--max-skipped-in-row",
+        "10",
+        "--total-steps",
+        "3000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr
+    s = summary(run_dir)
+    assert s["nonfinite_samples"] == 4  # 2 workers x 2 envs, one NaN observation each
+    assert 1 <= s["skipped_updates"] <= 4 and s["updates"] > s["skipped_updates"]
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert torch.isfinite(ckpt["model"]).all()
+    assert all(torch.isfinite(value).all() for value in ckpt["obs_stats"].values())
+    assert ckpt["obs_stats"]["count"] > 1000  # every other observation counted
+
+
+@pytest.mark.timeout(120)
 def test_non_finite_updates_in_a_row_stop_the_run(tmp_path):
     run_dir = tmp_path / "run"
     cmd = train_cmd(

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from a3c.backends.shared_memory import SharedMemoryCoordinator, SharedRun
-from a3c.board import FIELD, BoardReader, EpisodeBoard
+from a3c.board import FIELD, BoardReader, EpisodeBoard, Stat
 from a3c.checkpoint import check_compatible, load_checkpoint, save_checkpoint
 from a3c.config import Config
 from a3c.distributions import DiagGaussian, MultiCategorical
@@ -21,7 +21,7 @@ from a3c.model import build_model, flatten_parameters, model_shape
 from a3c.optim import make_optimizer
 from a3c.running_stats import SharedMoments
 from a3c.seeding import WorkerSeeds
-from a3c.worker import Worker
+from a3c.worker import RANK_ENV, Worker
 
 ENV_ID = "ScriptedForWorkerTest-v0"
 
@@ -280,6 +280,44 @@ def test_normalised_observations_and_scaled_rewards_reach_the_loss_while_returns
     assert all(r["return"] == r["length"] for r in rows)  # episode returns in CartPole's own units
     snapshot = coordinator.snapshot()
     assert set(snapshot["obs_stats"]) >= {"count", "mean"} and "reward_stats" in snapshot
+
+
+def test_a_nan_observation_skips_its_update_and_never_reaches_the_normalisation_statistics(monkeypatch):
+    """envs/Faulty-v0 gives a NaN observation at each env's 3rd step: with --normalize-obs the model sees NaN there
+    (its update skipped, as without normalisation), the shared statistics see every other observation and stay
+    finite, and the two left-out samples are counted in the worker's stats row."""
+    monkeypatch.setenv(RANK_ENV, "0")  # the worker sets it for its envs; undone after the test
+    worker, coordinator = make_worker(
+        env="envs/Faulty-v0", env_kwargs={"nan_at": 3, "nan_for": 1}, n_steps=8, normalize_obs=True
+    )
+    worker.step()
+    assert torch.isnan(worker.obs[3]).all() and worker.stats[Stat.SKIPPED] == 1
+    worker.step()  # no NaN in this rollout: applied
+    assert worker.stats[Stat.UPDATES] == 1 and worker.stats[Stat.NONFINITE_SAMPLES] == 2
+    merged = coordinator.run.obs_stats.merged()
+    assert merged.count == 2 * (1 + 2 * 8) - 2  # resets + every step of both envs, but the two NaN ones
+    assert np.isfinite(merged.mean).all() and np.isfinite(merged.var).all()
+    snapshot = coordinator.snapshot()
+    assert all(torch.isfinite(v).all() for v in snapshot["obs_stats"].values())  # what a checkpoint saves
+    assert snapshot["worker_stats"][0, Stat.NONFINITE_SAMPLES] == 2
+
+
+@pytest.mark.parametrize("normalize_obs", [False, True])
+def test_the_first_conv_sees_pixels_in_0_1_or_the_normalised_observations(normalize_obs):
+    """uint8 images: without --normalize-obs the model scales the worker's raw pixels by 1/255; with it the worker
+    feeds normalised floats, and the first conv sees them as they are (not divided by 255 a second time)."""
+    worker, _ = make_worker(env="envs/Spaces-v0", env_kwargs={"obs": "image"}, n_steps=4, normalize_obs=normalize_obs)
+    seen = []
+    conv = worker.model.actor.convs[0]
+    handle = conv.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    try:
+        worker.step()
+    finally:
+        handle.remove()
+    fed = worker.obs[:4].reshape(-1, *worker.obs.shape[2:])  # [T * K, 10, 12, 3]: the rollout's acting inputs
+    expected = fed.float().permute(0, 3, 1, 2) / (1.0 if normalize_obs else 255.0)
+    torch.testing.assert_close(torch.cat(seen[:4]), expected)  # the first four forwards: acting, one per step
+    assert 0.9 < float(expected.abs().max()) <= (10.0 if normalize_obs else 1.0)  # pixels in [0, 1]; or ~N(0, 1)
 
 
 # -- every space combination; the recurrent state ------------------------------------------------------------------

@@ -32,7 +32,7 @@ from a3c.seeding import model_init_seed
 
 STOP, INTERVAL = 0, 1  # slots of the control tensor; the main process is their only writer
 # per-worker stats that count over the whole run (restored on resume); the others are gauges of a live process
-CUMULATIVE_STATS = (Stat.UPDATES, Stat.SKIPPED, Stat.GRAD_NORM_SUM, Stat.LAG_SUM)
+CUMULATIVE_STATS = (Stat.UPDATES, Stat.SKIPPED, Stat.GRAD_NORM_SUM, Stat.LAG_SUM, Stat.NONFINITE_SAMPLES)
 
 
 @dataclass
@@ -202,7 +202,8 @@ class SharedMemoryCoordinator:
         board.steps[0] += steps[m:].sum()
         board.written[:m] = written[:m]
         for col in CUMULATIVE_STATS:
-            board.stats[:m, col] = payload["worker_stats"][:m, col]
+            if col < payload["worker_stats"].shape[1]:  # a checkpoint older than a column has none of it
+                board.stats[:m, col] = payload["worker_stats"][:m, col]
         for key, shared in (("obs_stats", self.run.obs_stats), ("reward_stats", self.run.reward_stats)):
             if shared is not None and key in payload:
                 shared.load_state_dict(payload[key])
