@@ -221,6 +221,10 @@ class Config:
             ),
             (self.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {self.envs_per_worker})"),
             (self.total_steps >= 1, f"--total-steps must be at least 1 (got {self.total_steps})"),
+            (
+                isinstance(self.seed, int) and self.seed >= 0,  # numpy's SeedSequence takes no negative seeds
+                f"--seed must be an integer >= 0 (got {self.seed!r})",
+            ),
             (self.n_steps >= 1, f"--n-steps must be at least 1 (got {self.n_steps})"),
             (0.0 < self.gamma <= 1.0, f"--gamma must be in (0, 1] (got {self.gamma})"),
             (0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1] (got {self.gae_lambda})"),

@@ -184,9 +184,8 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
     ``atari_wrappers``); Dict/Tuple observations are flattened."""
     _register_project_envs()
-    kwargs = dict(env_kwargs or {})
-    if is_atari(env_id):
-        kwargs = _atari_kwargs(env_id, kwargs)
+    user_kwargs = dict(env_kwargs or {})
+    kwargs = _atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
     module = env_module(env_id)
     if module is not None:
         try:
@@ -205,10 +204,18 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
         raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
     except gym.error.Error as err:
         raise UserError(f"cannot make env {env_id!r}: {err}") from None
-    except TypeError as err:
-        if kwargs and ("argument" in str(err) or "keyword" in str(err)):
-            raise UserError(f"env {env_id!r} rejects --env-kwargs {kwargs}: {err}; check the names and types") from None
-        raise
+    except UserError:
+        raise  # the env's own message for a bad kwarg (a UserError is a ValueError)
+    except (TypeError, ValueError) as err:
+        # gymnasium.make and the env's constructor raise these for a kwarg of the wrong name, type or range
+        # (max_episode_steps="abc" or 0); anything the env raises without the user's kwargs is a bug, and raises
+        rejected = _rejected_kwargs(env_id, {k: v for k, v in kwargs.items() if k not in user_kwargs}, user_kwargs)
+        if rejected is None:
+            raise
+        raise UserError(
+            f"env {env_id!r} rejects --env-kwargs {rejected} ({type(err).__name__}: {err}); give values of the "
+            "names, types and ranges the env takes, or drop them"
+        ) from None
     if is_atari(env_id):
         try:
             return atari_wrappers(env, training)
@@ -217,6 +224,25 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
         env = gym.wrappers.FlattenObservation(env)
     return env
+
+
+def _rejected_kwargs(env_id: str, base: dict[str, Any], user: dict[str, Any]) -> str | None:
+    """After gymnasium.make(env_id, **base, **user) raised TypeError or ValueError: the user's kwargs to blame, as
+    ``key=value`` text (those that fail alone, else all of them: it is their combination), or None when the env
+    also fails without them (then it is not the user's input). Makes the env again, on this error path only."""
+    if not user or not _makes(env_id, base):
+        return None
+    alone = [key for key, value in user.items() if not _makes(env_id, {**base, key: value})]
+    return " ".join(f"{key}={user[key]!r}" for key in (alone or user))
+
+
+def _makes(env_id: str, kwargs: dict[str, Any]) -> bool:
+    """Whether gymnasium.make(env_id, **kwargs) succeeds (the env is closed again)."""
+    try:
+        gym.make(env_id, **kwargs).close()
+    except Exception:  # any failure counts: this only decides whom an error is blamed on
+        return False
+    return True
 
 
 def _atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -81,6 +81,8 @@ def evaluate(
     """Play ``episodes`` episodes with the agent of ``path`` (a3c.load) and return the result as a dict."""
     if episodes is not None and episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {episodes})")
+    if seed is not None and seed < 0:  # numpy's SeedSequence, which the episodes' seeds come from, takes none
+        raise UserError(f"--seed must be an integer >= 0 (got {seed})")
     if video is not None:
         check_video_extra()
     from gymnasium.error import DependencyNotInstalled

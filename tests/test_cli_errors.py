@@ -10,10 +10,12 @@ import textwrap
 import pytest
 import torch
 
+import a3c
 from a3c.checkpoint import rng_state, save_checkpoint
 from a3c.config import Config
-from a3c.environment import describe_env
-from a3c.errors import run_cli
+from a3c.environment import describe_env, make_env
+from a3c.errors import UserError, run_cli
+from a3c.evaluate import main as evaluate_main
 from a3c.model import parameter_count
 from a3c.train import main
 
@@ -57,7 +59,12 @@ SPACES_MODULE = textwrap.dedent(
         action_space = spaces.MultiBinary(3)
 
 
-    for name in ("DictObs", "TupleObs", "MultiBinaryObs", "BoxActions", "MultiBinaryActions"):
+    class Buggy(_Env):  # raises ValueError whatever its kwargs: a bug, not the user's input
+        def __init__(self, size=1):
+            raise ValueError("a bug in the env")
+
+
+    for name in ("DictObs", "TupleObs", "MultiBinaryObs", "BoxActions", "MultiBinaryActions", "Buggy"):
         gym.register(f"{name}-v0", entry_point=f"{__name__}:{name}")
     '''
 )
@@ -98,11 +105,46 @@ def _cli(argv, capsys, run_dir):
         (["--env", "a3c_test_spaces:BoxActions-v0"], "supports Discrete, MultiDiscrete and float Box actions"),
         (["--env", "a3c_test_spaces:MultiBinaryActions-v0"], "action space MultiBinary("),
         (["--env", "CartPole-v1", "--env-kwargs", "nonsense=1"], "rejects --env-kwargs"),
+        # gymnasium.make's TypeError and ValueError for a kwarg of the wrong type or range, naming the kwarg to blame
+        (
+            ["--env", "CartPole-v1", "--env-kwargs", "max_episode_steps=abc"],
+            "rejects --env-kwargs max_episode_steps='abc' (TypeError: Expect the `max_episode_steps` to be an integer",
+        ),
+        (
+            ["--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.001", "max_episode_steps=0"],
+            "rejects --env-kwargs max_episode_steps=0 (ValueError: Expect the `max_episode_steps` to be positive",
+        ),
     ],
 )
 def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
     line = _cli(argv, capsys, tmp_path / "run")
     assert expected in line
+
+
+def test_an_env_that_fails_without_the_kwargs_still_raises(spaces_module):
+    """Only the user's kwargs are blamed: an env whose constructor raises ValueError without them is a bug."""
+    with pytest.raises(ValueError, match="a bug in the env") as err:
+        make_env("a3c_test_spaces:Buggy-v0", {"size": 3})
+    assert not isinstance(err.value, UserError)
+
+
+def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys):
+    """--seed -1 used to fail in numpy's SeedSequence after the run directory existed; a3c.train and
+    python -m a3c.evaluate (of a real run) refuse it the same way."""
+    assert (
+        _cli(["--seed", "-1"], capsys, tmp_path / "cli") == "a3c.train: error: --seed must be an integer >= 0 (got -1)"
+    )
+    with pytest.raises(ValueError, match=r"--seed must be an integer >= 0 \(got -3\)"):
+        a3c.train(seed=-3, workers=1, run_dir=str(tmp_path / "api"))
+    assert not (tmp_path / "api").exists()
+    run = a3c.train(
+        backend="serial", workers=1, envs_per_worker=2, total_steps=50, eval_every=0, run_dir=str(tmp_path / "run")
+    ).run_dir
+    capsys.readouterr()  # the training's own lines
+    assert run_cli(evaluate_main, [str(run), "--seed", "-1"], prog="a3c.evaluate") == 2
+    err = capsys.readouterr().err
+    assert err == "a3c.evaluate: error: --seed must be an integer >= 0 (got -1)\n"
+    assert not (run / "evaluate-latest.json").exists()
 
 
 @pytest.mark.parametrize(
@@ -243,6 +285,7 @@ def test_malicious_resume_checkpoint_is_refused_end_to_end(tmp_path):
         (["--workers", "two"], "takes a number of workers or auto (got 'two')"),
         (["--env-kwargs"], "--env-kwargs needs key=value pairs"),
         (["--env", "CartPol-v1"], "did you mean CartPole-v1"),
+        (["--seed", "-1"], "--seed must be an integer >= 0 (got -1)"),
     ],
 )
 def test_the_real_command_prints_one_line_and_exits_2(tmp_path, argv, expected):
