@@ -7,13 +7,16 @@ and plain containers only, so a checkpoint cannot run code when loaded (a pickle
 
 A checkpoint holds (see ``REQUIRED``): the global parameters, the optimizer state (its step counts included), the
 global step and each worker's step and episode counters, each worker's cumulative stats, the restarts and worker
-incarnations so far, the main process's RNG states, the env's sizes, its description as plain data (``env_spec``:
-what ``a3c.load`` builds the agent from without making the env) and the config.
+incarnations so far (the per-rank vectors cover every rank the run has had, not only the last session's), the run's
+wall time so far (``wall_time_s``: the next session's wall time goes on from it), the main process's RNG states, the
+env's sizes, its description as plain data (``env_spec``: what ``a3c.load`` builds the agent from without making the
+env) and the config.
 
 Resume (``--resume RUN_DIR``): the config is the checkpoint's, with the flags given on the command line on top, except
 those that define the model (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken
 (before a crash) are dropped, as the resumed run will produce those episode indexes again; the trainer likewise
-purges TensorBoard events from the checkpoint's step on.
+purges TensorBoard events from the checkpoint's step on. A row the checkpoint counted is never dropped, whatever the
+resumed session's worker count: the checkpoint counts the episodes of every rank the run has had.
 
 Schedule and retention (``CheckpointSchedule``): a checkpoint (step-N.pt and latest.pt) is due every
 ``--checkpoint-every`` steps or every ``--checkpoint-every-s`` seconds, whichever comes first (0 turns either off;
@@ -264,6 +267,16 @@ def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
     return parsed
 
 
+def elapsed_wall_time(payload: dict[str, Any], kept: list[dict[str, float]]) -> float:
+    """The run's wall time at the checkpoint ``payload`` (its ``wall_time_s``): what the resumed session's wall time
+    goes on from, so that wall_time runs on across sessions. A checkpoint written before a3c saved it: the newest
+    wall time among the episodes.csv rows it kept (``kept``)."""
+    saved = payload.get("wall_time_s")
+    if isinstance(saved, (int, float)) and saved >= 0:  # (NaN fails the comparison)
+        return float(saved)
+    return max((row["wall_time"] for row in kept), default=0.0)
+
+
 def step_file(step: int) -> str:
     return f"step-{step}.pt"
 
@@ -297,7 +310,9 @@ class CheckpointSchedule:
     ``every_steps``/``every_s``: a checkpoint is due when the global step has passed the next multiple of
     ``every_steps``, or ``every_s`` seconds have passed since the last one (or the start), whichever first; 0 turns
     either off. ``due`` returns the file names to write (step-N.pt and latest.pt; latest.pt alone when ``keep`` is
-    0), or () when none is due; ``written`` moves the schedule on and deletes step files beyond the newest ``keep``.
+    0), or () when none is due; ``files`` the names for a checkpoint whose snapshot holds a given step (the trainer
+    names step-N.pt from its snapshot, taken after the step ``due`` was given); ``written`` moves the schedule on and
+    deletes step files beyond the newest ``keep``.
     """
 
     def __init__(
@@ -325,6 +340,10 @@ class CheckpointSchedule:
         by_time = self.next_time is not None and self.clock() >= self.next_time
         if not (by_steps or by_time):
             return ()
+        return self.files(step)
+
+    def files(self, step: int) -> tuple[str, ...]:
+        """The files of a checkpoint at global step ``step``: step-N.pt and latest.pt, or latest.pt alone."""
         return (step_file(step), LATEST) if self.keep > 0 else (LATEST,)
 
     def written(self, directory: Path, step: int) -> list[Path]:

@@ -24,10 +24,11 @@ trainer advances the interval right after each tick, see ``Dashboard.__init__``)
 
 from __future__ import annotations
 
+import heapq
 import json
+import math
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -105,6 +106,39 @@ def hparam_values(config: Mapping[str, Any]) -> dict[str, int | float | str]:
     return out
 
 
+def episode_order(step: float, worker: float, index: float) -> tuple[int, int, int]:
+    """Where an episode stands in the run's record: by global step, then worker, then index (docs/design.md: the
+    record is ordered by the global step; wall time orders a session's episodes too, but in runs resumed by earlier
+    versions of a3c each session's wall time began at 0 again)."""
+    return int(step), int(worker), int(index)
+
+
+class LastEpisodes:
+    """The returns of the last ``n`` episodes in the run's order (``episode_order``): what mean_return_100 and the
+    solved check average. Episodes arrive nearly in that order but not quite (a worker stamps an episode with the
+    global step it saw and publishes it at the end of its rollout; a resume replays the kept rows first), so the
+    window keeps the ``n`` largest keys, whatever the order they came in."""
+
+    def __init__(self, n: int = 100) -> None:
+        self.n = n
+        self._heap: list[tuple[tuple[int, int, int], float]] = []  # a min-heap: the earliest kept episode on top
+
+    def add(self, order: tuple[int, int, int], ret: float) -> None:
+        if len(self._heap) < self.n:
+            heapq.heappush(self._heap, (order, ret))
+        elif order > self._heap[0][0]:
+            heapq.heapreplace(self._heap, (order, ret))
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def full(self) -> bool:
+        return len(self._heap) == self.n
+
+    def mean(self) -> float | None:
+        return math.fsum(ret for _, ret in self._heap) / len(self._heap) if self._heap else None
+
+
 class Dashboard:
     def __init__(
         self,
@@ -138,7 +172,7 @@ class Dashboard:
         self.log = EpisodeLog(run.episodes_csv)
         # Episodes read after a checkpoint are stamped at least one step past it (see checkpointed()).
         self.floor_step = 0
-        self.recent_returns: deque[float] = deque(maxlen=100)
+        self.recent_returns = LastEpisodes(100)
         self.episodes = 0
         self.solved_at_step: int | None = None
         self.solved_at_s: float | None = None
@@ -186,13 +220,14 @@ class Dashboard:
 
     def resume(self, kept: list[dict[str, float]], purge_step: int, restarts: int) -> None:
         """Go on from an earlier session: TensorBoard events at and after ``purge_step`` purged in every stream,
-        and the running statistics refilled from the episodes.csv rows kept (``kept``, file order)."""
+        and the running statistics refilled from the episodes.csv rows kept (``kept``, file order), replayed in the
+        run's order (by global step: the sessions' wall times may overlap in runs of older versions)."""
         self.purge_from(purge_step)
         self.floor_step = max(self.floor_step, purge_step)
         self.restarts = restarts
         self.episodes = len(kept)
-        for row in sorted(kept, key=lambda r: r["wall_time"]):  # the order tick() takes them in
-            self.recent_returns.append(row["return"])
+        for row in sorted(kept, key=lambda r: episode_order(r["global_step"], r["worker"], r["index"])):
+            self.recent_returns.add(episode_order(row["global_step"], row["worker"], row["index"]), row["return"])
             self.loss_history.add(int(row["worker"]), row["loss"])
             self._check_solved(int(row["global_step"]), row["wall_time"])
 
@@ -200,7 +235,7 @@ class Dashboard:
         if (
             self.solved_at_step is None
             and self.reward_threshold is not None
-            and len(self.recent_returns) == self.recent_returns.maxlen
+            and self.recent_returns.full()
             and self.mean_return_100() >= self.reward_threshold
         ):
             self.solved_at_step, self.solved_at_s = step, wall_time
@@ -208,12 +243,22 @@ class Dashboard:
     def purge_from(self, step: int) -> None:
         """On resume: TensorBoard drops, in every stream, the events at or after ``step`` written before this point
         (what SummaryWriter(purge_step=...) writes): they came after the checkpoint, before a crash, and will be
-        written again."""
+        written again. Every worker stream in the run directory, those of ranks this session does not run too (an
+        earlier session had more workers; their points after the checkpoint are not in episodes.csv either)."""
+        for rank in self._worker_streams_on_disk():
+            self._writer(rank)  # a writer of its own, so that the purge lands in that stream
         for writer in (self.writer, *self.worker_writers.values()):
             writer.file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
 
+    def _worker_streams_on_disk(self) -> list[int]:
+        """The ranks with an event stream (workers/<rank>/) in the run directory."""
+        workers = self.run.path / WORKERS_DIR
+        found = workers.iterdir() if workers.is_dir() else ()
+        return sorted(int(d.name) for d in found if d.is_dir() and d.name.isdigit())
+
     def mean_return_100(self) -> float | None:
-        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+        """The mean return of the run's last 100 episodes by global step (fewer before there are 100)."""
+        return self.recent_returns.mean()
 
     def solved(self) -> bool:
         return self.solved_at_step is not None
@@ -228,13 +273,13 @@ class Dashboard:
             if ep.values[FIELD["global_step"]] < self.floor_step:
                 ep.values[FIELD["global_step"]] = self.floor_step
         self.log.append(episodes)  # every episode, in board order
-        for ep in sorted(episodes, key=lambda e: e["wall_time"]):
+        for ep in sorted(episodes, key=lambda e: episode_order(e["global_step"], e.worker, e.index)):  # the run's order
             step = int(ep["global_step"])
             ret, loss = ep["return"], ep["loss"]
             for group, at, values in self.scalars.add(ep.worker, step, ep["wall_time"], ret, ep["length"], loss):
                 self.add_scalars(at, values, group)
             self.loss_history.add(ep.worker, loss)
-            self.recent_returns.append(ret)
+            self.recent_returns.add(episode_order(step, ep.worker, ep.index), ret)
             self.episodes += 1
             self._check_solved(step, ep["wall_time"])
         self._fold_lag_max()

@@ -26,7 +26,7 @@ NEEDED = ("worker", "return", "loss", "global_step", "wall_time")
 
 @dataclass
 class RunEpisodes:
-    """A run's episodes.csv as columns, in wall-time order."""
+    """A run's episodes.csv as columns, in the run's order: by global step (then worker, then index)."""
 
     path: Path
     label: str
@@ -71,7 +71,10 @@ def read_episodes(path: Path) -> RunEpisodes:
     if not rows:
         raise UserError(f"{csv_path} has no finished episodes yet; plot it once some episodes have ended")
     data = np.asarray(rows, dtype=float)
-    data = data[np.argsort(data[:, header.index("wall_time")], kind="stable")]
+    # the run's order is the global step's (docs/design.md): wall time orders one session's rows, but in a run resumed
+    # by an earlier a3c every session's wall time began at 0 again, and a sort by it interleaved the sessions
+    tie = header.index("index") if "index" in header else header.index("wall_time")
+    data = data[np.lexsort((data[:, tie], data[:, header.index("worker")], data[:, header.index("global_step")]))]
     return RunEpisodes(path, run_label(path), {name: data[:, i] for i, name in enumerate(header)})
 
 
@@ -85,7 +88,8 @@ def draw(runs: Sequence[RunEpisodes], out: Path, window: int = 100) -> list[Path
     for run in runs:
         workers = run.columns["worker"].astype(int)
         losses = {int(r): run.columns["loss"][workers == r] for r in np.unique(workers)}
-        times = {int(r): run.columns["wall_time"][workers == r] for r in np.unique(workers)}
+        position = np.arange(len(workers), dtype=float)  # the rows are in the run's order (read_episodes)
+        times = {int(r): position[workers == r] for r in np.unique(workers)}
         name = "loss_history.png" if len(runs) == 1 else f"{run.path.name}__loss_history.png"
         written.append(save_figure(loss_history_figure(losses, times, title=run.label), out / name))
     title = runs[0].label if len(runs) == 1 else f"{len(runs)} runs"

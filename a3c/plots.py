@@ -170,7 +170,7 @@ def draw_loss_history(
 
 @dataclass
 class RunCurve:
-    """One run's per-episode values in wall-time order, ready to be drawn against steps or seconds."""
+    """One run's per-episode values in the run's order (by global step), ready to be drawn against steps or seconds."""
 
     label: str
     global_step: np.ndarray
@@ -182,16 +182,18 @@ def comparison_figure(
     runs: Sequence[RunCurve], metric: str, window: int = 100, max_points: int = MAX_POINTS, title: str = ""
 ) -> Figure:
     """``metric`` of every run against the global env step (left) and against wall time (right): a faint line of
-    the raw per-episode values and, on top, their mean over the last ``window`` episodes (all workers)."""
+    the raw per-episode values and, on top, their mean over the last ``window`` episodes (all workers), in the
+    order of each axis (the workers' episodes interleave a little differently by step and by time)."""
     fig = Figure(figsize=(11, 4), dpi=80)
     by_step, by_time = fig.subplots(1, 2, sharey=True)
     colors = [f"C{i % 10}" for i in range(len(runs))]
     for run, color in zip(runs, colors, strict=True):
-        smooth = rolling_mean(run.values, window)
-        for ax, x in ((by_step, run.global_step), (by_time, run.wall_time)):
+        for ax, axis in ((by_step, run.global_step), (by_time, run.wall_time)):
+            order = np.argsort(axis, kind="stable")
+            x, values = np.asarray(axis)[order], np.asarray(run.values)[order]
             if len(runs) == 1:
-                ax.plot(*thin(x, run.values, max_points), lw=0.5, color=color, alpha=0.3)
-            ax.plot(*thin(x, smooth, max_points), lw=1.2, color=color, label=run.label)
+                ax.plot(*thin(x, values, max_points), lw=0.5, color=color, alpha=0.3)
+            ax.plot(*thin(x, rolling_mean(values, window), max_points), lw=1.2, color=color, label=run.label)
     by_step.set_xlabel("global env step")
     by_step.set_ylabel(f"{metric} (mean of last {window} episodes)")
     by_time.set_xlabel("wall time (s)")

@@ -41,17 +41,21 @@ def round_return(value: float | None) -> float | None:
 
 def final_line(summary: dict[str, Any], path: Path | str) -> str:
     """The last line a run prints: how it ended (solved at step N (T s) when it stopped because it solved), this
-    session's steps, time and speed, and, after a resume, the run's total apart from this session's."""
+    session's steps, time and speed, and, after a resume, the run's total apart from this session's. The summary's
+    wall_time_s and solved_at_s are the run's wall time, which goes on across sessions; session_wall_time_s is this
+    session's."""
     reason = summary.get("stop_reason", "total_steps")
     resumed = summary.get("resumed_from_step")
     total, wall, sps = summary["total_steps"], summary["wall_time_s"], summary["steps_per_s"]
+    session_s = summary.get("session_wall_time_s", wall)
+    before_s = wall - session_s  # the run's wall time when this session started
     mean = summary.get("mean_return_100")
     solved_at, solved_s = summary.get("solved_at_step"), summary.get("solved_at_s")
     if reason == "solved" and solved_at is not None:
         if resumed is None:
             head = f"solved at step {solved_at:,} ({solved_s:.1f} s)"
         elif solved_at > resumed:
-            head = f"solved at step {solved_at:,} ({solved_s:.1f} s into this session)"
+            head = f"solved at step {solved_at:,} ({solved_s - before_s:.1f} s into this session)"
         else:
             head = f"solved at step {solved_at:,} (in an earlier session)"
     elif reason == "total_steps":
@@ -63,7 +67,7 @@ def final_line(summary: dict[str, Any], path: Path | str) -> str:
         body = f"{total:,} steps in {wall:.1f} s ({sps:,.0f} steps/s), {summary['episodes']:,} episodes, {mean_text}"
     else:
         body = (
-            f"this session: steps {resumed:,} -> {total:,} ({total - resumed:,} steps) in {wall:.1f} s "
+            f"this session: steps {resumed:,} -> {total:,} ({total - resumed:,} steps) in {session_s:.1f} s "
             f"({sps:,.0f} steps/s); the run: {total:,} steps, {summary['episodes']:,} episodes, {mean_text}"
         )
     return f"a3c: {head}; {body}; {path}"

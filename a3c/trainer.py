@@ -16,9 +16,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.multiprocessing as mp
 from tqdm import tqdm
@@ -31,6 +33,7 @@ from a3c.checkpoint import (
     LATEST,
     CheckpointSchedule,
     check_compatible,
+    elapsed_wall_time,
     load_resume,
     rng_state,
     save_checkpoint,
@@ -104,6 +107,7 @@ class Trainer:
         self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
         self.tensorboard: TensorBoardServer | None = None
         self.ray: Any = None  # the Ray backend's connection (a3c.backends.ray_backend.RayBackend), when in use
+        self.wall_time_before = 0.0  # the run's wall time before this session (set by run() from the checkpoint)
 
     def _kill_children(self) -> None:
         if self.supervisor is not None:
@@ -143,6 +147,11 @@ class Trainer:
             run.checkpoints.mkdir(exist_ok=True)
             run.plots.mkdir(exist_ok=True)
             kept_episodes = trim_episode_log(run.episodes_csv, resume["episodes_written"].numpy())
+        # The run's wall time goes on across sessions (episodes.csv's and eval.csv's wall_time, solved_at_s, the
+        # checkpoints' wall_time_s): its origin is this session's start set back by the time the run had run by the
+        # checkpoint. ``start`` stays this session's own (its wall time and steps/s in summary.json).
+        self.wall_time_before = 0.0 if resume is None else elapsed_wall_time(resume, kept_episodes)
+        self.run_start = start - self.wall_time_before
         run.write_config(cfg)
         self.run_dir = run.path
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
@@ -160,14 +169,15 @@ class Trainer:
             self.resumed_from_step = int(resume["global_step"])
             self.restarts_before = int(resume["restarts"])
             set_rng_state(resume["rng"])
+        launcher = self._launcher(coordinator, self.run_start)
         supervisor = self.supervisor = Supervisor(
-            self._launcher(coordinator, start), cfg.workers, coordinator.stats, cfg.worker_timeout, cfg.max_restarts
+            launcher, cfg.workers, coordinator.stats, cfg.worker_timeout, cfg.max_restarts
         )
         dashboard: Dashboard | None = None
         exit_code, reason = 0, "total_steps"
         try:
             supervisor.start_all()
-            self.evaluation = self._evaluation(run, start)
+            self.evaluation = self._evaluation(run, self.run_start)
             if resume is None:
                 print(f"a3c: run directory {run.path}", file=sys.stderr)
             else:
@@ -228,9 +238,11 @@ class Trainer:
                 reason = "solved"
                 coordinator.request_stop()
             step = coordinator.global_step()
-            names = schedule.due(step)
-            if names and self.checkpoint(run, dashboard, names):
-                schedule.written(run.checkpoints, step)  # keeps the newest --keep-checkpoints step files
+            if schedule.due(step):
+                # step-N.pt is named from the snapshot's own step: the workers ran on after ``step`` was read
+                written = self.checkpoint(run, dashboard, schedule.files)
+                if written is not None:
+                    schedule.written(run.checkpoints, written)  # keeps the newest --keep-checkpoints step files
             in_row = coordinator.stats()[:, Stat.SKIPPED_IN_ROW]
             if in_row.max() >= cfg.max_skipped_in_row:
                 rank = int(in_row.argmax())
@@ -258,6 +270,7 @@ class Trainer:
 
     # -- backends ------------------------------------------------------------------------------------------------
     def _launcher(self, coordinator: Coordinator, start: float) -> Launcher:
+        """``start``: the origin of the workers' episode wall times (the run's, across sessions)."""
         cfg, spec, session = self.config, self.spec, self.session
         if cfg.backend == "serial":
             # the workers' small forward passes gain nothing from intra-op threads, which spin against each other
@@ -315,14 +328,18 @@ class Trainer:
         )
 
     # -- checkpoints -------------------------------------------------------------------------------------------
-    def checkpoint(self, run: RunDirectory, dashboard: Dashboard, names: tuple[str, ...]) -> bool:
-        """Snapshot the run and write it under each of ``names`` (atomically). Taken right after a dashboard tick:
-        the episode counters saved are those of the episodes logged to episodes.csv (synced to disk first), so a
-        resume from this file goes on exactly where the log stops. A checkpoint that cannot be written (disk full)
-        is reported and the run goes on with the previous one in place; returns whether it was written."""
+    def checkpoint(
+        self, run: RunDirectory, dashboard: Dashboard, names: tuple[str, ...] | Callable[[int], tuple[str, ...]]
+    ) -> int | None:
+        """Snapshot the run and write it under each of ``names`` (atomically), or of ``names(step)`` for a function
+        of the snapshot's global step (what names step-N.pt after the step it holds). Taken right after a dashboard
+        tick: the episode counters saved are those of the episodes logged to episodes.csv (synced to disk first), so
+        a resume from this file goes on exactly where the log stops. A checkpoint that cannot be written (disk full)
+        is reported and the run goes on with the previous one in place; returns the global step written, or None."""
         dashboard.log.sync()
         payload = self._payload(self.coordinator.snapshot())
-        for name in names:
+        step = int(payload["global_step"])
+        for name in names(step) if callable(names) else names:
             try:
                 save_checkpoint(run.checkpoints / name, payload)
             except OSError as err:
@@ -331,15 +348,20 @@ class Trainer:
                     "training goes on, the previous checkpoint is kept",
                     file=sys.stderr,
                 )
-                return False
-        dashboard.checkpointed(payload["global_step"])
-        return True
+                return None
+        dashboard.checkpointed(step)
+        return step
 
     def _payload(self, snapshot: dict[str, Any]) -> dict[str, Any]:
         """A checkpoint: the backend's snapshot and what the main process knows (restarts, config, spaces, RNG)."""
+        # the snapshot's per-rank vectors may cover ranks this session does not run (a3c.backends: snapshot): none
+        # of their incarnations was used in this session
+        incarnations = np.zeros(len(snapshot["episodes_written"]), dtype=np.int64)
+        incarnations[: self.config.workers] = self.supervisor.incarnations()
         return {
             **snapshot,
-            "incarnations": torch.from_numpy(self.supervisor.incarnations()),
+            "incarnations": torch.from_numpy(incarnations),
+            "wall_time_s": time.time() - self.run_start,  # the run's wall time so far, what a resume goes on from
             "restarts": self.restarts_before + self.supervisor.restarts,
             "session": self.session,
             "obs_dim": self.spec.obs_dim,
@@ -351,6 +373,7 @@ class Trainer:
         }
 
     def summary(self, dashboard: Dashboard, wall: float, reason: str) -> dict[str, Any]:
+        """summary.json. ``wall``: this session's wall time; the run's (wall_time_s) adds the earlier sessions'."""
         stats = self.coordinator.stats()
         first_steps = stats[:, Stat.FIRST_STEP_TIME]
         started = first_steps[first_steps > 0]
@@ -367,7 +390,8 @@ class Trainer:
             "workers": self.config.workers,
             "envs_per_worker": self.config.envs_per_worker,
             "total_steps": steps,
-            "wall_time_s": wall,
+            "wall_time_s": self.wall_time_before + wall,  # the run's, all sessions (episodes.csv's wall_time axis)
+            "session_wall_time_s": wall,
             "steps_per_s": session_steps / train_s if train_s > 0 else 0.0,
             "episodes": dashboard.episodes,
             "mean_return_100": round_return(dashboard.mean_return_100()),

@@ -95,12 +95,49 @@ def test_restore_with_another_worker_count_keeps_the_global_step_and_episode_cou
     small = coordinator(workers=2)
     small.restore(snap)
     assert small.global_step() == 600 and list(small.board.written) == [2, 2]
-    assert list(small.stats()[:, Stat.UPDATES]) == [10, 11]
+    assert list(small.stats()[:, Stat.UPDATES]) == [10 + 12, 11]  # rank 2's updates, like its steps, go to rank 0
     assert small.drain() == []  # the restored episodes were read before the snapshot: none is read again
     small.channel(1).publish(0, [row(ret=5.0)], small.channel(1).load_stats())
     (episode,) = small.drain()
     assert (episode.worker, episode.index, episode["return"]) == (1, 2, 5.0)
     torch.testing.assert_close(small.params, big.params)
+
+
+def _session(workers, checkpoint, episodes):
+    """A session of ``workers`` ranks resumed from ``checkpoint`` (None: a new run), in which rank r finishes
+    ``episodes[r]`` episodes (100 steps and one update each); returns its final checkpoint's snapshot and the
+    (worker, index) of the episodes it read."""
+    coord = coordinator(workers=workers)
+    if checkpoint is not None:
+        coord.restore(checkpoint)
+    for rank, count in enumerate(episodes):
+        ch = coord.channel(rank)
+        stats = ch.load_stats()
+        stats[Stat.UPDATES] += count
+        ch.publish(100 * count, [row() for _ in range(count)], stats)
+    read = [(ep.worker, ep.index) for ep in coord.drain()]
+    return coord.snapshot(), read
+
+
+def test_resume_with_fewer_workers_then_more_keeps_every_rank_s_episode_counter():
+    """Bug (issue 22, item 2): resumed with fewer workers, the checkpoint kept the new ranks' episode counters only, so
+    the next resume trimmed the other ranks' rows from episodes.csv, and a resume with more workers again restarted
+    their indexes at 0. Now 2 -> 1 -> 1 -> 2 workers: every checkpoint counts every rank the run has had, rank 1's
+    indexes go on where they stopped, and the step and update totals stay exact."""
+    snap, read = _session(2, None, [3, 2])
+    assert list(snap["episodes_written"]) == [3, 2]
+    seen = set(read)
+    for workers, episodes, written in ((1, [1], [4, 2]), (1, [2], [6, 2]), (2, [1, 3], [7, 5])):
+        snap, read = _session(workers, snap, episodes)
+        assert list(snap["episodes_written"]) == written
+        # the vectors a checkpoint's consistency check wants: one length, every rank the run has had
+        assert len(snap["worker_steps"]) == len(snap["worker_stats"]) == len(written)
+        assert snap["global_step"] == int(snap["worker_steps"].sum())
+        assert not seen & set(read)  # no (worker, index) twice
+        seen |= set(read)
+    assert sorted(seen) == [(0, i) for i in range(7)] + [(1, i) for i in range(5)]
+    assert snap["global_step"] == 100 * 12
+    assert int(snap["worker_stats"][:, Stat.UPDATES].sum()) == 12  # the run's updates, summed over every session
 
 
 def test_channel_stop_and_interval_follow_the_coordinator():

@@ -15,6 +15,7 @@ from a3c.checkpoint import (
     STEP_FILE,
     CheckpointSchedule,
     check_compatible,
+    elapsed_wall_time,
     load_checkpoint,
     load_resume,
     prune_checkpoints,
@@ -233,6 +234,15 @@ def test_trim_episode_log_keeps_what_the_checkpoint_counted(tmp_path):
     assert on_disk[0] == header and len(on_disk) == 6
 
 
+def test_the_run_s_wall_time_goes_on_from_the_checkpoint():
+    """The resumed session's wall time goes on from the checkpoint's wall_time_s; a checkpoint of an a3c that did
+    not save it goes on from the newest kept episode."""
+    kept = [{"wall_time": 3.5}, {"wall_time": 7.25}, {"wall_time": 6.0}]
+    assert elapsed_wall_time({"wall_time_s": 9.0}, kept) == 9.0
+    assert elapsed_wall_time({}, kept) == 7.25
+    assert elapsed_wall_time({"wall_time_s": float("nan")}, []) == 0.0
+
+
 def test_retention_keeps_exactly_the_newest_n_step_files_plus_latest_and_best(tmp_path):
     d = tmp_path / "checkpoints"
     d.mkdir()
@@ -261,7 +271,8 @@ def test_retention_keeps_exactly_the_newest_n_step_files_plus_latest_and_best(tm
 def test_keep_zero_writes_only_latest():
     schedule = CheckpointSchedule(every_steps=10, every_s=0, keep=0)
     assert schedule.due(5) == ()
-    assert schedule.due(12) == (LATEST,)
+    assert schedule.due(12) == (LATEST,) == schedule.files(17)
+    assert CheckpointSchedule(every_steps=10, every_s=0, keep=2).files(17) == (step_file(17), LATEST)
 
 
 def test_schedule_by_seconds_is_independent_of_the_step_rate(tmp_path):

@@ -351,3 +351,76 @@ def test_purge_on_resume_reaches_every_event_stream(tmp_path):
     assert [e.step for e in read_events(tmp_path).Scalars("charts/episodic_return")] == [100]
     for rank in range(2):
         assert [e.step for e in worker_events(run, rank).Scalars(f"workers/{rank}/episodic_return")] == [100]
+
+
+def test_purge_on_resume_reaches_the_streams_of_ranks_the_session_no_longer_runs(tmp_path):
+    """Bug (issue 22, item 9): the purge reached the streams of the resumed session's ranks only; resumed with fewer
+    workers, worker 1's points past the checkpoint stayed in TensorBoard, though episodes.csv dropped them."""
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(2, capacity=64)
+    first = Dashboard(
+        run, coordinator_for(board), total_steps=10**6, reward_threshold=None, start_time=0.0, points_per_s=0.0
+    )
+    for step in (100, 200, 300):
+        for rank in range(2):
+            board.write(rank, episode(ret=float(step), loss=0.0, global_step=step, wall_time=step / 10))
+        board.add_steps(0, 100)
+        first.tick()
+    first.close()  # "crashed" after step 300; the checkpoint was at step 200
+    second = Dashboard(
+        run, coordinator_for(EpisodeBoard(1, capacity=64)), total_steps=10**6, reward_threshold=None, start_time=0.0
+    )
+    second.resume([], 200, restarts=0)
+    second.close()
+    for rank in range(2):
+        assert [e.step for e in worker_events(run, rank).Scalars(f"workers/{rank}/episodic_return")] == [100]
+
+
+def kept_row(worker: int, index: int, ret: float, global_step: int, wall_time: float) -> dict[str, float]:
+    """An episodes.csv row as trim_episode_log returns it."""
+    row = dict(zip(FIELDS, episode(ret, 0.5, global_step, wall_time).tolist(), strict=True))
+    return {"worker": float(worker), "index": float(index), **row}
+
+
+def test_resume_takes_the_last_100_episodes_by_global_step(tmp_path):
+    """Bug (issue 22, item 4): the resume replayed the kept rows in wall-time order, and wall time began at 0 again
+    in each session, so the sessions interleaved: "the last 100 episodes" mixed old and new ones (mean_return_100 of
+    155.3 where the last 100 by global step averaged 128.0), and solved_at_step could fire on an earlier session's
+    episodes. Two sessions of 100 episodes, each with wall times 0..9.9 s: the first returns 0, the second 10."""
+    kept = [kept_row(0, i, 0.0, 10 * (i + 1), 0.1 * i) for i in range(100)]
+    kept += [kept_row(0, 100 + i, 10.0, 1000 + 10 * (i + 1), 0.1 * i + 0.05) for i in range(100)]
+    run = RunDirectory(tmp_path)
+    dash = Dashboard(
+        run, coordinator_for(EpisodeBoard(1, capacity=64)), total_steps=10**6, reward_threshold=10.0, start_time=0.0
+    )
+    try:
+        dash.resume(kept[::-1], 2001, restarts=0)  # (the replay's order is the rows' global step, not the file's)
+        assert dash.episodes == 200
+        assert dash.mean_return_100() == 10.0
+        assert dash.solved() and (dash.solved_at_step, dash.solved_at_s) == (2000, pytest.approx(9.95))
+    finally:
+        dash.close()
+
+
+def test_the_last_100_episodes_are_the_last_by_global_step_whatever_order_they_are_read_in(tmp_path):
+    """Workers publish at the end of their rollouts, so an episode can be read after one of a larger global step:
+    mean_return_100 is over the 100 largest steps (ties by worker, then index), as episodes.csv sorted by them."""
+    board = EpisodeBoard(2, capacity=256)
+    run = RunDirectory(tmp_path)
+    dash = Dashboard(run, coordinator_for(board), 10**6, reward_threshold=None, start_time=0.0, points_per_s=0.0)
+    rng = np.random.default_rng(0)
+    try:
+        for tick in range(6):
+            for rank in range(2):
+                for i in range(20):  # worker 1 runs 15 steps behind worker 0: its episodes arrive late
+                    step = 100 * tick + 5 * i - 15 * rank
+                    board.write(rank, episode(ret=float(rng.integers(0, 500)), loss=0.0, global_step=step, wall_time=0))
+            board.add_steps(0, 100)
+            dash.tick()
+        dash.log.sync()
+        order = ("global_step", "worker", "index")
+        with open(run.episodes_csv) as f:
+            rows = sorted(csv.DictReader(f), key=lambda r: [int(float(r[k])) for k in order])
+        assert dash.mean_return_100() == np.mean([float(r["return"]) for r in rows[-100:]])
+    finally:
+        dash.close()

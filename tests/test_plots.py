@@ -13,7 +13,16 @@ import pytest
 from a3c.errors import EXIT_USAGE, run_cli
 from a3c.plot import main as plot_main
 from a3c.plot import read_episodes
-from a3c.plots import DownsampledSeries, LossHistory, figure_png, loss_history_figure, png_size, rolling_mean, thin
+from a3c.plots import (
+    DownsampledSeries,
+    LossHistory,
+    comparison_figure,
+    figure_png,
+    loss_history_figure,
+    png_size,
+    rolling_mean,
+    thin,
+)
 from a3c.run_dir import CSV_COLUMNS
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -76,11 +85,49 @@ def test_loss_history_figure_renders_to_png_of_its_size():
     assert png_size(png) == (320, 880)  # figsize (11, 4) at 80 dpi
 
 
-def test_read_episodes_sorts_by_wall_time_and_skips_a_cut_line(tmp_path):
+def test_read_episodes_sorts_by_global_step_and_skips_a_cut_line(tmp_path):
     run = read_episodes(write_run(tmp_path / "r", workers=2, episodes=30, cut_last_line=True))
     assert len(run.columns["return"]) == 30
-    assert np.all(np.diff(run.columns["wall_time"]) >= 0)
+    assert np.all(np.diff(run.columns["global_step"]) >= 0) and np.all(np.diff(run.columns["wall_time"]) >= 0)
     assert run.label == "r (CartPole-v1, 2 workers)"
+
+
+def append_session(path, episodes: int, wall_from: float, seconds_per_episode: float = 0.1):
+    """A resumed session's rows appended to a run written by write_run (1 worker: rank 0): its global steps go on
+    from the file's last; its wall times from ``wall_from`` (0: as a3c before issue 22 wrote them, every session's
+    clock starting at 0 again)."""
+    with open(path / "episodes.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    last_step, next_index = float(rows[-1]["global_step"]), 1 + max(int(r["index"]) for r in rows if r["worker"] == "0")
+    with open(path / "episodes.csv", "a", newline="") as f:
+        writer = csv.writer(f)
+        for i in range(episodes):
+            row = {c: 0.1 for c in CSV_COLUMNS}
+            row.update(worker=0, index=next_index + i, length=20, global_step=last_step + 20 * (i + 1))
+            row.update({"return": 1000.0 + i, "wall_time": wall_from + seconds_per_episode * (i + 1)})
+            writer.writerow([row[c] for c in CSV_COLUMNS])
+
+
+def test_a_resumed_run_is_read_and_drawn_in_the_order_of_its_global_step(tmp_path):
+    """Bug (issue 22, item 4): a3c.plot sorted episodes.csv by wall time, which began at 0 again in each session, so
+    a resumed run's sessions interleaved: the curves against the step zigzagged. The run's order is the global step's;
+    each panel of the figures draws its line in the order of its own axis."""
+    old = write_run(tmp_path / "old", workers=2, episodes=40)  # steps 20..800, wall 0..3.9 s
+    append_session(old, episodes=30, wall_from=0.0)  # steps 820..1400, wall 0.1..3 s again
+    run = read_episodes(old)
+    steps = run.columns["global_step"]
+    assert len(steps) == 70 and np.all(np.diff(steps) > 0)
+    assert list(run.columns["return"][-30:]) == [1000.0 + i for i in range(30)]  # the resumed session, last
+    new = write_run(tmp_path / "new", workers=2, episodes=40)
+    append_session(new, episodes=30, wall_from=4.5)  # as a3c writes it now: wall time goes on across sessions
+    fig = comparison_figure([read_episodes(new).curve("return")], "return", window=10)
+    by_step, by_time = fig.axes[:2]
+    for ax in (by_step, by_time):
+        for line in ax.lines:
+            assert np.all(np.diff(line.get_xdata()) >= 0)
+    assert by_time.lines[-1].get_xdata()[-1] == pytest.approx(4.5 + 3.0)  # the wall-time axis reaches the run's end
+    assert by_step.lines[-1].get_ydata()[-1] == pytest.approx(np.mean([1000.0 + i for i in range(20, 30)]))
+    assert plot_main([str(old)]) == 0 and plot_main([str(new)]) == 0
 
 
 def test_plot_one_run_writes_pngs_into_its_plots_dir(tmp_path):

@@ -1,15 +1,19 @@
 """--backend ray: the same run directory and tags as the shared-memory backend (workers on the server's node reaching
 it through shared memory, and by actor calls), checkpoints that resume on either backend, no shared memory left
-behind, workers spread over a (local, two-node) Ray cluster with each node's own way to the server, a node lost
-mid-run with its workers restarted on the other and exact counts, and Ctrl-C leaving no Ray process behind."""
+behind (the run's own names: other runs on the machine make theirs; also after a SIGKILLed driver), a same-node
+straggler ended by SIGTERM rather than a kill, workers spread over a (local, two-node) Ray cluster with each node's
+own way to the server, a node lost mid-run with its workers restarted on the other and exact counts, and Ctrl-C
+leaving no Ray process behind."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -51,6 +55,40 @@ def _paths(output: str) -> dict[int, str]:
 def _torch_shm() -> set[str]:
     """torch's shared memory segments on this machine (the parameter server's are among them while a run lasts)."""
     return {e for e in shm_entries() if e.startswith("torch_")}
+
+
+class RunShm:
+    """The torch shared memory that a run's processes create while this watches them (a context manager): every
+    POLL_S, /dev/shm and the processes below ``root``; a torch_<pid>_... name counts when its pid (the process that
+    made it) is one of them. Other runs on this machine (other tests, other sessions) make names of their own, which
+    come and go as they please: a test of what this run leaves must look at this run's names only."""
+
+    POLL_S = 0.1
+
+    def __init__(self, root: int) -> None:
+        self.root, self.names, self._done = root, set(), threading.Event()
+        self._before = _torch_shm()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.POLL_S):
+            self.poll()
+
+    def poll(self) -> None:
+        pids = {str(p) for p in descendants(self.root)}
+        self.names |= {n for n in _torch_shm() - self._before if n.split("_")[1] in pids}
+
+    def left(self) -> set[str]:
+        """The run's names still in /dev/shm."""
+        return self.names & _torch_shm()
+
+    def __enter__(self) -> RunShm:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 SAME_NODE_PROBE = """
@@ -99,15 +137,18 @@ def test_a_worker_on_the_server_s_node_updates_the_server_s_state_in_place_and_t
 @pytest.mark.parametrize("same_node", ["shared-memory", "ray"])
 def test_ray_backend_writes_the_same_run_directory_and_tags_and_resumes_on_shared_memory(tmp_path, same_node):
     flags = ("--total-steps", "6000", "--checkpoint-every", "3000")
-    before = _torch_shm()
     ray_run = f"ray --ray-same-node {same_node}"
     outputs: dict[str, str] = {}
-    dirs = run_backends(tmp_path, ("shared-memory", ray_run), *flags, timeout=200, outputs=outputs)
-    dirs["ray"] = dirs.pop(ray_run)
+    dirs = run_backends(tmp_path, ("shared-memory",), *flags, timeout=200)
+    with RunShm(os.getpid()) as shm:  # the Ray run's processes are this test's descendants
+        dirs["ray"] = run_backends(tmp_path, (ray_run,), *flags, timeout=200, outputs=outputs)[ray_run]
     assert _paths(outputs[ray_run]) == dict.fromkeys(
         range(2), "shared memory" if same_node == "shared-memory" else "actor calls"
     )
-    assert not _torch_shm() - before, "the parameter server's shared memory outlived the run"
+    # the server's state (parameters, optimizer, board, control) was in named shared memory, and none of it is left
+    # once the driver has exited: RayBackend.close removes it before it returns (no wait here, none needed)
+    assert len(shm.names) >= 9, shm.names
+    assert not shm.left(), "the parameter server's shared memory outlived the run"
     assert run_files(dirs["ray"]) == run_files(dirs["shared-memory"])
     tags = scalar_tags(dirs["ray"])
     assert tags == scalar_tags(dirs["shared-memory"]) and DESIGN_TAGS <= tags
@@ -155,10 +196,12 @@ def test_an_unreachable_cluster_is_one_line_and_exit_2_and_leaves_no_run_directo
 @pytest.mark.timeout(240)
 def test_ctrl_c_stops_a_ray_run_cleanly_and_leaves_no_ray_process(tmp_path):
     run_dir = tmp_path / "run"
-    before = _torch_shm()
     run = Run(train_cmd(run_dir, *RAY, "--total-steps", "100000000"), tmp_path / "log.txt")
     try:
-        assert wait_for(lambda: episodes_started(run_dir, 20), timeout=120), run.output()
+        with RunShm(run.pid) as shm:
+            assert wait_for(lambda: episodes_started(run_dir, 20), timeout=120), run.output()
+            shm.poll()
+        assert len(shm.names) >= 9, shm.names  # the server's state, in named shared memory
         started = descendants(run.pid)  # the local Ray instance (GCS, raylet) and its worker processes
         assert len(started) >= 4, run.output()
         t0 = time.monotonic()
@@ -168,12 +211,88 @@ def test_ctrl_c_stops_a_ray_run_cleanly_and_leaves_no_ray_process(tmp_path):
         assert code == 128 + signal.SIGINT, run.output()
         assert took < 10, f"took {took:.1f} s to stop"
         assert wait_for(lambda: not alive(started), timeout=10), f"left running: {alive(started)}"
-        assert not _torch_shm() - before, "the parameter server's shared memory outlived the run"
+        assert not shm.left(), "the parameter server's shared memory outlived the run"
     finally:
         run.cleanup()
     s = summary(run_dir)
     assert s["stop_reason"] == "interrupted" and s["episodes"] == len(episode_rows(run_dir))
     assert (run_dir / "checkpoints" / "latest.pt").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_a_sigkilled_driver_leaves_none_of_the_server_s_shared_memory(tmp_path):
+    """A driver killed by SIGKILL runs no close(): its reaper (a3c.backends.shm_reaper, in its own session) removes the
+    parameter server's names once the driver is gone."""
+    run_dir = tmp_path / "run"
+    run = Run(train_cmd(run_dir, *RAY, "--total-steps", "100000000"), tmp_path / "log.txt")
+    started: set[int] = set()
+    try:
+        with RunShm(run.pid) as shm:
+            assert wait_for(lambda: episodes_started(run_dir, 20), timeout=120), run.output()
+            shm.poll()
+        started = descendants(run.pid)
+        assert len(shm.names) >= 9, shm.names  # the server's state: params, optimizer, board, control
+        os.kill(run.pid, signal.SIGKILL)  # the driver alone, as the OOM killer would: it runs nothing more
+        run.wait(timeout=30)
+        assert wait_for(lambda: not shm.left(), timeout=60), f"left in /dev/shm: {shm.left()}"
+    finally:
+        run.cleanup()
+        for pid in alive(started):  # re-parented when the driver died: no longer below run.pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+STRAGGLER_PROBE = """
+import json, time
+from a3c.backends.ray_backend import RayBackend, RayLauncher
+from a3c.board import Stat
+from a3c.config import Config
+from a3c.environment import describe_env
+
+config = Config(workers=1, envs_per_worker=1, total_steps=10**9, eval_every=0, backend="ray")
+spec = describe_env(config.env, {})
+backend = RayBackend.start(config, spec)
+try:
+    c, log = backend.coordinator, []
+    launcher = RayLauncher(
+        lambda rank: (rank, c.channel(rank), config, spec, time.time(), 0), 1.0, log.append, c.shared_memory_node
+    )
+    launcher.start(0, 0)
+    deadline = time.monotonic() + 240
+    while launcher.exitcode(0) is None and time.monotonic() < deadline:
+        c.drain()
+        if c.stats()[0, Stat.UPDATES] >= 3:  # running, on shared memory (the server's node is this one)
+            break
+        time.sleep(0.1)
+    launcher.join(0.1)  # no stop was asked for: only the launcher can end it
+    snap = c.snapshot()
+    print(json.dumps({
+        "code": launcher.exitcode(0),
+        "log": log,
+        "applied": int(snap["optimizer"]["steps"].sum()),
+        "counted": int(snap["worker_stats"][0, Stat.UPDATES]),
+    }))
+finally:
+    backend.close()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_same_node_straggler_is_sigtermed_and_finishes_its_update_before_any_kill():
+    """A worker actor on the server's node applies its updates to the shared parameters itself: the launcher's join
+    ends it as ProcessLauncher ends a worker process (SIGTERM: the loop stops at its top), not by a kill that could
+    land inside an update. Here it never sees a stop (none was asked for), so only the SIGTERM can end it: it returns
+    (exit code 0), with every update it counted applied."""
+    done = subprocess.run([sys.executable, "-c", STRAGGLER_PROBE], capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert any("on Ray node" in line and "by shared memory" in line for line in result["log"]), result
+    assert any("did not stop within 0.1 s; terminating it" in line for line in result["log"]), result
+    assert not any("killing it" in line for line in result["log"]), result
+    assert result["code"] == 0, result
+    assert result["applied"] == result["counted"] >= 3, result
 
 
 @pytest.fixture

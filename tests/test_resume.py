@@ -1,14 +1,32 @@
 """--resume RUN_DIR: the global step, the optimizer state and the episode indexes go on; episodes.csv is appended;
 TensorBoard shows no step twice, even after a crash between the last checkpoint and the end (kill -9)."""
 
+import csv
 import json
 import signal
 import subprocess
 
+import numpy as np
 import pytest
 import torch
-from procs import Run, alive, descendants, episode_rows, indexes_contiguous, summary, train_cmd, wait_for
+from procs import (
+    Run,
+    alive,
+    descendants,
+    episode_rows,
+    episodes_started,
+    indexes_contiguous,
+    summary,
+    train_cmd,
+    wait_for,
+)
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import a3c
+import a3c.backends.shared_memory
+from a3c.plot import main as plot_main
+from a3c.plot import read_episodes
+from a3c.plots import comparison_figure
 
 
 def _scalar_steps(run_dir, tag):
@@ -105,3 +123,89 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     # (16,670 points against 16,540 rows in the review's run). Now TensorBoard holds exactly the rows' episodes.
     episode_steps = _scalar_steps(run_dir, "charts/episodic_return")
     assert sorted(episode_steps) == sorted(int(r["global_step"]) for r in rows)
+
+
+def _by_step(rows):
+    """episodes.csv's rows in the run's order: by global step, then worker, then index."""
+    return sorted(rows, key=lambda r: [int(float(r[k])) for k in ("global_step", "worker", "index")])
+
+
+def _latest(run_dir):
+    return torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+
+
+@pytest.mark.timeout(300)
+def test_resumes_with_2_1_1_2_workers_keep_the_record_append_only_and_ordered_by_step(tmp_path):
+    """Issue 22, items 2 and 4, as the README's tour goes (train, Ctrl-C, resume, plot), with the worker count changed
+    between sessions: 2 workers stopped by Ctrl-C, resumed with 1, again with 1, then with 2. Bugs: the resume with
+    fewer workers forgot rank 1's episode counter, so the next resume dropped rank 1's rows and the one with 2
+    workers repeated its indexes; wall time began at 0 in each session and the resume took "the last 100 episodes"
+    in wall-time order (mean_return_100 over interleaved sessions) and a3c.plot drew the sessions interleaved. Now
+    episodes.csv only grows, no (worker, index) repeats, wall time runs on across sessions (eval.csv's too), and
+    mean_return_100 is the mean of the last 100 episodes by global step."""
+    run_dir = tmp_path / "run"
+    flags = ("--total-steps", "100000000", "--eval-every", "1500", "--eval-episodes", "2")
+    first = Run(train_cmd(run_dir, *flags, workers=2), tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: episodes_started(run_dir, 150), timeout=120), first.output()
+        first.signal_group(signal.SIGINT)
+        assert first.wait(timeout=60) == 128 + signal.SIGINT, first.output()
+    finally:
+        first.cleanup()
+    rows, ckpt = episode_rows(run_dir), _latest(run_dir)
+    assert {int(r["worker"]) for r in rows} == {0, 1}
+    sessions = [(rows, ckpt)]
+    for workers, more in ((1, 3000), (1, 600), (2, 600)):
+        step = ckpt["global_step"]
+        cmd = train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + more), workers=workers)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        before, before_ckpt = rows, ckpt
+        rows, ckpt = episode_rows(run_dir), _latest(run_dir)
+        assert rows[: len(before)] == before  # appended: no row removed, none rewritten
+        assert len(rows) > len(before) and indexes_contiguous(rows)  # no (worker, index) twice, none missing
+        assert len(ckpt["episodes_written"]) == 2 and int(ckpt["episodes_written"].sum()) == len(rows)
+        new_wall = [float(r["wall_time"]) for r in rows[len(before) :]]
+        assert min(new_wall) > before_ckpt["wall_time_s"] >= max(float(r["wall_time"]) for r in before)
+        sessions.append((rows, ckpt))
+        if len(sessions) == 3:  # two resumes
+            last_100 = [float(r["return"]) for r in _by_step(rows)[-100:]]
+            assert summary(run_dir)["mean_return_100"] == round(float(np.mean(last_100)), 2)
+    s = summary(run_dir)
+    assert s["episodes"] == len(rows) and s["wall_time_s"] >= max(float(r["wall_time"]) for r in rows)
+    assert s["mean_return_100"] == round(float(np.mean([float(r["return"]) for r in _by_step(rows)[-100:]])), 2)
+    with open(run_dir / "eval.csv") as f:
+        evals = sorted(csv.DictReader(f), key=lambda r: float(r["global_step"]))
+    assert len(evals) >= 2 and np.all(np.diff([float(r["wall_time"]) for r in evals]) > 0)
+    # the plot (the tour's last step): both axes of the curves run forward, the wall-time axis to the run's end
+    assert plot_main([str(run_dir)]) == 0
+    episodes = read_episodes(run_dir)
+    assert np.all(np.diff(episodes.columns["global_step"]) >= 0)
+    fig = comparison_figure([episodes.curve("return")], "return")
+    for ax in fig.axes[:2]:
+        assert all(np.all(np.diff(line.get_xdata()) >= 0) for line in ax.lines)
+    assert fig.axes[1].lines[-1].get_xdata()[-1] == max(float(r["wall_time"]) for r in rows)
+
+
+def test_the_linear_lr_schedule_goes_on_from_the_run_s_global_step(tmp_path, monkeypatch):
+    """What a resume means for --lr-schedule linear (docs/design.md): the lr at global step s is lr * (1 - s / T), T
+    the run's --total-steps as now configured. A resume with the same --total-steps goes on with the same schedule;
+    one with a larger budget spreads the rest of the decay over it (the lr a run started with that budget would have
+    at s), so an extended run still ends at 0. Read off the pushes themselves (the serial backend, in this process)."""
+    seen = []
+    original = a3c.backends.shared_memory.scheduled_lr
+
+    def spy(lr, schedule, progress):
+        seen.append(progress)
+        return original(lr, schedule, progress)
+
+    monkeypatch.setattr(a3c.backends.shared_memory, "scheduled_lr", spy)
+    settings = dict(env="CartPole-v1", backend="serial", workers=1, envs_per_worker=2, eval_every=0)
+    first = a3c.train(**settings, lr_schedule="linear", total_steps=2000, run_dir=str(tmp_path / "run"))
+    reached = first.summary["total_steps"]
+    assert seen[0] == 0.0 and seen[-1] == pytest.approx((reached - 10) / 2000)
+    seen.clear()
+    a3c.train(resume=str(tmp_path / "run"), total_steps=4000)
+    # the first push after the resume: the run's step over the run's budget, not 0 (a restarted schedule)
+    assert seen[0] == reached / 4000 and seen == sorted(seen)
+    assert seen[-1] == pytest.approx((summary(tmp_path / "run")["total_steps"] - 10) / 4000)

@@ -57,6 +57,11 @@ def test_after_a_resume_this_session_is_told_apart_from_the_run():
     line = final_line(s, "r")
     assert "this session: steps 150,000 -> 200,000 (50,000 steps) in 27.7 s (7,697 steps/s)" in line
     assert "the run: 200,000 steps, 2,071 episodes" in line
+    # the run's wall time goes on across sessions: this session's part of it is session_wall_time_s
+    resumed = {**s, "wall_time_s": 40.0, "session_wall_time_s": 12.5, "solved_at_s": 35.0, "stop_reason": "solved"}
+    line = final_line({**resumed, "solved_at_step": 180_000}, "r")
+    assert line.startswith("a3c: solved at step 180,000 (7.5 s into this session); ")
+    assert "(50,000 steps) in 12.5 s (7,697 steps/s)" in line
     solved_now = final_line({**BASE, "resumed_from_step": 150_000}, "r")
     assert solved_now.startswith("a3c: solved at step 203,752 (27.2 s into this session); ")
     solved_before = final_line({**BASE, "resumed_from_step": 250_000, "total_steps": 260_000}, "r")

@@ -17,6 +17,10 @@ from procs import (
 )
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+import a3c
+from a3c.backends.shared_memory import SharedMemoryCoordinator
+from a3c.checkpoint import load_checkpoint, step_checkpoints
+
 WORKERS, N_STEPS, ENVS = 3, 5, 2
 
 
@@ -147,3 +151,33 @@ def test_a_checkpoint_that_cannot_be_written_is_reported_and_training_goes_on(tm
     assert "Traceback" not in output
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["total_steps"] >= 60000 and s["stop_reason"] == "total_steps"
+
+
+def test_step_files_are_named_from_the_step_their_snapshot_holds(tmp_path, monkeypatch):
+    """Bug (issue 22, item 9): step-N.pt was named from the step the main loop read before the snapshot, and worker
+    processes run on in between, so step-N.pt could hold another step than N. Here (the serial backend, in this
+    process) every snapshot finds 7 more steps than the loop read, as if the workers had run on: each file's name is
+    its own global step."""
+    original = SharedMemoryCoordinator.snapshot
+
+    def late_snapshot(self):
+        self.board.add_steps(0, 7)  # the workers ran on after the main loop read the step
+        return original(self)
+
+    monkeypatch.setattr(SharedMemoryCoordinator, "snapshot", late_snapshot)
+    result = a3c.train(
+        env="CartPole-v1",
+        backend="serial",
+        workers=1,
+        envs_per_worker=2,
+        total_steps=2000,
+        checkpoint_every=400,
+        checkpoint_every_s=0,
+        keep_checkpoints=100,
+        eval_every=0,
+        run_dir=str(tmp_path / "run"),
+    )
+    files = step_checkpoints(result.run_dir / "checkpoints")
+    assert len(files) >= 4
+    for step, path in files:
+        assert load_checkpoint(path)["global_step"] == step, path.name

@@ -87,7 +87,8 @@ class Coordinator(Protocol):
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a checkpoint needs from the backend, taken at one instant: model, optimizer, global_step,
-        worker_steps (their sum is global_step), worker_stats, episodes_written."""
+        worker_steps (their sum is global_step), worker_stats, episodes_written; the per-rank vectors cover every
+        rank the run has had, those this session does not run included (their episode counters go on)."""
 
     def restore(self, payload: dict[str, Any]) -> None:
         """Load a checkpoint's snapshot (possibly of another worker count) before the workers start."""

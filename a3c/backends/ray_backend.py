@@ -29,7 +29,6 @@ Checkpoints hold exactly what the shared-memory backend's hold, so a run started
 
 from __future__ import annotations
 
-import _posixshmem  # multiprocessing.shared_memory's C module: shm_unlink by name
 import gc
 import io
 import os
@@ -38,6 +37,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -52,6 +52,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskErro
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from a3c.backends.shared_memory import INTERVAL, SharedMemoryChannel, SharedMemoryCoordinator, create_shared_run
+from a3c.backends.shm_reaper import ShmReaper, unlink
 from a3c.board import FIELDS, Episode
 from a3c.config import Config
 from a3c.environment import EnvSpec
@@ -69,6 +70,7 @@ PUBLISH_HOLD_S = 0.05  # what a worker publishes rides on its next push, unless 
 READY_POLL_S = 0.05
 CALL_TIMEOUT_S = 120.0  # the driver's calls to the server (a server this slow is gone)
 START_TIMEOUT_S = 600.0  # the server's start: a new Ray worker process imports torch (slow on a busy machine)
+TERMINATE_GRACE_S = 2.0  # a straggler SIGTERMed at the join has this long to finish its update (as ProcessLauncher's)
 OBJECT_STORE_BYTES = 256 * 2**20  # of a local instance: weights and gradients are small (Atari CNN: ~7 MB)
 # A local instance's Ray records an event for every task (for its dashboard and `ray list tasks`) and collects metrics
 # (for Prometheus); a3c starts it without a dashboard and nobody reads them, while a worker makes a call per update.
@@ -86,7 +88,7 @@ class ParameterServer:
         # The run's shared tensors are created as named files in /dev/shm, so that a worker actor on this node can map
         # them (shared_channel). torch's default strategy keeps only a file descriptor, which reaches a child process
         # and no other: worker actors are Ray's processes, not this one's children. The driver removes the names
-        # when the run ends (shared_memory_names).
+        # when the run ends (shared_memory_names), or its reaper does if it dies first (a3c.backends.shm_reaper).
         torch.multiprocessing.set_sharing_strategy("file_system")
         # gradients arrive as read-only numpy arrays (Ray's zero-copy objects); the optimizer only reads them
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
@@ -388,14 +390,33 @@ class RayWorker:
         local = channel.same_node_channel()
         seeds = WorkerSeeds(config.seed, session, rank, incarnation)
         worker = Worker(rank, local or channel, config, spec, run_start, seeds)
+        terminate = threading.Event()
+        # A worker on shared memory applies its updates to the server's state itself (Hogwild): it must never die
+        # inside one. The launcher ends it as ProcessLauncher ends a worker process (RayLauncher.join: SIGTERM, then
+        # a kill only after TERMINATE_GRACE_S), and for this call the SIGTERM handler only sets a flag that the loop
+        # reads at its top (as a3c.worker.run_as_process's), in place of Ray's, which raises SystemExit wherever the
+        # loop is. A signal rather than an actor method: Ray runs one call of an actor at a time, so a terminate()
+        # call would wait behind this one, and a threaded actor (max_concurrency) would take the loop off the main
+        # thread, the only one Python runs signal handlers in (a plain actor's calls run there, so signal.signal works
+        # here). A SIGTERM before this line finds Ray's handler: the worker has applied no update yet.
+        previous = _flag_on_sigterm(terminate) if local is not None else None
         try:
-            worker.run()
+            worker.run(terminate.is_set)
         finally:
             if local is None:
                 channel.flush()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)  # Ray's again: the actor's process exits on SIGTERM
 
-    def node_id(self) -> str:
-        return ray.get_runtime_context().get_node_id()
+    def placement(self) -> tuple[str, int]:
+        """(this actor's node, its process id): where it runs, and the pid RayLauncher.join SIGTERMs on its node."""
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+
+def _flag_on_sigterm(flag: threading.Event) -> Any:
+    """Make SIGTERM set ``flag`` (and nothing else); return the handler it replaces (SIG_DFL if not Python's)."""
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: flag.set())
+    return signal.SIG_DFL if previous is None else previous
 
 
 class RayCoordinator:
@@ -494,26 +515,29 @@ class RayLauncher:
         self.codes: dict[int, int | None] = {}
         self.tracebacks: dict[int, str | None] = {}
         self.nodes: dict[int, str] = {}  # the node of each rank's current actor, once it is known
-        self._placing: dict[int, Any] = {}  # rank -> the pending answer of its new actor's node_id()
+        self.actor_pids: dict[int, int] = {}  # ... and its process id there
+        self._placing: dict[int, Any] = {}  # rank -> the pending answer of its new actor's placement()
 
     def start(self, rank: int, incarnation: int) -> None:
         actor = self.actor_class.options(
             num_cpus=self.cpus, scheduling_strategy="SPREAD", name=None, max_restarts=0
         ).remote()
         self.actors[rank] = actor
-        self._placing[rank] = actor.node_id.remote()  # runs before run(): an actor runs its calls in order
+        self._placing[rank] = actor.placement.remote()  # runs before run(): an actor runs its calls in order
         self.refs[rank] = actor.run.remote(*self.args_for(rank), incarnation)
         self.codes[rank], self.tracebacks[rank] = None, None
         self.nodes.pop(rank, None)
+        self.actor_pids.pop(rank, None)
 
-    def _report_placement(self, rank: int) -> None:
-        """Once rank's actor is placed: one line naming its node (where its envs run, where to find its logs)."""
+    def _report_placement(self, rank: int, timeout: float = 0.0) -> None:
+        """Once rank's actor is placed (within ``timeout``): one line naming its node (where its envs run, where to
+        find its logs)."""
         ref = self._placing.get(rank)
-        if ref is None or not ray.wait([ref], timeout=0)[0]:
+        if ref is None or not ray.wait([ref], timeout=timeout)[0]:
             return
         del self._placing[rank]
         try:
-            self.nodes[rank] = ray.get(ref)
+            self.nodes[rank], self.actor_pids[rank] = ray.get(ref)
         except RayError:
             return  # the actor died before it ran: exitcode() reports that
         path = "shared memory" if self.nodes[rank] == self.shared_memory_node else "actor calls"
@@ -555,16 +579,46 @@ class RayLauncher:
                 pass
 
     def join(self, timeout: float) -> None:
-        """Wait up to ``timeout`` for the workers to see the stop and return; then kill the stragglers (an actor
-        is killed between two of its calls to the server, never inside the server's update)."""
+        """Wait up to ``timeout`` for the workers to see the stop and return; then end the stragglers as
+        ProcessLauncher.join does where they apply updates themselves (on shared memory, on this node): SIGTERM,
+        which makes the loop stop at its top (RayWorker.run), so the update in hand is finished and never left
+        half-applied in the shared parameters; a kill only for one still running TERMINATE_GRACE_S later (stuck in an
+        env step). A straggler that reaches the server by actor calls is killed at once: its updates are the
+        server's calls, and an actor is killed between two of its calls, never inside the server's update."""
         running = [rank for rank in self.refs if self.codes[rank] is None]
-        if running:
-            ray.wait([self.refs[r] for r in running], num_returns=len(running), timeout=timeout)
-        for rank in running:
-            self._settle(rank)
-            if self.codes[rank] is None:
+        self._wait(running, timeout)
+        stragglers = [rank for rank in running if self.codes[rank] is None]
+        terminated = [rank for rank in stragglers if self._terminate(rank, timeout)]
+        self._wait(terminated, TERMINATE_GRACE_S)
+        for rank in stragglers:
+            if self.codes[rank] is not None:
+                continue
+            if rank in terminated:
+                self.log(f"a3c: worker {rank} (a Ray actor) ignored SIGTERM for {TERMINATE_GRACE_S:g} s; killing it")
+            else:
                 self.log(f"a3c: worker {rank} (a Ray actor) did not stop within {timeout:g} s; killing it")
-                self.kill(rank)
+            self.kill(rank)
+
+    def _wait(self, ranks: list[int], timeout: float) -> None:
+        """Wait up to ``timeout`` for the runs of ``ranks`` to end; record the exit codes of those that did."""
+        if ranks:
+            ray.wait([self.refs[r] for r in ranks], num_returns=len(ranks), timeout=timeout)
+        for rank in ranks:
+            self._settle(rank)
+
+    def _terminate(self, rank: int, timeout: float) -> bool:
+        """SIGTERM rank's actor if it runs on shared memory (on ``shared_memory_node``: the server's node, which is
+        this driver's, so its pid is one here). Whether it was sent."""
+        self._report_placement(rank, timeout=1.0)  # answered before run() began, so at once if it runs
+        pid = self.actor_pids.get(rank)
+        if self.shared_memory_node is None or self.nodes.get(rank) != self.shared_memory_node or pid is None:
+            return False
+        self.log(f"a3c: worker {rank} (a Ray actor) did not stop within {timeout:g} s; terminating it")
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:  # gone already: the wait that follows records how
+            pass
+        return True
 
     def wait(self, seconds: float) -> None:
         time.sleep(seconds)
@@ -584,9 +638,11 @@ class RayBackend:
         dist: Any,
         owns: bool,
         shared_memory_names: Sequence[str] = (),
+        reaper: ShmReaper | None = None,
     ) -> None:
         self.server, self.coordinator, self.model, self.dist, self.owns = server, coordinator, model, dist, owns
         self.shared_memory_names = shared_memory_names
+        self.reaper = reaper  # removes the names if this process dies without close() (a3c.backends.shm_reaper)
 
     @classmethod
     def start(cls, config: Config, spec: EnvSpec) -> RayBackend:
@@ -594,7 +650,9 @@ class RayBackend:
         again, when Ray cannot be reached or the server does not start."""
         assert isinstance(config.workers, int)
         owns = connect(config)
+        reaper: ShmReaper | None = None
         try:
+            reaper = ShmReaper.start()  # before the server makes its files: from then on, none outlives this process
             # the model here only answers questions about it (parameter count, head size): the server builds the
             # global one, its optimizer and its board
             model, dist = build_model(spec, config)
@@ -618,7 +676,9 @@ class RayBackend:
                 shared_memory_node=here if config.ray_same_node == "shared-memory" else None,
             )
             names = ray.get(server.shared_memory_names.remote(), timeout=CALL_TIMEOUT_S)
+            reaper.add(names)
         except GetTimeoutError:
+            _close_reaper(reaper)
             ray.shutdown()
             raise UserError(
                 f"the Ray parameter server did not start within {START_TIMEOUT_S:g} s (a new Ray worker process "
@@ -626,9 +686,10 @@ class RayBackend:
                 "status` and the load, then run again"
             ) from None
         except BaseException:
+            _close_reaper(reaper)
             ray.shutdown()
             raise
-        return cls(server, coordinator, model, dist, owns, names)
+        return cls(server, coordinator, model, dist, owns, names, reaper)
 
     def launcher(self, args_for: Callable[[int], tuple[Any, ...]], cpus: float) -> RayLauncher:
         return RayLauncher(
@@ -639,14 +700,21 @@ class RayBackend:
         )
 
     def close(self) -> None:
-        """End the server; remove its shared memory (this is its node); disconnect (a local instance started here is
-        shut down with it)."""
+        """End the server; remove its shared memory (this is its node) before returning, so that no name of the run
+        is left in /dev/shm once the driver has exited, whatever the server's process still does; dismiss the reaper;
+        disconnect (a local instance started here is shut down with it)."""
         try:
             ray.kill(self.server, no_restart=True)
         except Exception:  # noqa: BLE001 (already gone)
             pass
         remove_shared_memory(self.shared_memory_names)
+        _close_reaper(self.reaper)
         ray.shutdown()
+
+
+def _close_reaper(reaper: ShmReaper | None) -> None:
+    if reaper is not None:
+        reaper.close()
 
 
 def connect(config: Config) -> bool:
@@ -704,11 +772,7 @@ def connect(config: Config) -> bool:
 def remove_shared_memory(names: Sequence[str]) -> None:
     """Remove the named shared memory (ParameterServer.shared_memory_names) from this node. A process still mapping
     it keeps its mapping; only the name goes."""
-    for name in names:
-        try:
-            _posixshmem.shm_unlink(name)
-        except FileNotFoundError:
-            pass
+    unlink(names)
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:

@@ -134,6 +134,9 @@ class SharedMemoryCoordinator:
         self.workers = run.board.workers
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()
         self.reader = BoardReader(run.board)
+        # the episode counters of ranks an earlier session ran and this one does not (ranks workers.. on), as
+        # restored: carried into every snapshot, so that no checkpoint forgets them (see restore)
+        self.retired_written = torch.zeros(0, dtype=torch.int64)
 
     def channel(self, rank: int) -> SharedMemoryChannel:
         return SharedMemoryChannel(rank, self.run, self.control)
@@ -170,14 +173,18 @@ class SharedMemoryCoordinator:
 
     # -- checkpoints -------------------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
+        """The per-rank vectors cover every rank the run has had: this session's ranks, then those it does not run
+        (their episode counters as restored; their steps and cumulative stats are rank 0's since the restore)."""
         steps = self.board.steps.clone()  # one read of the counters: global_step is exactly their sum
+        retired = len(self.retired_written)
+        stats = self.board.stats.clone()
         return {
             "model": self.params.clone(),
             "optimizer": self.optimizer.state_dict(),
             "global_step": int(steps.sum()),
-            "worker_steps": steps,
-            "episodes_written": torch.from_numpy(self.reader.read.copy()),
-            "worker_stats": self.board.stats.clone(),
+            "worker_steps": torch.cat([steps, torch.zeros(retired, dtype=steps.dtype)]),
+            "episodes_written": torch.cat([torch.from_numpy(self.reader.read.copy()), self.retired_written]),
+            "worker_stats": torch.cat([stats, torch.zeros(retired, stats.shape[1], dtype=stats.dtype)]),
             **self.running_stats(),
         }
 
@@ -190,20 +197,26 @@ class SharedMemoryCoordinator:
         return out
 
     def restore(self, payload: dict[str, Any]) -> None:
-        """A resumed run may have another number of workers: ranks beyond the new count give their steps to rank 0
-        (so the global step is exact) and their episode counters end; new ranks start at zero."""
+        """A resumed run may have another number of workers. Ranks beyond the new count give their steps and
+        cumulative stats to rank 0 (so the global step and the run's totals stay exact) and keep their episode
+        counters, which every later snapshot carries: a rank that comes back in a later session goes on with its
+        indexes, and no resume drops its rows from episodes.csv (the record is append-only, docs/design.md). Ranks
+        new to the run start at zero."""
         board, n = self.board, self.workers
         self.params.copy_(payload["model"])
         self.optimizer.load_state_dict(payload["optimizer"])
         steps = payload["worker_steps"].to(torch.int64)
         written = payload["episodes_written"].to(torch.int64)
+        saved_stats = payload["worker_stats"]
         m = min(n, len(steps))
         board.steps[:m] = steps[:m]
         board.steps[0] += steps[m:].sum()
         board.written[:m] = written[:m]
+        self.retired_written = written[m:].clone()
         for col in CUMULATIVE_STATS:
-            if col < payload["worker_stats"].shape[1]:  # a checkpoint older than a column has none of it
-                board.stats[:m, col] = payload["worker_stats"][:m, col]
+            if col < saved_stats.shape[1]:  # a checkpoint older than a column has none of it
+                board.stats[:m, col] = saved_stats[:m, col]
+                board.stats[0, col] += saved_stats[m:, col].sum()
         for key, shared in (("obs_stats", self.run.obs_stats), ("reward_stats", self.run.reward_stats)):
             if shared is not None and key in payload:
                 shared.load_state_dict(payload[key])
