@@ -8,8 +8,8 @@ the checkpoint as plain data (no env is made, no module imported) and the run's 
 ``a3c.model.build_model``, exactly as training built it.
 
 Observation normalisation and reward scaling have one place here: an Agent applies ``obs_transform`` to every
-observation before the network, and multiplies the critic's output by ``value_scale`` to give values in the env's
-reward units. ``_normalisation(payload)`` builds both from a checkpoint's running statistics (--normalize-obs,
+observation before the network, and multiplies the critic's output by ``value_scale`` to undo --normalize-reward's
+scaling (values in the rewards the loss saw: the env's own, or Atari's sign-clipped ones). ``_normalisation(payload)`` builds both from a checkpoint's running statistics (--normalize-obs,
 --normalize-reward); a run without them gives the identity and 1.0.
 """
 
@@ -49,7 +49,8 @@ class Agent:
     A recurrent policy (--lstm) carries its state from one ``act`` to the next: call ``reset()`` when an episode starts.
     ``act(obs)`` takes one observation (shaped like the env's) or a batch ``[B, *obs_shape]`` and returns one action
     as the env's ``step`` takes it, or an array of B of them. ``value(obs)`` returns the critic's estimate of the
-    discounted return from ``obs`` (a float, or an array of B), in the env's reward units."""
+    discounted return from ``obs`` (a float, or an array of B), in the rewards the critic was trained on: the env's
+    own (--normalize-reward's scaling undone), or for Atari the sign-clipped rewards the loss sees."""
 
     def __init__(
         self,
