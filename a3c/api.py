@@ -74,7 +74,8 @@ def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
 
     Returns a TrainResult (run_dir, summary, agent). Raises ValueError for bad input (the CLI's message),
     KeyboardInterrupt after an interrupted run has shut down, RuntimeError when the run failed (a worker out of
-    restarts, non-finite updates; the run directory keeps what was done)."""
+    restarts, non-finite updates, a file of its run directory that could not be written, e.g. on a full disk; the
+    run directory keeps what was done)."""
     started_at = time.time()
     config = make_config(config, **settings)
     from a3c.preflight import preflight

@@ -81,12 +81,18 @@ ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_ob
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``payload`` at ``path`` atomically. A write that fails (a full disk) raises OSError, leaving the previous
+    file in place and no temporary file behind (its space given back)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save({"format": FORMAT, **payload}, f)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            torch.save({"format": FORMAT, **payload}, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:  # whatever stopped the write: the half-written file goes
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)  # readers see the old file or the new one, never half of one
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

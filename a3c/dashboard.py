@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
-import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -45,12 +45,14 @@ from a3c.backends import Coordinator
 from a3c.board import FIELD, Episode, Stat
 from a3c.episode_scalars import ALL, EpisodeScalars
 from a3c.plots import LossHistory, draw_loss_history, figure_png, png_size, write_bytes_atomic
-from a3c.run_dir import EpisodeLog, RunDirectory
+from a3c.run_dir import EpisodeLog, RunDirectory, RunDirWriteError, writing
 
 PLOT_EVERY_S = 30.0
 POINTS_PER_S = 1.0  # per-episode TensorBoard points per group of tags per second (--tb-episode-points-per-s)
 WORKERS_DIR = "workers"  # workers/<rank>/: each worker's event stream (a TensorBoard run of its own)
 LOSS_HISTORY_TAG = "plots/loss_history"
+LOSS_HISTORY_PNG = "plots/loss_history.png"
+EVENT_FILES = "its TensorBoard event files"  # what a3c.run_dir.RunDirWriteError names for a failed TensorBoard write
 # final metrics of the hparams table: summary.json key -> scalar tag
 HPARAM_METRICS: dict[str, str] = {
     "mean_return_100": "final/mean_return_100",
@@ -162,8 +164,10 @@ class Dashboard:
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
         self.clock = clock
-        self.writer = SummaryWriter(log_dir=str(run.path), flush_secs=1)
-        self.worker_writers = {r: self._worker_writer(r) for r in range(source.workers)}
+        self._restore_excepthook = _quiet_event_writer_threads()
+        with writing(EVENT_FILES):
+            self.writer = SummaryWriter(log_dir=str(run.path), flush_secs=1)
+            self.worker_writers = {r: self._worker_writer(r) for r in range(source.workers)}
         self._dirty: set[int] = set()  # groups written since the last flush
         self.scalars = EpisodeScalars(points_per_s)
         self._next_interval = clock() + self.scalars.period
@@ -185,7 +189,8 @@ class Dashboard:
         self._plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a3c-plot")
         self._plot: Future[tuple[bytes, int]] | None = None
         self._next_plot = time.time() + plot_every_s
-        self.writer.add_custom_scalars(custom_scalars_layout())
+        with writing(EVENT_FILES):
+            self.writer.add_custom_scalars(custom_scalars_layout())
         self.bar = tqdm(
             total=total_steps,
             unit="step",
@@ -200,7 +205,8 @@ class Dashboard:
         return self.source.stats()
 
     def _worker_writer(self, rank: int) -> SummaryWriter:
-        return SummaryWriter(log_dir=str(self.run.path / WORKERS_DIR / str(rank)), flush_secs=1)
+        with writing(EVENT_FILES):
+            return SummaryWriter(log_dir=str(self.run.path / WORKERS_DIR / str(rank)), flush_secs=1)
 
     def _writer(self, group: int) -> SummaryWriter:
         if group == ALL:
@@ -247,8 +253,9 @@ class Dashboard:
         earlier session had more workers; their points after the checkpoint are not in episodes.csv either)."""
         for rank in self._worker_streams_on_disk():
             self._writer(rank)  # a writer of its own, so that the purge lands in that stream
-        for writer in (self.writer, *self.worker_writers.values()):
-            writer.file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+        with writing(EVENT_FILES):
+            for writer in (self.writer, *self.worker_writers.values()):
+                writer.file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
 
     def _worker_streams_on_disk(self) -> list[int]:
         """The ranks with an event stream (workers/<rank>/) in the run directory."""
@@ -299,12 +306,15 @@ class Dashboard:
         tensorboard's pure-Python CRC of every record), so batching the values of one step is worth it.
         TensorBoard reads each value of the event as a point of its own tag."""
         summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
-        self._writer(group).file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+        writer = self._writer(group)
+        with writing(EVENT_FILES):  # (a failed write of the writer's thread is raised here, at its next event)
+            writer.file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
         self._dirty.add(group)
 
     def _flush(self) -> None:
-        for group in self._dirty:
-            self._writer(group).flush()
+        with writing(EVENT_FILES):
+            for group in self._dirty:
+                self._writer(group).flush()
         self._dirty.clear()
 
     def _write_interval(self) -> None:
@@ -388,22 +398,22 @@ class Dashboard:
     ) -> tuple[bytes, int]:
         title = f"{self.run.path.name}, step {step:,}"
         png = figure_png(draw_loss_history(per_worker, overall, title=title), collect)
-        write_bytes_atomic(png, self.run.plots / "loss_history.png")
+        with writing(LOSS_HISTORY_PNG):
+            write_bytes_atomic(png, self.run.plots / "loss_history.png")
         return png, step
 
     def _publish_image(self, png: bytes, step: int) -> None:
         height, width = png_size(png)
         image = Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=png)
-        self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=LOSS_HISTORY_TAG, image=image)]), step)
+        with writing(EVENT_FILES):
+            self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=LOSS_HISTORY_TAG, image=image)]), step)
 
     def _collect_plot(self, wait: bool) -> None:
         if self._plot is None or not (wait or self._plot.done()):
             return
         future, self._plot = self._plot, None
-        try:
-            self._publish_image(*future.result())
-        except OSError as err:  # a full disk must not stop training; the figure is refreshed again later
-            print(f"a3c: could not write plots/loss_history.png: {err}", file=sys.stderr)
+        # a figure the plot thread could not write raises RunDirWriteError here, which stops the run (a3c.trainer)
+        self._publish_image(*future.result())
 
     def _refresh_plot(self) -> None:
         """Every plot_every_s: hand a copy of the loss history to the plot thread; publish a finished figure."""
@@ -425,25 +435,65 @@ class Dashboard:
         """The resolved configuration with the final metrics, in the run's own event file (TensorBoard's HPARAMS
         tab lists the run itself). Metrics that have no value (not solved) are declared but left empty."""
         experiment, start, end = hparams(hparam_values(config), {tag: 0.0 for tag in HPARAM_METRICS.values()})
-        for proto in (experiment, start, end):
-            self.writer.file_writer.add_summary(proto)
-        step = self.source.global_step()
-        for key, tag in HPARAM_METRICS.items():
-            if summary.get(key) is not None:
-                self.writer.add_scalar(tag, float(summary[key]), step)
-        self.writer.flush()
+        with writing(EVENT_FILES):
+            for proto in (experiment, start, end):
+                self.writer.file_writer.add_summary(proto)
+            step = self.source.global_step()
+            for key, tag in HPARAM_METRICS.items():
+                if summary.get(key) is not None:
+                    self.writer.add_scalar(tag, float(summary[key]), step)
+            self.writer.flush()
 
     def close(self) -> None:
-        """Write the last interval's aggregates and perf scalars, wait for the figure, close every writer."""
+        """Write the last interval's aggregates and perf scalars, wait for the figure, close every writer and
+        episodes.csv. Each of them is attempted even when one fails; then the first failure (RunDirWriteError) is
+        raised."""
         if self._closed:
             return
         self._closed = True
         self._fold_lag_max()
-        self._write_interval()
-        self._collect_plot(wait=True)
+        failures: list[RunDirWriteError] = []
+
+        def attempt(close_one: Callable[[], None]) -> None:
+            try:
+                close_one()
+            except RunDirWriteError as err:
+                failures.append(err)
+
+        attempt(self._write_interval)
+        attempt(lambda: self._collect_plot(wait=True))
         self._plotter.shutdown(wait=True)
         self.bar.close()
         for writer in (self.writer, *self.worker_writers.values()):
+            attempt(lambda writer=writer: self._close_writer(writer))
+        attempt(self.log.close)
+        self._restore_excepthook()
+        if failures:
+            raise failures[0]
+
+    @staticmethod
+    def _close_writer(writer: SummaryWriter) -> None:
+        with writing(EVENT_FILES):
             writer.flush()
             writer.close()
-        self.log.close()
+
+
+def _quiet_event_writer_threads() -> Callable[[], None]:
+    """Keep the traceback of a TensorBoard writer thread that fails to write (a full disk) off stderr: its
+    SummaryWriter raises the same OSError in this thread at the next event or flush, where it becomes a
+    RunDirWriteError and ends the run with one line. Every other thread's exception goes to the hook as before.
+    Returns the function that puts the previous hook back."""
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == "_AsyncWriterThread":
+            return  # tensorboard.summary.writer.event_file_writer's writer thread: raised again in add_event/flush
+        previous(args)
+
+    threading.excepthook = hook
+
+    def restore() -> None:
+        if threading.excepthook is hook:
+            threading.excepthook = previous
+
+    return restore

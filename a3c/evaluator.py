@@ -40,7 +40,7 @@ from a3c.checkpoint import save_checkpoint
 from a3c.config import Config
 from a3c.environment import EnvSpec
 from a3c.model import build_model, flatten_parameters
-from a3c.run_dir import CsvLog
+from a3c.run_dir import CsvLog, RunDirWriteError, writing
 from a3c.supervisor import Supervisor
 
 RESULT_FIELDS = ("mean_return", "std_return", "mean_length", "min_return", "max_return", "episodes", "eval_s")
@@ -233,7 +233,8 @@ class Evaluation:
         self.pending: tuple[int, dict[str, Any]] | None = None  # (request, the snapshot being evaluated)
         self.failed = False
         # a resumed run goes on from the evaluations its checkpoint covers (and from best.pt, which may be newer)
-        kept = read_eval_log(eval_csv, start_step) if resumed else []
+        with writing(eval_csv.name):
+            kept = read_eval_log(eval_csv, start_step) if resumed else []
         self.last: dict[str, float] | None = kept[-1] if kept else None
         self.best: dict[str, float] | None = max(kept, key=lambda r: r["mean_return"]) if kept else None
         self.evaluations = len(kept)
@@ -317,10 +318,11 @@ class Evaluation:
         if new_best:
             try:
                 save_checkpoint(self.checkpoints / BEST, {**payload, "eval": row})
-                self.best = row
-                line += f"; new best: checkpoints/{BEST}"
-            except OSError as err:
-                line += f"; could not write checkpoints/{BEST} ({err.strerror or err})"
+            except OSError as err:  # the previous best.pt stays; the run stops (a3c.trainer)
+                self.print_line(line)
+                raise RunDirWriteError(f"checkpoints/{BEST}", err) from err
+            self.best = row
+            line += f"; new best: checkpoints/{BEST}"
         self.print_line(line)
 
     def finish(self, log: Callable[[int, dict[str, float]], None], wait: bool) -> None:

@@ -1,13 +1,21 @@
 """The run directory: where a run's files live and how each is written (config.json, episodes.csv, summary.json).
-Only the main process writes here."""
+Only the main process writes here.
+
+A write that fails (the disk is full, the directory went away or read-only) raises ``RunDirWriteError`` naming the
+file, here and in every other writer of the main process (TensorBoard, checkpoints, eval.csv, the figure: see
+``writing``); the trainer stops the run on it, as on any other ending (a3c.trainer).
+"""
 
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +25,40 @@ from a3c.errors import UserError
 from a3c.preflight import check_new_run_dir
 
 CSV_COLUMNS: tuple[str, ...] = ("worker", "index", *FIELDS)
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})  # no space left, disk quota exceeded
+
+
+class RunDirWriteError(Exception):
+    """A file of the run directory could not be written: ``what`` names it (relative to the run directory, or as
+    "its TensorBoard event files"), ``error`` is the OSError. Not a bug: the trainer ends the run on it with one line
+    (``line``) and exit code 1. Not an OSError itself, so that the writers' own ``except OSError`` let it through."""
+
+    def __init__(self, what: str, error: OSError) -> None:
+        super().__init__(f"cannot write {what}: {error}")
+        self.what, self.error = what, error
+
+    @property
+    def disk_full(self) -> bool:
+        return self.error.errno in DISK_FULL
+
+    def line(self, run_dir: Path | str, resumable: bool) -> str:
+        """The run's last line: what failed, and the fix (``resumable``: the run has a checkpoint to go on from)."""
+        reason = self.error.strerror or str(self.error)
+        then = f"--resume {run_dir}" if resumable else "start the run again (it has no checkpoint to resume from)"
+        if self.disk_full:
+            problem = f"the disk of {run_dir} is full ({reason}) while writing {self.what}; free space"
+        else:
+            problem = f"cannot write {self.what} in {run_dir} ({reason}); make it writable again"
+        return f"a3c: error: {problem}, then {then}"
+
+
+@contextmanager
+def writing(what: str) -> Iterator[None]:
+    """Writes to the run directory inside: an OSError becomes RunDirWriteError(what) (see RunDirWriteError)."""
+    try:
+        yield
+    except OSError as err:
+        raise RunDirWriteError(what, err) from err
 
 
 def default_run_dir(config: Config, now: float | None = None) -> Path:
@@ -25,13 +67,19 @@ def default_run_dir(config: Config, now: float | None = None) -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
+    """``data`` as JSON at ``path``, through a temporary file and a rename (a failed write leaves no temporary file
+    behind, and the previous file in place)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def round_return(value: float | None) -> float | None:
@@ -89,13 +137,13 @@ class RunDirectory:
         """Make a new run directory (an existing empty one is fine; a non-empty one is a user error)."""
         path = Path(config.run_dir) if config.run_dir else default_run_dir(config)
         check_new_run_dir(path)
+        run = cls(path)
         try:
             path.mkdir(parents=True, exist_ok=True)
+            run.checkpoints.mkdir(exist_ok=True)
+            run.plots.mkdir(exist_ok=True)
         except OSError as err:
             raise UserError(f"cannot create --run-dir {path}: {err.strerror}; choose a writable path") from None
-        run = cls(path)
-        run.checkpoints.mkdir(exist_ok=True)
-        run.plots.mkdir(exist_ok=True)
         return run
 
     def write_config(self, config: Config) -> None:
@@ -104,35 +152,56 @@ class RunDirectory:
         data = config.to_dict()
         data["run_dir"] = str(self.path)
         data["start_method"] = config.resolved_start_method()
-        write_json_atomic(self.config_json, data)
+        with writing(self.config_json.name):
+            write_json_atomic(self.config_json, data)
 
     def write_summary(self, summary: dict[str, Any]) -> None:
-        write_json_atomic(self.summary_json, summary)
+        with writing(self.summary_json.name):
+            write_json_atomic(self.summary_json, summary)
 
 
 class CsvLog:
-    """A CSV file appended to row by row, its header written when the file is new; every append is flushed."""
+    """A CSV file appended to row by row, its header written when the file is new; every append is flushed. A write
+    that fails raises RunDirWriteError, and so does every ``sync`` after it: rows may be missing from the file, so no
+    checkpoint may count them as written."""
 
     def __init__(self, path: Path, columns: tuple[str, ...]) -> None:
-        new = not path.exists() or path.stat().st_size == 0
-        self.file = open(path, "a", newline="")
-        self.writer = csv.writer(self.file)
-        if new:
-            self.writer.writerow(columns)
-            self.file.flush()
+        self.name = path.name
+        self.error: RunDirWriteError | None = None
+        with self._writing():
+            new = not path.exists() or path.stat().st_size == 0
+            self.file = open(path, "a", newline="")
+            self.writer = csv.writer(self.file)
+            if new:
+                self.writer.writerow(columns)
+                self.file.flush()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            with writing(self.name):
+                yield
+        except RunDirWriteError as err:
+            self.error = self.error or err
+            raise
 
     def write_rows(self, rows: list[list[Any]]) -> None:
         if rows:
-            self.writer.writerows(rows)
-            self.file.flush()
+            with self._writing():
+                self.writer.writerows(rows)
+                self.file.flush()
 
     def sync(self) -> None:
         """Everything appended so far on disk (before a checkpoint that counts these rows)."""
-        self.file.flush()
-        os.fsync(self.file.fileno())
+        if self.error is not None:
+            raise self.error
+        with self._writing():
+            self.file.flush()
+            os.fsync(self.file.fileno())
 
     def close(self) -> None:
-        self.file.close()
+        with self._writing():
+            self.file.close()
 
 
 class EpisodeLog(CsvLog):

@@ -4,9 +4,15 @@ coordinator, restored from a checkpoint with --resume, and the launcher), starts
 checkpoints, and shuts everything down. It reaches the workers only through the backend's interfaces.
 
 Shutdown is one path for every ending (total steps, solved, a fatal worker failure, too many non-finite updates,
-Ctrl-C, SIGTERM): tell the workers to stop, give them JOIN_TIMEOUT_S to finish their update, terminate the
-stragglers, then the final checkpoint, summary.json, TensorBoard and the figure. A second Ctrl-C (or SIGTERM) during
-that kills the workers and exits at once (see _Signals).
+Ctrl-C, SIGTERM, a file of the run directory that cannot be written): tell the workers to stop, give them
+JOIN_TIMEOUT_S to finish their update, terminate the stragglers, then the final checkpoint, summary.json, TensorBoard
+and the figure. A second Ctrl-C (or SIGTERM) during that kills the workers and exits at once (see _Signals).
+
+A write to the run directory that fails (a full disk: a3c.run_dir.RunDirWriteError, raised by every writer of this
+process) ends the run: the shutdown above, whose own writes are each attempted and, where they fail too, reported
+(``_WriteFailures``), then one last line naming the file, the reason and the fix, and exit code 1. The checkpoints
+on disk stay loadable (they are written atomically), and the final one is not written after episodes.csv lost rows
+(it would count rows the file does not have).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from a3c.environment import EnvSpec
 from a3c.evaluator import EvalChannel, Evaluation, Evaluator, evaluator_main
 from a3c.model import model_shape
 from a3c.preflight import preflight, start_fork_server
-from a3c.run_dir import RunDirectory, final_line, round_return
+from a3c.run_dir import RunDirectory, RunDirWriteError, final_line, round_return
 from a3c.seeding import WorkerSeeds
 from a3c.supervisor import Supervisor
 from a3c.tensorboard_server import TensorBoardServer
@@ -84,6 +90,43 @@ class _Signals:
     def restore(self) -> None:
         for sig, handler in self.previous.items():
             signal.signal(sig, handler)
+
+
+class _WriteFailures:
+    """The run directory's write failures of one run: the first ends it (its line is the run's last); the others,
+    met on the way out (the disk is still full), are named in one line before it."""
+
+    def __init__(self) -> None:
+        self.first: RunDirWriteError | None = None
+        self.later: list[str] = []  # what was not written after the first failure, as the user knows it
+
+    def add(self, err: RunDirWriteError, label: str | None = None) -> None:
+        if self.first is None:
+            self.first = err
+        elif (label or err.what) not in self.later:
+            self.later.append(label or err.what)
+
+    def attempt(self, label: str | None, write: Callable[..., Any], *args: Any) -> Any:
+        """``write(*args)``; a RunDirWriteError is recorded (under ``label``: what was being written; None: the file
+        the error names) instead of raised. Returns what ``write`` returned, or None after a failure."""
+        try:
+            return write(*args)
+        except RunDirWriteError as err:
+            self.add(err, label)
+            return None
+
+    def reason(self) -> str | None:
+        """summary.json's stop_reason for a run a failed write ended."""
+        err = self.first
+        return None if err is None else f"cannot write {err.what} ({err.error.strerror or err.error})"
+
+    def report(self, run: RunDirectory) -> None:
+        """The lines for stderr: what else could not be written, then the first failure with its fix, last."""
+        if self.first is None:
+            return
+        if self.later:
+            print(f"a3c: not written at the end either: {', '.join(self.later)}", file=sys.stderr)
+        print(self.first.line(run.path, resumable=(run.checkpoints / LATEST).is_file()), file=sys.stderr)
 
 
 class Trainer:
@@ -152,8 +195,12 @@ class Trainer:
         # checkpoint. ``start`` stays this session's own (its wall time and steps/s in summary.json).
         self.wall_time_before = 0.0 if resume is None else elapsed_wall_time(resume, kept_episodes)
         self.run_start = start - self.wall_time_before
-        run.write_config(cfg)
         self.run_dir = run.path
+        try:
+            run.write_config(cfg)
+        except RunDirWriteError as err:  # before any process started: nothing to shut down
+            print(err.line(run.path, resumable=resume is not None), file=sys.stderr)
+            return EXIT_FAILED
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
         if self.ray is not None:
             self.model, self.dist = self.ray.model, self.ray.dist
@@ -174,7 +221,9 @@ class Trainer:
             launcher, cfg.workers, coordinator.stats, cfg.worker_timeout, cfg.max_restarts
         )
         dashboard: Dashboard | None = None
+        summary: dict[str, Any] | None = None
         exit_code, reason = 0, "total_steps"
+        failures = _WriteFailures()
         try:
             supervisor.start_all()
             self.evaluation = self._evaluation(run, self.run_start)
@@ -196,29 +245,38 @@ class Trainer:
                 # the checkpoint, before a crash, and will be written again
                 dashboard.resume(kept_episodes, self.resumed_from_step + 1, self.restarts_before)
             exit_code, reason = self._supervise(dashboard, supervisor, signals)
+        except RunDirWriteError as err:  # a file of the run directory could not be written (see the module docstring)
+            failures.add(err)
         finally:
-            # one shutdown for every ending, an exception (a bug) included
+            # one shutdown for every ending, an exception (a bug) included; a failed write here is reported, not raised
             coordinator.request_stop()
-            interrupted = signals.received is not None or dashboard is None
+            interrupted = signals.received is not None or dashboard is None or failures.first is not None
             if self.evaluation is not None and interrupted:
                 self.evaluation.request_stop()  # winds down alongside the workers, not after them
             supervisor.join(JOIN_TIMEOUT_S)
             if self.evaluation is not None:  # the evaluation in flight is recorded, unless the run was interrupted
                 log = dashboard.add_scalars if dashboard is not None else (lambda step, values: None)
-                self.evaluation.finish(log, wait=not interrupted)
+                failures.attempt("eval.csv", self.evaluation.finish, log, not interrupted)
             if dashboard is not None:
                 dashboard.restarts = self.restarts_before + supervisor.restarts
-                dashboard.tick()
+                if failures.first is None:  # (after a failed write, nothing more is read: the disk is full)
+                    failures.attempt("episodes.csv", dashboard.tick)
                 wall = time.time() - start
-                self.checkpoint(run, dashboard, (LATEST,))
+                failures.attempt(f"checkpoints/{LATEST}", self.checkpoint, run, dashboard, (LATEST,))
+                if failures.first is not None and exit_code == 0:
+                    exit_code, reason = EXIT_FAILED, failures.reason() or reason
                 summary = self.summary(dashboard, wall, reason)
-                run.write_summary(summary)
-                dashboard.write_hparams(cfg.to_dict(), summary)
-                dashboard.save_loss_history()
-                dashboard.close()
+                failures.attempt("summary.json", run.write_summary, summary)
+                failures.attempt("the TensorBoard hparams", dashboard.write_hparams, cfg.to_dict(), summary)
+                failures.attempt("the loss-history figure", dashboard.save_loss_history)
+                failures.attempt(None, dashboard.close)  # (episodes.csv or the event files, whichever failed)
+            if failures.first is not None and exit_code == 0:  # (a write after the summary, or before the dashboard)
+                exit_code = EXIT_FAILED
             if self.tensorboard is not None:
                 self.tensorboard.stop()
-        print(final_line(summary, run.path), file=sys.stderr)
+        if summary is not None:
+            print(final_line(summary, run.path), file=sys.stderr)
+        failures.report(run)  # the run's last line when a write failed
         return exit_code
 
     def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: _Signals) -> tuple[int, str]:
@@ -330,25 +388,21 @@ class Trainer:
     # -- checkpoints -------------------------------------------------------------------------------------------
     def checkpoint(
         self, run: RunDirectory, dashboard: Dashboard, names: tuple[str, ...] | Callable[[int], tuple[str, ...]]
-    ) -> int | None:
+    ) -> int:
         """Snapshot the run and write it under each of ``names`` (atomically), or of ``names(step)`` for a function
         of the snapshot's global step (what names step-N.pt after the step it holds). Taken right after a dashboard
         tick: the episode counters saved are those of the episodes logged to episodes.csv (synced to disk first), so
-        a resume from this file goes on exactly where the log stops. A checkpoint that cannot be written (disk full)
-        is reported and the run goes on with the previous one in place; returns the global step written, or None."""
+        a resume from this file goes on exactly where the log stops. Returns the global step written. A checkpoint
+        that cannot be written (disk full), or an episodes.csv that lost rows, raises RunDirWriteError: the previous
+        checkpoint stays in place, and the run stops."""
         dashboard.log.sync()
         payload = self._payload(self.coordinator.snapshot())
         step = int(payload["global_step"])
         for name in names(step) if callable(names) else names:
             try:
                 save_checkpoint(run.checkpoints / name, payload)
-            except OSError as err:
-                print(
-                    f"a3c: could not write checkpoint {run.checkpoints / name} ({err.strerror or err}); "
-                    "training goes on, the previous checkpoint is kept",
-                    file=sys.stderr,
-                )
-                return None
+            except OSError as err:  # the previous file stays in place; the run stops (see the module docstring)
+                raise RunDirWriteError(f"checkpoints/{name}", err) from err
         dashboard.checkpointed(step)
         return step
 
