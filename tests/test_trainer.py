@@ -21,6 +21,7 @@ from procs import (
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import a3c
+from a3c.backends.serial import SerialLauncher
 from a3c.backends.shared_memory import SharedMemoryCoordinator
 from a3c.checkpoint import load_checkpoint, step_checkpoints
 from a3c.errors import run_cli
@@ -174,6 +175,9 @@ def test_step_files_are_named_from_the_step_their_snapshot_holds(tmp_path, monke
         return original(self)
 
     monkeypatch.setattr(SharedMemoryCoordinator, "snapshot", late_snapshot)
+    # one round of worker steps per tick (10 env steps), whatever the machine's speed: a tick of the real wait runs
+    # for TICK_S, and on a fast or a loaded machine its step count (so the number of checkpoints) varies
+    monkeypatch.setattr(SerialLauncher, "wait", lambda self, seconds: self.step_round())
     result = a3c.train(
         env="CartPole-v1",
         backend="serial",
@@ -187,7 +191,7 @@ def test_step_files_are_named_from_the_step_their_snapshot_holds(tmp_path, monke
         run_dir=str(tmp_path / "run"),
     )
     files = step_checkpoints(result.run_dir / "checkpoints")
-    assert len(files) >= 4
+    assert len(files) == 5  # steps 400, 800, ..., 2000 (+7 each): the schedule met each multiple once
     for step, path in files:
         assert load_checkpoint(path)["global_step"] == step, path.name
 
