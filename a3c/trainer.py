@@ -51,6 +51,7 @@ from a3c.dashboard import Dashboard
 from a3c.environment import EnvSpec
 from a3c.evaluator import EvalChannel, Evaluation, Evaluator, evaluator_main
 from a3c.model import model_shape
+from a3c.optim import scheduled_lr
 from a3c.preflight import preflight, start_fork_server
 from a3c.run_dir import RunDirectory, RunDirWriteError, final_line, round_return
 from a3c.seeding import WorkerSeeds
@@ -127,6 +128,21 @@ class _WriteFailures:
         if self.later:
             print(f"a3c: not written at the end either: {', '.join(self.later)}", file=sys.stderr)
         print(self.first.line(run.path, resumable=(run.checkpoints / LATEST).is_file()), file=sys.stderr)
+
+
+def lr_schedule_note(config: Config, previous_total: int, step: int) -> str | None:
+    """The line a resume prints when it moves a linear lr schedule's end: the schedule is a function of the run's
+    global step and its --total-steps (a3c.optim.scheduled_lr), so resumed with the same total it goes on exactly as
+    if the run had never stopped, and with another total the lr becomes what a run planned with that total has at
+    this step (it jumps, then reaches 0 at the new end). None when nothing moves."""
+    if config.lr_schedule != "linear" or previous_total == config.total_steps:
+        return None
+    before = scheduled_lr(config.lr, "linear", step / previous_total)
+    after = scheduled_lr(config.lr, "linear", step / config.total_steps)
+    return (
+        f"a3c: --lr-schedule linear now ends at --total-steps {config.total_steps:,} (was {previous_total:,}): "
+        f"the lr at step {step:,} goes from {before:.3g} to {after:.3g}, down to 0 at the new end"
+    )
 
 
 class Trainer:
@@ -230,7 +246,16 @@ class Trainer:
             if resume is None:
                 print(f"a3c: run directory {run.path}", file=sys.stderr)
             else:
-                print(f"a3c: resuming {run.path} at step {self.resumed_from_step:,}", file=sys.stderr)
+                print(
+                    f"a3c: resuming {run.path} at step {self.resumed_from_step:,} with {cfg.workers} worker"
+                    f"{'s' if cfg.workers != 1 else ''}",
+                    file=sys.stderr,
+                )
+                note = lr_schedule_note(
+                    cfg, int(resume["config"].get("total_steps", cfg.total_steps)), step=resume["global_step"]
+                )
+                if note is not None:
+                    print(note, file=sys.stderr)
             dashboard = Dashboard(
                 run,
                 coordinator,
