@@ -1,9 +1,10 @@
 """Checkpoints and resume.
 
-Writing: atomic (temp file, fsync, rename, fsync of the directory): a reader, or a run resumed after a crash, sees the
-old checkpoint or the new one, never half of one. Reading: ``torch.load(weights_only=True)``, which unpickles tensors
-and plain containers only, so a checkpoint cannot run code when loaded (a pickle that would call ``open`` or
-``os.system`` is refused); every other way a file can be wrong becomes a UserError naming the file and the fix.
+Writing: atomic (a3c.files.atomic_write: temp file, fsync, rename, fsync of the directory): a reader, or a run resumed
+after a crash, sees the old checkpoint or the new one, never half of one. Reading: ``torch.load(weights_only=True)``,
+which unpickles tensors and plain containers only, so a checkpoint cannot run code when loaded (a pickle that would call
+``open`` or ``os.system`` is refused); every other way a file can be wrong becomes a UserError naming the file and the
+fix.
 
 A checkpoint holds (see ``REQUIRED``): the global parameters, the optimizer state (its step counts included), the
 global step and each worker's step and episode counters, each worker's cumulative stats, the restarts and worker
@@ -28,7 +29,6 @@ workers, minutes of Atari); steps suit a reproducible schedule. After each write
 from __future__ import annotations
 
 import csv
-import os
 import pickle
 import random
 import re
@@ -45,6 +45,7 @@ from a3c.config import RAY_ONLY_SETTINGS, Config
 from a3c.distributions import make_distribution
 from a3c.environment import EnvSpec
 from a3c.errors import UserError
+from a3c.files import atomic_write
 
 FORMAT = 1
 LATEST = "latest.pt"
@@ -83,22 +84,8 @@ ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_ob
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     """Write ``payload`` at ``path`` atomically. A write that fails (a full disk) raises OSError, leaving the previous
     file in place and no temporary file behind (its space given back)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **payload}, f)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:  # whatever stopped the write: the half-written file goes
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    payload = {"format": FORMAT, **payload}
+    atomic_write(path, lambda f: torch.save(payload, f), binary=True)  # (fsync of the file and of the directory)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -264,12 +251,7 @@ def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
         if 0 <= w < len(written) and i < written[w]:
             kept.append(row)
             parsed.append(values)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f).writerows([header, *kept])
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: csv.writer(f).writerows([header, *kept]))
     return parsed
 
 

@@ -17,11 +17,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from a3c.board import FIELDS, Episode
 from a3c.config import Config
 from a3c.errors import UserError
+from a3c.files import atomic_write
 from a3c.preflight import check_new_run_dir
 
 CSV_COLUMNS: tuple[str, ...] = ("worker", "index", *FIELDS)
@@ -67,19 +68,14 @@ def default_run_dir(config: Config, now: float | None = None) -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """``data`` as JSON at ``path``, through a temporary file and a rename (a failed write leaves no temporary file
+    """``data`` as JSON at ``path``, atomically (a3c.files.atomic_write: a failed write leaves no temporary file
     behind, and the previous file in place)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    def write(f: IO[str]) -> None:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+    atomic_write(path, write)
 
 
 def round_return(value: float | None) -> float | None:

@@ -216,6 +216,12 @@ class _FillsUpFile:
     def __getattr__(self, name):
         return getattr(self._file, name)
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
 
 def _fill_up_file(monkeypatch, name: str, writes: int) -> None:
     """The run directory's ``name`` (episodes.csv, eval.csv: opened by a3c.run_dir) fills the disk once the run
@@ -266,13 +272,19 @@ def _fill_up_checkpoints(monkeypatch, n: int) -> None:
 
 
 def _fill_up_figure(monkeypatch, n: int) -> None:
-    """plots/loss_history.png cannot be written (the run's last figure, at its end)."""
-    from a3c import dashboard
+    """plots/loss_history.png cannot be written (the run's last figure, at its end): its temporary file, opened by
+    the real writer (a3c.files.atomic_write), fills the disk at its first write."""
+    import builtins
 
-    def write_bytes_atomic(data, path):
-        raise _enospc()
+    from a3c import files
 
-    monkeypatch.setattr(dashboard, "write_bytes_atomic", write_bytes_atomic)
+    def fake_open(path, *args, **kwargs):
+        file = builtins.open(path, *args, **kwargs)
+        if Path(path).name != "loss_history.png.tmp":
+            return file
+        return _FillsUpFile(file, lambda f: True)
+
+    monkeypatch.setattr(files, "open", fake_open, raising=False)
 
 
 FULL_DISK = {  # the writer that fills the disk -> (how, what the last line names, extra flags)
@@ -315,7 +327,9 @@ def test_a_full_disk_ends_the_run_with_one_line(tmp_path, monkeypatch, capfd, wr
         assert summary["stop_reason"].endswith("(No space left on device)")
     agent = a3c.load(run_dir)  # the last checkpoint written stays loadable ...
     assert 0 < agent.global_step <= summary["total_steps"]
-    assert not list((run_dir / "checkpoints").glob("*.tmp"))  # ... and a failed one leaves nothing behind
+    # ... and a failed write leaves no temporary file behind: a checkpoint's, the figure's, or the run directory's own
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "plots"):
+        assert not [p.name for p in folder.iterdir() if ".tmp" in p.name], folder
 
 
 def test_a_full_disk_makes_a3c_train_raise_runtime_error(tmp_path, monkeypatch):
