@@ -9,8 +9,9 @@ the checkpoint as plain data (no env is made, no module imported) and the run's 
 
 Observation normalisation and reward scaling have one place here: an Agent applies ``obs_transform`` to every
 observation before the network, and multiplies the critic's output by ``value_scale`` to undo --normalize-reward's
-scaling (values in the rewards the loss saw: the env's own, or Atari's sign-clipped ones). ``_normalisation(payload)`` builds both from a checkpoint's running statistics (--normalize-obs,
---normalize-reward); a run without them gives the identity and 1.0.
+scaling (values in the rewards the loss saw: the env's own, or Atari's sign-clipped ones). ``_normalisation(payload)``
+builds both from a checkpoint's running statistics (--normalize-obs, --normalize-reward); a run without them gives
+the identity and 1.0.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from a3c.checkpoint import ADDED_SETTINGS, LATEST, load_checkpoint
+from a3c.checkpoint import LATEST, load_checkpoint, saved_settings
 from a3c.config import Config
 from a3c.distributions import Distribution
 from a3c.environment import EnvSpec, describe_env, env_module, make_env, spec_of
@@ -196,7 +197,7 @@ def agent_from_payload(
     if not isinstance(payload.get("model"), torch.Tensor) or not isinstance(payload.get("config"), dict):
         raise UserError(f"checkpoint {source} has no model or config (not written by a3c.train); use one that is")
     try:
-        config = Config.from_dict({**ADDED_SETTINGS, **payload["config"]})
+        config = Config.from_dict(saved_settings(payload))  # (the model's input scale included)
     except TypeError as err:
         raise UserError(f"the checkpoint {source}'s config does not fit this a3c ({err}); use a newer a3c") from None
     spec = checkpoint_spec(payload, config, source, may_make_env)

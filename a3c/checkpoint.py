@@ -11,7 +11,9 @@ global step and each worker's step and episode counters, each worker's cumulativ
 incarnations so far (the per-rank vectors cover every rank the run has had, not only the last session's), the run's
 wall time so far (``wall_time_s``: the next session's wall time goes on from it), the main process's RNG states, the
 env's sizes, its description as plain data (``env_spec``: what ``a3c.load`` builds the agent from without making the
-env) and the config.
+env), the model's input scale (``input_scale``: what it multiplies observations by) and the config. What a checkpoint
+of an earlier a3c lacks is filled with what that a3c did (``saved_settings``: ``ADDED_SETTINGS``, the input scale;
+``load_resume``: the episode counters of ranks it forgot; ``elapsed_wall_time``).
 
 Resume (``--resume RUN_DIR``): the config is the checkpoint's, with the flags given on the command line on top, except
 those that define the model (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken
@@ -29,6 +31,7 @@ workers, minutes of Atari); steps suit a reproducible schedule. After each write
 from __future__ import annotations
 
 import csv
+import math
 import pickle
 import random
 import re
@@ -43,9 +46,10 @@ import torch
 
 from a3c.config import RAY_ONLY_SETTINGS, Config
 from a3c.distributions import make_distribution
-from a3c.environment import EnvSpec
+from a3c.environment import EnvSpec, space_from_data
 from a3c.errors import UserError
 from a3c.files import atomic_write
+from a3c.model import input_scale
 
 FORMAT = 1
 LATEST = "latest.pt"
@@ -79,12 +83,19 @@ FIXED_ON_RESUME: tuple[str, ...] = (
 )
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
 ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_obs": False, "normalize_reward": False}
+# the payload entry that records what the model multiplies its observations by (a3c.model.input_scale): stamped by
+# save_checkpoint, read back by saved_input_scale (a checkpoint without it gets the scale its a3c used)
+INPUT_SCALE = "input_scale"
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` at ``path`` atomically. A write that fails (a full disk) raises OSError, leaving the previous
-    file in place and no temporary file behind (its space given back)."""
+    """Write ``payload`` at ``path`` atomically, with the format and, for a trainer's payload (its ``env_spec`` and
+    ``config``), the model's input scale (``input_scale``, unless the payload has it: ``model_input_scale``). A write
+    that fails (a full disk) raises OSError, leaving the previous file in place and no temporary file behind (its
+    space given back)."""
     payload = {"format": FORMAT, **payload}
+    if INPUT_SCALE not in payload and (scale := model_input_scale(payload)) is not None:
+        payload[INPUT_SCALE] = scale
     atomic_write(path, lambda f: torch.save(payload, f), binary=True)  # (fsync of the file and of the directory)
 
 
@@ -141,10 +152,63 @@ def load_resume(run_dir: str | Path) -> dict[str, Any]:
     return payload
 
 
+def model_input_scale(payload: dict[str, Any]) -> float | None:
+    """What the model of a checkpoint the trainer assembles multiplies its observations by: a3c.model.input_scale of
+    the payload's observation space (``env_spec``) and ``config``, as build_model chose it (a resumed run's config
+    carries its checkpoint's scale). None for a payload without them (not a trainer's)."""
+    try:
+        space = space_from_data(payload["env_spec"]["observation_space"])
+        config = Config.from_dict(payload["config"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return input_scale(space, config)  # type: ignore[arg-type]  # an EnvSpec's observation space is a Box
+
+
+def saved_input_scale(payload: dict[str, Any]) -> float | None:
+    """What the model of the checkpoint ``payload`` multiplies its observations by: its ``input_scale`` entry (or
+    its config's). A checkpoint written before either: the scale its a3c gave every model, 1/255 for uint8
+    observations (with --normalize-obs too: such a model was trained on normalised observations x 1/255, and must
+    go on seeing them so) and 1 for others; None where it does not say its observations' dtype (it predates
+    --normalize-obs, and today's rule gives it the same scale)."""
+    saved = payload.get(INPUT_SCALE, payload["config"].get(INPUT_SCALE))
+    if saved is not None:
+        if isinstance(saved, bool) or not isinstance(saved, (int, float)) or not 0.0 < saved < math.inf:
+            raise UserError(
+                f"the checkpoint's input_scale entry {saved!r} is not a positive number (corrupt); use another one"
+            )
+        return float(saved)
+    uint8 = _uint8_observations(payload)
+    return None if uint8 is None else (1.0 / 255.0 if uint8 else 1.0)
+
+
+def _uint8_observations(payload: dict[str, Any]) -> bool | None:
+    """Whether the checkpoint's observations are uint8: from its env description (``env_spec``), else from the
+    spaces' repr (``spaces``, stored by every a3c that had --normalize-obs: gymnasium's ``Box(low, high, shape,
+    dtype)``); None when it has neither."""
+    env_spec = payload.get("env_spec")
+    if isinstance(env_spec, dict) and isinstance(env_spec.get("observation_space"), dict):
+        try:
+            return np.dtype(str(env_spec["observation_space"]["dtype"])) == np.uint8
+        except (KeyError, TypeError):
+            pass
+    spaces = payload.get("spaces")
+    if isinstance(spaces, dict) and isinstance(spaces.get("observation_space"), str):
+        return spaces["observation_space"].replace(" ", "").endswith(",uint8)")
+    return None
+
+
+def saved_settings(payload: dict[str, Any]) -> dict[str, Any]:
+    """The settings the checkpoint's model was trained with, for Config.from_dict: its config, completed for a
+    checkpoint written before a setting existed (``ADDED_SETTINGS``; its input scale: ``saved_input_scale``). What
+    every rebuild of a model from a checkpoint starts from (--resume, a3c.load, python -m a3c.evaluate)."""
+    return {**ADDED_SETTINGS, **payload["config"], INPUT_SCALE: saved_input_scale(payload)}
+
+
 def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[str, Any]) -> Config:
     """The resumed run's config: the checkpoint's, with ``overrides`` (the flags given on the command line) on
-    top. UserError for an override of a setting that defines the model, or a --total-steps already reached."""
-    saved = {**ADDED_SETTINGS, **payload["config"]}
+    top. UserError for an override of a setting that defines the model, or a --total-steps already reached. The
+    model's input scale is the checkpoint's (``saved_settings``), whatever is given."""
+    saved = saved_settings(payload)
     for key in FIXED_ON_RESUME:
         if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
             flag = "--" + key.replace("_", "-")
@@ -154,7 +218,7 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
             )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
-    merged = {**saved, **overrides}
+    merged = {**saved, **overrides, INPUT_SCALE: saved[INPUT_SCALE]}
     if merged.get("backend") != "ray":
         # a Ray run resumed under another backend: its Ray-only settings (--push-every, --ray-same-node) have no
         # meaning there, and would fail validation; back to their defaults unless given again on this command line

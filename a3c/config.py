@@ -188,6 +188,9 @@ class Config:
     )
     # not a flag: set by --workers auto (a3c/workers_auto.py), the measurement and the reason for the count chosen
     workers_auto: dict[str, Any] | None = flag(None, help="", internal=True)
+    # not a flag: what the model multiplies its observations by (a3c.model.input_scale); None: chosen from the
+    # observation space. A resumed run or a loaded agent takes its checkpoint's (a3c.checkpoint.saved_settings)
+    input_scale: float | None = flag(None, help="", internal=True)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -314,3 +314,51 @@ def test_checkpoint_flags_are_validated():
     ):
         with pytest.raises(UserError, match=match):
             Config(**kwargs).validate()
+
+
+FRAMES = gym.spaces.Box(0, 255, (10, 12, 3), np.uint8)
+
+
+def _frames_payload(old: bool, spaces_only: bool = False):
+    """A --normalize-obs checkpoint of a model of uint8 frames; ``old``: written before the input scale was recorded
+    (``spaces_only``: and before the env's description was stored, only the spaces' repr)."""
+    spec = EnvSpec("Img-v0", FRAMES, gym.spaces.Discrete(4), None, None)
+    payload = {
+        **_payload(),
+        "config": Config(env="Img-v0", normalize_obs=True, workers=2, total_steps=1000).to_dict(),
+        "env_spec": spec.to_data(),
+        "spaces": spec.describe(),
+    }
+    if old:
+        payload["config"].pop("input_scale", None)
+    if spaces_only:
+        del payload["env_spec"]
+    return payload, spec
+
+
+@pytest.mark.parametrize("spaces_only", [False, True], ids=["env_spec", "spaces"])
+def test_resume_rebuilds_an_old_checkpoint_with_its_input_scale_and_records_it(tmp_path, spaces_only):
+    """Bug (review of issue 22): --resume rebuilt an old --normalize-obs checkpoint of uint8 frames (trained on
+    normalised input x 1/255) with scale 1 (create_shared_run -> build_model(spec, config)). The resumed config
+    carries the checkpoint's input scale, which build_model (the trainer's, the workers', the evaluator's) uses, and
+    the resumed run's checkpoints record it; a new checkpoint resumes with its own."""
+    from a3c.backends.shared_memory import create_shared_run
+
+    payload, spec = _frames_payload(old=True, spaces_only=spaces_only)
+    config = resume_config(payload, tmp_path, {"total_steps": 5000})
+    _, model, _ = create_shared_run(spec, config)  # what the trainer builds on --resume
+    assert model.actor.scale == pytest.approx(1 / 255) and config.input_scale == pytest.approx(1 / 255)
+    path = tmp_path / "latest.pt"
+    save_checkpoint(path, {**payload, "config": config.to_dict(), "env_spec": spec.to_data()})  # the next checkpoint
+    assert load_checkpoint(path)["input_scale"] == pytest.approx(1 / 255)
+    assert resume_config(load_checkpoint(path), tmp_path, {"total_steps": 5000}).input_scale == pytest.approx(1 / 255)
+
+    new, _ = _frames_payload(old=False)
+    save_checkpoint(path, new)
+    config = resume_config(load_checkpoint(path), tmp_path, {"total_steps": 5000})
+    assert config.input_scale == 1.0 and create_shared_run(spec, config)[1].actor.scale == 1.0
+    # an old checkpoint of float observations, or without --normalize-obs: the scale it had is today's rule's
+    floats = {**_payload(), "config": Config(normalize_obs=True, workers=2, total_steps=1000).to_dict()}
+    floats["spaces"] = _spec(4, 2).describe()
+    floats["config"].pop("input_scale", None)
+    assert resume_config(floats, tmp_path, {"total_steps": 5000}).input_scale == 1.0
