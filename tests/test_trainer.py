@@ -158,7 +158,9 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_with_one_line(tmp_pat
     assert "Traceback" not in output
     last = output.strip().splitlines()[-1]
     assert last.startswith("a3c: error: cannot write checkpoints/") and f".pt in {run_dir} (" in last, last
-    assert last.endswith("; make it writable again, then start the run again (it has no checkpoint to resume from)")
+    # (the same --run-dir again would be refused as not empty: the line says to remove it first)
+    fix = f"; make it writable again, then remove {run_dir} (or give another --run-dir) and start the run again"
+    assert last.endswith(f"{fix} (it has no checkpoint to resume from)"), last
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["stop_reason"].startswith("cannot write checkpoints/")
 
