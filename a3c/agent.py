@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from a3c.checkpoint import LATEST, load_checkpoint, saved_settings
+from a3c.checkpoint import LATEST, check_trained_spaces, load_checkpoint, saved_settings
 from a3c.config import Config
 from a3c.distributions import Distribution
 from a3c.environment import EnvSpec, describe_env, env_module, make_env, spec_of
@@ -243,25 +243,16 @@ def checkpoint_spec(payload: dict[str, Any], config: Config, source: Path | str,
         )
     spec = describe_env(config.env, config.env_kwargs)
     saved = payload.get("spaces")
-    if isinstance(saved, dict) and saved != spec.describe():
-        raise UserError(
-            f"{source} was trained on {saved.get('observation_space')} observations and {saved.get('action_space')} "
-            f"actions, but env {config.env!r} now has {spec.observation_space} and {spec.action_space}; load it "
-            "where the env is the one it was trained on"
-        )
+    if isinstance(saved, dict):
+        check_trained_spaces(saved, spec, source, "load it where the env is the one it was trained on")
     return spec
 
 
 def check_env_fits(agent: Agent, env: gym.Env) -> None:
     """UserError when an env made for ``agent`` (``python -m a3c.evaluate``) has other spaces than the ones the
     agent was trained on (the env's code changed since)."""
-    now = spec_of(env, agent.config.env)
-    if now.describe() != agent.spec.describe():
-        raise UserError(
-            f"{agent.path} was trained on {agent.observation_space} observations and {agent.action_space} actions, "
-            f"but env {agent.config.env!r} now has {now.observation_space} and {now.action_space}; evaluate it "
-            "where the env is the one it was trained on"
-        )
+    fix = "evaluate it where the env is the one it was trained on"
+    check_trained_spaces(agent.spec.describe(), spec_of(env, agent.config.env), str(agent.path), fix)
 
 
 def load(path: str | Path, best: bool = False, seed: int | None = None) -> Agent:

@@ -281,12 +281,8 @@ def check_compatible(
     (``n_params`` parameters, a policy head ``param_dim`` wide: by default, the plain family's for the action
     space; --gsde's head is wider)."""
     saved_spaces = payload.get("spaces")
-    if isinstance(saved_spaces, dict) and saved_spaces != spec.describe():
-        raise UserError(
-            f"{source} was trained on {saved_spaces.get('observation_space')} observations and "
-            f"{saved_spaces.get('action_space')} actions, but the env now has {spec.observation_space} and "
-            f"{spec.action_space}; resume with the env it was trained on"
-        )
+    if isinstance(saved_spaces, dict):
+        check_trained_spaces(saved_spaces, spec, source, "resume with the env it was trained on")
     n_actions = make_distribution(spec.action_space).param_dim if param_dim is None else param_dim
     if (payload["obs_dim"], payload["n_actions"]) != (spec.obs_dim, n_actions):
         raise UserError(
@@ -297,6 +293,18 @@ def check_compatible(
         raise UserError(
             f"{source} holds {payload['model'].numel()} parameters but the model has {n_params}; "
             "resume with the --hidden-sizes (and --shared-torso) it was trained with"
+        )
+
+
+def check_trained_spaces(trained: dict[str, Any], now: EnvSpec, source: Path | str, fix: str) -> None:
+    """UserError when the env as made now (``now``) has other spaces than those the checkpoint ``source`` was
+    trained on (``trained``: their EnvSpec.describe(), as the checkpoint stored it): the env's code changed since.
+    ``fix``: what to do about it (resume with the env it was trained on, ...)."""
+    if trained != now.describe():
+        raise UserError(
+            f"{source} was trained on {trained.get('observation_space')} observations and "
+            f"{trained.get('action_space')} actions, but env {now.env_id!r} now has {now.observation_space} and "
+            f"{now.action_space}; {fix}"
         )
 
 
