@@ -1,10 +1,10 @@
 """``a3c.train(...)``: training from Python (a script, a notebook, a sweep) with the same settings, checks and run
 directory as ``python -m a3c.train``.
 
-The run happens in the calling process, which becomes the main process of a3c.trainer: workers are processes of
+The run happens in the calling process, which becomes the main process of a3c.run.trainer: workers are processes of
 their own (forkserver on Linux, spawn elsewhere; neither re-runs a notebook's cells, and a script only needs the
 usual ``if __name__ == "__main__":`` guard), or, with ``backend="serial"``, loops in this process. Bad input raises
-ValueError (a3c.errors.UserError) with the message the command line prints, before any process starts. A Ctrl-C (a
+ValueError (a3c.spec.errors.UserError) with the message the command line prints, before any process starts. A Ctrl-C (a
 notebook's "interrupt kernel") stops the run as on the command line (final checkpoint, summary.json) and then raises
 KeyboardInterrupt.
 """
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from a3c.config import Config
-from a3c.errors import UserError
+from a3c.spec.config import Config
+from a3c.spec.errors import UserError
 
 if TYPE_CHECKING:
-    from a3c.agent import Agent
+    from a3c.record.agent import Agent
 
 
 @dataclass
@@ -38,7 +38,7 @@ class TrainResult:
 
     def best_agent(self) -> Agent:
         """The agent of checkpoints/best.pt (the best evaluation during training)."""
-        from a3c.agent import load
+        from a3c.record.agent import load
 
         return load(self.run_dir, best=True)
 
@@ -56,7 +56,7 @@ def make_config(config: Config | None = None, **settings: Any) -> Config:
         settings["hidden_sizes"] = tuple(settings["hidden_sizes"])
     resume = settings.get("resume", config.resume if config is not None else None)
     if resume is not None:
-        from a3c.checkpoint import load_resume, resume_config
+        from a3c.record.checkpoint import load_resume, resume_config
 
         # the checkpoint's config with the settings given here on top (a Config's other fields are not "given")
         given = {k: v for k, v in settings.items() if k != "resume"}
@@ -78,11 +78,11 @@ def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
     run directory keeps what was done)."""
     started_at = time.time()
     config = make_config(config, **settings)
-    from a3c.preflight import preflight
+    from a3c.run.resolve import preflight
 
     spec = preflight(config)
-    from a3c.agent import load
-    from a3c.trainer import Trainer
+    from a3c.record.agent import load
+    from a3c.run.trainer import Trainer
 
     trainer = Trainer(config, started_at=started_at, spec=spec)
     exit_code = trainer.run()

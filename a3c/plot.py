@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from a3c.errors import UserError, run_cli
-from a3c.plots import RunCurve, comparison_figure, loss_history_figure, save_figure
+from a3c.record.figures import RunCurve, comparison_figure, loss_history_figure, save_figure
+from a3c.spec.errors import UserError, run_cli
 
 NEEDED = ("worker", "return", "loss", "global_step", "wall_time")
 

@@ -10,10 +10,10 @@ import types
 import typing
 from collections.abc import Sequence
 
-from a3c.config import Config, parse_env_kwargs
-from a3c.errors import UserError, run_cli
-from a3c.preflight import preflight, start_fork_server
-from a3c.presets import CHECKPOINT, FLAG, format_config, resolve_config
+from a3c.run.resolve import preflight, start_fork_server
+from a3c.spec.config import Config, parse_env_kwargs
+from a3c.spec.errors import UserError, run_cli
+from a3c.spec.presets import CHECKPOINT, FLAG, format_config, resolve_config
 
 EXAMPLES = """examples:
   # CartPole-v1 until solved, as many workers as keep the cores busy (measured)
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse_cli(argv: Sequence[str] | None = None) -> tuple[Config, dict[str, str], bool]:
     """The command line -> (validated Config, {field: where its value came from}, whether --show-config was given).
-    A new run: defaults < the env's preset (a3c/presets.toml) < flags given. --resume: the checkpoint's config <
+    A new run: defaults < the env's preset (a3c/spec/presets.toml) < flags given. --resume: the checkpoint's config <
     flags given (presets are not applied again over a resumed run)."""
     args = vars(build_parser().parse_args(argv))
     show = args.pop("show_config")
@@ -117,7 +117,7 @@ def _given_flags(argv: Sequence[str] | None) -> set[str]:
 
 def _resume_config(args: dict, given: set[str]) -> tuple[Config, dict[str, str]]:
     """--resume RUN_DIR: the run's checkpointed config, with the flags given on this command line on top."""
-    from a3c.checkpoint import load_resume, resume_config  # imports torch: only when resuming
+    from a3c.record.checkpoint import load_resume, resume_config  # imports torch: only when resuming
 
     if "preset" in given:
         raise UserError(
@@ -143,8 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spec = preflight(config)  # the user's input, checked without torch ...
     if config.resume is None:  # (a resume is checked against its checkpoint by the Trainer, with torch)
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
-    from a3c.trainer import Trainer  # imported here, so that --help and input errors answer fast
-    from a3c.workers_auto import resolve_workers
+    from a3c.run.trainer import Trainer  # imported here, so that --help and input errors answer fast
+    from a3c.run.workers_auto import resolve_workers
 
     config = resolve_workers(config, spec)  # --workers auto: measured now, while the fork server starts
 

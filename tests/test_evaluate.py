@@ -1,4 +1,4 @@
-"""Evaluation: during training (a3c.evaluator: eval.csv, the eval/* tags, best.pt, summary.json, the supervised
+"""Evaluation: during training (a3c.run.evaluator: eval.csv, the eval/* tags, best.pt, summary.json, the supervised
 evaluator process, the serial backend's inline evaluator) and after (python -m a3c.evaluate: the table line, the
 JSON, --best reproducing the run's evaluation, --video, user errors)."""
 
@@ -15,14 +15,14 @@ from procs import train_cmd, wait_for
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from a3c import evaluate as evaluate_cli
-from a3c.backends.shared_memory import ProcessLauncher
-from a3c.checkpoint import load_checkpoint
-from a3c.config import Config
-from a3c.environment import describe_env
-from a3c.errors import run_cli
-from a3c.evaluator import CSV_COLUMNS, EvalChannel, Evaluation, evaluator_main, read_eval_log
-from a3c.model import build_model, flatten_parameters
-from a3c.supervisor import Supervisor
+from a3c.learn.model import build_model, flatten_parameters
+from a3c.record.checkpoint import load_checkpoint
+from a3c.run.backends.shared_memory import ProcessLauncher
+from a3c.run.evaluator import CSV_COLUMNS, EvalChannel, Evaluation, evaluator_main, read_eval_log
+from a3c.run.supervisor import Supervisor
+from a3c.spec.config import Config
+from a3c.spec.environment import describe_env
+from a3c.spec.errors import run_cli
 
 EVERY, EPISODES, TOTAL = 2000, 3, 6000
 
