@@ -56,7 +56,7 @@ def make_config(config: Config | None = None, **settings: Any) -> Config:
         settings["hidden_sizes"] = tuple(settings["hidden_sizes"])
     resume = settings.get("resume", config.resume if config is not None else None)
     if resume is not None:
-        from a3c.record.checkpoint import load_resume, resume_config
+        from a3c.record.resume import load_resume, resume_config
 
         # the checkpoint's config with the settings given here on top (a Config's other fields are not "given")
         given = {k: v for k, v in settings.items() if k != "resume"}

@@ -117,7 +117,7 @@ def _given_flags(argv: Sequence[str] | None) -> set[str]:
 
 def _resume_config(args: dict, given: set[str]) -> tuple[Config, dict[str, str]]:
     """--resume RUN_DIR: the run's checkpointed config, with the flags given on this command line on top."""
-    from a3c.record.checkpoint import load_resume, resume_config  # imports torch: only when resuming
+    from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
 
     if "preset" in given:
         raise UserError(

@@ -46,7 +46,8 @@ def push_costs(calls: int) -> dict[str, float]:
     import numpy as np
     import ray
 
-    from a3c.run.backends.ray.backend import ParameterServer, connect, remove_shared_memory
+    from a3c.run.backends.ray.backend import connect, remove_shared_memory
+    from a3c.run.backends.ray.server import ParameterServer
     from a3c.spec.environment import describe_env
 
     config = Config(workers=2, eval_every=0)

@@ -29,13 +29,11 @@ import torch
 from a3c.learn.distributions import Distribution
 from a3c.learn.model import ActorCritic, build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
-from a3c.record.checkpoint import ADDED_SETTINGS, LATEST, load_checkpoint
+from a3c.record.checkpoint import ADDED_SETTINGS, BEST, LATEST, load_checkpoint
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import EVALUATOR_RANK, Role, int_seed, stream
-
-BEST = "best.pt"  # the checkpoint of the best evaluation so far (a3c.run.evaluator)
 
 ObsTransform = Callable[[np.ndarray], np.ndarray]
 

@@ -1,4 +1,5 @@
-"""Checkpoints and resume.
+"""Checkpoints: the file (what it holds, written atomically, read safely), the main process's RNG state in it, and
+when checkpoints are written and which are kept. Going on from one (--resume) is a3c/record/resume.py.
 
 Writing: atomic (temp file, fsync, rename, fsync of the directory): a reader, or a run resumed after a crash, sees the
 old checkpoint or the new one, never half of one. Reading: ``torch.load(weights_only=True)``, which unpickles tensors
@@ -12,12 +13,6 @@ wall time so far (``wall_time_s``: the next session's wall time goes on from it)
 env's sizes, its description as plain data (``env_spec``: what ``a3c.load`` builds the agent from without making the
 env) and the config.
 
-Resume (``--resume RUN_DIR``): the config is the checkpoint's, with the flags given on the command line on top, except
-those that define the model (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken
-(before a crash) are dropped, as the resumed run will produce those episode indexes again; the trainer likewise
-purges TensorBoard events from the checkpoint's step on. A row the checkpoint counted is never dropped, whatever the
-resumed session's worker count: the checkpoint counts the episodes of every rank the run has had.
-
 Schedule and retention (``CheckpointSchedule``): a checkpoint (step-N.pt and latest.pt) is due every
 ``--checkpoint-every`` steps or every ``--checkpoint-every-s`` seconds, whichever comes first (0 turns either off;
 both 0: the final latest.pt only). Time makes sense at any speed (100,000 steps are 1.5 s of CartPole with 16
@@ -27,7 +22,6 @@ workers, minutes of Atari); steps suit a reproducible schedule. After each write
 
 from __future__ import annotations
 
-import csv
 import os
 import pickle
 import random
@@ -41,9 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from a3c.learn.distributions import make_distribution
-from a3c.spec.config import RAY_ONLY_SETTINGS, Config
-from a3c.spec.environment import EnvSpec
+from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 
 FORMAT = 1
@@ -65,17 +57,6 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
     "config": dict,
     "rng": dict,
 }
-# settings that define the model and its optimizer state: a resumed run cannot change them
-FIXED_ON_RESUME: tuple[str, ...] = (
-    "env",
-    "env_kwargs",
-    "hidden_sizes",
-    "shared_torso",
-    "lstm",
-    "optimizer",
-    "normalize_obs",  # the model was trained on (un)normalised inputs
-    "normalize_reward",
-)
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
 ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_obs": False, "normalize_reward": False}
 
@@ -127,98 +108,6 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return payload
 
 
-def load_resume(run_dir: str | Path) -> dict[str, Any]:
-    """The checkpoint to resume the run in ``run_dir`` from (its checkpoints/latest.pt), checked for completeness."""
-    run = Path(run_dir)
-    if not run.exists():
-        raise UserError(f"--resume {run}: no such directory; give the run directory of an earlier a3c run")
-    if not run.is_dir() or not (run / "config.json").is_file():
-        raise UserError(f"--resume {run} is not an a3c run directory (no config.json); give the run's directory")
-    path = run / "checkpoints" / LATEST
-    if not path.is_file():
-        raise UserError(
-            f"--resume {run}: the run has no checkpoints/{LATEST} (it ended before its first checkpoint); "
-            "start a new run instead"
-        )
-    payload = load_checkpoint(path)
-    for key, kind in REQUIRED.items():
-        if not isinstance(payload.get(key), kind):
-            raise UserError(
-                f"checkpoint {path} has no valid {key!r} entry (corrupt, or written by another version); "
-                "start a new run instead"
-            )
-    counters = ("worker_steps", "episodes_written", "incarnations")
-    workers = len(payload["episodes_written"])
-    if any(payload[k].dim() != 1 or len(payload[k]) != workers for k in counters) or payload["model"].dim() != 1:
-        raise UserError(f"checkpoint {path} has inconsistent worker counters (corrupt); start a new run instead")
-    return payload
-
-
-def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[str, Any]) -> Config:
-    """The resumed run's config: the checkpoint's, with ``overrides`` (the flags given on the command line) on
-    top. UserError for an override of a setting that defines the model, or a --total-steps already reached."""
-    saved = {**ADDED_SETTINGS, **payload["config"]}
-    for key in FIXED_ON_RESUME:
-        if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
-            flag = "--" + key.replace("_", "-")
-            raise UserError(
-                f"{flag} {_normal(overrides[key])!r} differs from the resumed run's {saved.get(key)!r}; a resumed "
-                f"run keeps its env, env kwargs, model sizes and optimizer: drop {flag}, or start a new run"
-            )
-    if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
-        raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
-    merged = {**saved, **overrides}
-    if merged.get("backend") != "ray":
-        # a Ray run resumed under another backend: its Ray-only settings (--push-every, --ray-same-node) have no
-        # meaning there, and would fail validation; back to their defaults unless given again on this command line
-        defaults = Config()
-        for key in RAY_ONLY_SETTINGS:
-            if key not in overrides:
-                merged[key] = getattr(defaults, key)
-    try:
-        config = Config.from_dict({**merged, "run_dir": str(run_dir), "resume": str(run_dir)})
-    except TypeError as err:
-        raise UserError(f"the checkpoint's config does not fit this a3c ({err}); start a new run instead") from None
-    config.validate()
-    step = payload["global_step"]
-    if config.total_steps <= step:
-        raise UserError(
-            f"the run in {run_dir} is already at step {step:,}, not below --total-steps {config.total_steps:,}; "
-            "give a larger --total-steps to continue it"
-        )
-    return config
-
-
-def _normal(value: Any) -> Any:
-    return list(value) if isinstance(value, (list, tuple)) else value
-
-
-def check_compatible(
-    payload: dict[str, Any], spec: EnvSpec, n_params: int, source: str, param_dim: int | None = None
-) -> None:
-    """UserError if the checkpoint's model does not fit the env (its spaces) and the model this run builds
-    (``n_params`` parameters, a policy head ``param_dim`` wide: by default, the plain family's for the action
-    space; --gsde's head is wider)."""
-    saved_spaces = payload.get("spaces")
-    if isinstance(saved_spaces, dict) and saved_spaces != spec.describe():
-        raise UserError(
-            f"{source} was trained on {saved_spaces.get('observation_space')} observations and "
-            f"{saved_spaces.get('action_space')} actions, but the env now has {spec.observation_space} and "
-            f"{spec.action_space}; resume with the env it was trained on"
-        )
-    n_actions = make_distribution(spec.action_space).param_dim if param_dim is None else param_dim
-    if (payload["obs_dim"], payload["n_actions"]) != (spec.obs_dim, n_actions):
-        raise UserError(
-            f"{source} was trained with observations of size {payload['obs_dim']} and {payload['n_actions']} "
-            f"actions, but the env now has {spec.obs_dim} and {n_actions}; resume with the env it was trained on"
-        )
-    if payload["model"].numel() != n_params:
-        raise UserError(
-            f"{source} holds {payload['model'].numel()} parameters but the model has {n_params}; "
-            "resume with the --hidden-sizes (and --shared-torso) it was trained with"
-        )
-
-
 def rng_state() -> dict[str, Any]:
     """The main process's RNG states (torch, numpy's global, Python's), as types weights_only can load."""
     _, keys, pos, has_gauss, gauss = np.random.get_state()
@@ -240,47 +129,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
     )
     version, internal, gauss_next = state["python"]
     random.setstate((version, tuple(internal), gauss_next))
-
-
-def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
-    """Keep the rows of episodes.csv that the checkpoint counted (worker w's indexes below ``written[w]``), drop the
-    rest (logged after the checkpoint, before a crash, or half-written), rewrite the file atomically, and return the
-    kept rows in file order."""
-    if not path.is_file():
-        return []
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        return []
-    header, kept, parsed = rows[0], [], []
-    for row in rows[1:]:
-        if len(row) != len(header):
-            continue
-        try:
-            values = {name: float(v) for name, v in zip(header, row, strict=True)}
-        except ValueError:
-            continue
-        w, i = int(values["worker"]), int(values["index"])
-        if 0 <= w < len(written) and i < written[w]:
-            kept.append(row)
-            parsed.append(values)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f).writerows([header, *kept])
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return parsed
-
-
-def elapsed_wall_time(payload: dict[str, Any], kept: list[dict[str, float]]) -> float:
-    """The run's wall time at the checkpoint ``payload`` (its ``wall_time_s``): what the resumed session's wall time
-    goes on from, so that wall_time runs on across sessions. A checkpoint written before a3c saved it: the newest
-    wall time among the episodes.csv rows it kept (``kept``)."""
-    saved = payload.get("wall_time_s")
-    if isinstance(saved, (int, float)) and saved >= 0:  # (NaN fails the comparison)
-        return float(saved)
-    return max((row["wall_time"] for row in kept), default=0.0)
 
 
 def step_file(step: int) -> str:

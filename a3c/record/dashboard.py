@@ -1,19 +1,16 @@
-"""The main process's view of a running job: reads new rows off the episode board and the per-worker stats, and
-writes them to episodes.csv (every episode), TensorBoard (tags of docs/design.md, x axis = global env step) and the
-progress bar. Called about four times a second by the trainer; TensorBoard is flushed every tick.
-
-Event streams: the all-workers tags go to the run directory's own event file, each worker's tags
-(``workers/<rank>/...``) to an event file of their own in ``workers/<rank>/``. TensorBoard colours lines by run, and
-each of those subdirectories is a run, so in the multi-line charts every worker has its own colour.
+"""The main process's view of a running job: reads the new episodes and the per-worker stats from its source (an
+a3c.record.rows.EpisodeSource: the run layer's coordinator), and writes them to episodes.csv (every episode),
+TensorBoard (tags of docs/design.md, x axis = global env step; the event streams are a3c/record/tensorboard_writer.py's)
+and the progress bar (a3c/record/progress.py). Called about four times a second by the trainer; TensorBoard is flushed
+every tick.
 
 Volume is bounded by time, not by the episode rate (a3c/record/episode_scalars.py): per-episode points per group of tags
 at most ``points_per_s`` a second, the interval's mean/min/max exact; the interval's aggregates and the perf scalars
 are written once per ``1 / points_per_s`` seconds (every tick when it is 0).
 
-Besides the scalars it writes, once, a custom-scalars layout (every worker's return in one multi-line chart, every
-worker's loss in another, the aggregates beside them); every ``plot_every_s`` the tutorial's loss-history figure,
-rendered in a background thread so that the tick never waits for matplotlib, to plots/loss_history.png and as the
-image ``plots/loss_history``; and at the end of the run the hparams summary (the resolved configuration and the final
+Besides the scalars it writes every ``plot_every_s`` the tutorial's loss-history figure, rendered in a background
+thread so that the tick never waits for matplotlib, to plots/loss_history.png and as the image
+``plots/loss_history``; and at the end of the run the hparams summary (the resolved configuration and the final
 metrics) into the run's own event file, so that TensorBoard shows it for the run itself and not for a sub-run.
 
 Policy lag (global optimizer steps between a worker pulling the weights and its gradient being applied) is measured
@@ -25,9 +22,7 @@ trainer advances the interval right after each tick, see ``Dashboard.__init__``)
 from __future__ import annotations
 
 import heapq
-import json
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,79 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tensorboard.compat.proto.event_pb2 import Event, SessionLog
-from tensorboard.compat.proto.summary_pb2 import Summary
-from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
-from tqdm import tqdm
 
 from a3c.record.episode_scalars import ALL, EpisodeScalars
-from a3c.record.figures import LossHistory, draw_loss_history, figure_png, png_size, write_bytes_atomic
+from a3c.record.figures import LossHistory, draw_loss_history, figure_png, write_bytes_atomic
+from a3c.record.progress import ProgressBar
+from a3c.record.rows import FIELD, Episode, EpisodeSource, Stat
 from a3c.record.run_dir import EpisodeLog, RunDirectory, RunDirWriteError, writing
-from a3c.run.backends import Coordinator
-from a3c.run.board import FIELD, Episode, Stat
+from a3c.record.tensorboard_writer import TensorBoardWriter
 
 PLOT_EVERY_S = 30.0
 POINTS_PER_S = 1.0  # per-episode TensorBoard points per group of tags per second (--tb-episode-points-per-s)
-WORKERS_DIR = "workers"  # workers/<rank>/: each worker's event stream (a TensorBoard run of its own)
 LOSS_HISTORY_TAG = "plots/loss_history"
 LOSS_HISTORY_PNG = "plots/loss_history.png"
-EVENT_FILES = (
-    "its TensorBoard event files"  # what a3c.record.run_dir.RunDirWriteError names for a failed TensorBoard write
-)
-# final metrics of the hparams table: summary.json key -> scalar tag
-HPARAM_METRICS: dict[str, str] = {
-    "mean_return_100": "final/mean_return_100",
-    "steps_per_s": "final/steps_per_s",
-    "solved_at_step": "final/solved_at_step",
-    "eval_best_mean_return": "final/eval_best_mean_return",
-}
-
-
-def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
-    """The custom-scalars dashboard: per category, charts side by side; each chart lists tag regexes."""
-    return {
-        "return": {
-            "every worker": ["Multiline", [r"^workers/\d+/episodic_return$"]],
-            "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episodic_return_mean$"]],
-            "all workers": ["Multiline", ["^charts/episodic_return$"]],
-            "all workers (mean, min, max per interval)": ["Multiline", [r"^charts/episodic_return_(mean|min|max)$"]],
-            "episode length": ["Multiline", ["^charts/episodic_length$", "^charts/episodic_length_mean$"]],
-        },
-        "loss": {
-            "every worker (episode mean)": ["Multiline", [r"^workers/\d+/episode_loss$"]],
-            "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episode_loss_mean$"]],
-            "all workers": ["Multiline", ["^losses/loss$", "^losses/policy_loss$", "^losses/value_loss$"]],
-            "entropy": ["Multiline", ["^losses/entropy$"]],
-        },
-        "eval": {  # a3c.run.evaluator: the deterministic policy, on the evaluator's own envs
-            "mean and std of the return": ["Multiline", ["^eval/mean_return$", "^eval/std_return$"]],
-            "mean episode length": ["Multiline", ["^eval/mean_length$"]],
-        },
-        "perf": {
-            "policy lag (mean, max)": ["Multiline", ["^perf/policy_lag$", "^perf/policy_lag_max$"]],
-            "steps per second": ["Multiline", ["^charts/SPS$"]],
-            "updates per second": ["Multiline", ["^perf/updates_per_s$"]],
-            "gradient norm (before clipping)": ["Multiline", ["^perf/grad_norm$"]],
-            "faults": [
-                "Multiline",
-                ["^perf/skipped_updates$", "^perf/nonfinite_samples$", "^perf/restarts$", "^perf/lost_episodes$"],
-            ],
-        },
-    }
-
-
-def hparam_values(config: Mapping[str, Any]) -> dict[str, int | float | str]:
-    """Config values as TensorBoard hparams accept them: numbers stay numbers, everything else becomes text."""
-    out: dict[str, int | float | str] = {}
-    for key, value in config.items():
-        if isinstance(value, bool) or value is None:
-            out[key] = str(value)
-        elif isinstance(value, (int, float, str)):
-            out[key] = value
-        else:
-            out[key] = json.dumps(value, sort_keys=True)
-    return out
 
 
 def episode_order(step: float, worker: float, index: float) -> tuple[int, int, int]:
@@ -147,7 +81,7 @@ class Dashboard:
     def __init__(
         self,
         run: RunDirectory,
-        source: Coordinator,
+        source: EpisodeSource,
         total_steps: int,
         reward_threshold: float | None,
         start_time: float,
@@ -166,11 +100,7 @@ class Dashboard:
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
         self.clock = clock
-        self._restore_excepthook = _quiet_event_writer_threads()
-        with writing(EVENT_FILES):
-            self.writer = SummaryWriter(log_dir=str(run.path), flush_secs=1)
-            self.worker_writers = {r: self._worker_writer(r) for r in range(source.workers)}
-        self._dirty: set[int] = set()  # groups written since the last flush
+        self.tensorboard = TensorBoardWriter(run.path, source.workers)
         self.scalars = EpisodeScalars(points_per_s)
         self._next_interval = clock() + self.scalars.period
         self._pending_lag_max: float | None = None
@@ -186,36 +116,14 @@ class Dashboard:
         self.loss_history = LossHistory(source.workers)
         self.restarts = restarts
         self._last = (clock(), source.global_step(), self._stats().copy())  # at the last perf point
-        self._bar_last = (time.time(), source.global_step())
         self._lag_interval_done = -1  # the newest interval whose lag maximum was written
         self._plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a3c-plot")
         self._plot: Future[tuple[bytes, int]] | None = None
         self._next_plot = time.time() + plot_every_s
-        with writing(EVENT_FILES):
-            self.writer.add_custom_scalars(custom_scalars_layout())
-        self.bar = tqdm(
-            total=total_steps,
-            unit="step",
-            unit_scale=True,
-            dynamic_ncols=True,
-            disable=None,
-            initial=source.global_step(),
-            mininterval=0.5,
-        )
+        self.bar = ProgressBar(total_steps, initial=source.global_step())
 
     def _stats(self) -> np.ndarray:
         return self.source.stats()
-
-    def _worker_writer(self, rank: int) -> SummaryWriter:
-        with writing(EVENT_FILES):
-            return SummaryWriter(log_dir=str(self.run.path / WORKERS_DIR / str(rank)), flush_secs=1)
-
-    def _writer(self, group: int) -> SummaryWriter:
-        if group == ALL:
-            return self.writer
-        if group not in self.worker_writers:  # a rank beyond the board's (not expected; kept safe)
-            self.worker_writers[group] = self._worker_writer(group)
-        return self.worker_writers[group]
 
     # -- checkpoints and resume --------------------------------------------------------------------------------
     def checkpointed(self, step: int) -> None:
@@ -230,7 +138,7 @@ class Dashboard:
         """Go on from an earlier session: TensorBoard events at and after ``purge_step`` purged in every stream,
         and the running statistics refilled from the episodes.csv rows kept (``kept``, file order), replayed in the
         run's order (by global step: the sessions' wall times may overlap in runs of older versions)."""
-        self.purge_from(purge_step)
+        self.tensorboard.purge_from(purge_step)
         self.floor_step = max(self.floor_step, purge_step)
         self.restarts = restarts
         self.episodes = len(kept)
@@ -247,23 +155,6 @@ class Dashboard:
             and self.mean_return_100() >= self.reward_threshold
         ):
             self.solved_at_step, self.solved_at_s = step, wall_time
-
-    def purge_from(self, step: int) -> None:
-        """On resume: TensorBoard drops, in every stream, the events at or after ``step`` written before this point
-        (what SummaryWriter(purge_step=...) writes): they came after the checkpoint, before a crash, and will be
-        written again. Every worker stream in the run directory, those of ranks this session does not run too (an
-        earlier session had more workers; their points after the checkpoint are not in episodes.csv either)."""
-        for rank in self._worker_streams_on_disk():
-            self._writer(rank)  # a writer of its own, so that the purge lands in that stream
-        with writing(EVENT_FILES):
-            for writer in (self.writer, *self.worker_writers.values()):
-                writer.file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
-
-    def _worker_streams_on_disk(self) -> list[int]:
-        """The ranks with an event stream (workers/<rank>/) in the run directory."""
-        workers = self.run.path / WORKERS_DIR
-        found = workers.iterdir() if workers.is_dir() else ()
-        return sorted(int(d.name) for d in found if d.is_dir() and d.name.isdigit())
 
     def mean_return_100(self) -> float | None:
         """The mean return of the run's last 100 episodes by global step (fewer before there are 100)."""
@@ -292,32 +183,19 @@ class Dashboard:
             self.episodes += 1
             self._check_solved(step, ep["wall_time"])
         self._fold_lag_max()
-        self._update_bar()
+        self.bar.update(self.source.global_step(), self.mean_return_100())
         now = self.clock()
         if now >= self._next_interval:
             self._write_interval()
             self._next_interval = now + self.scalars.period
         self._refresh_plot()
-        self._flush()
+        self.tensorboard.flush()
         return episodes
 
     def add_scalars(self, step: int, values: Mapping[str, float], group: int = ALL) -> None:
-        """Several scalars at one step, as ONE event (what SummaryWriter.add_scalar writes, one value each, but
-        batched), in the stream of ``group`` (ALL: the run's own; a rank: that worker's). The main process shares
-        the cores with the workers: one add_scalar costs ~150 us of Python (proto building, queueing, and
-        tensorboard's pure-Python CRC of every record), so batching the values of one step is worth it.
-        TensorBoard reads each value of the event as a point of its own tag."""
-        summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
-        writer = self._writer(group)
-        with writing(EVENT_FILES):  # (a failed write of the writer's thread is raised here, at its next event)
-            writer.file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
-        self._dirty.add(group)
-
-    def _flush(self) -> None:
-        with writing(EVENT_FILES):
-            for group in self._dirty:
-                self._writer(group).flush()
-        self._dirty.clear()
+        """Several scalars at one step, as one event, in the stream of ``group`` (ALL: the run's own; a rank: that
+        worker's): what the evaluation's eval/* tags go through too."""
+        self.tensorboard.add_scalars(step, values, group)
 
     def _write_interval(self) -> None:
         """The interval that is ending: its episodes' aggregates, and the perf scalars since the last ones."""
@@ -330,17 +208,6 @@ class Dashboard:
         lag_max = self._lag_max(self._stats())
         if lag_max is not None:
             self._pending_lag_max = max(lag_max, self._pending_lag_max or lag_max)
-
-    def _update_bar(self) -> None:
-        now, step = time.time(), self.source.global_step()
-        last_time, last_step = self._bar_last
-        if step == last_step:
-            return
-        self.bar.update(step - self.bar.n)
-        mean = self.mean_return_100()
-        sps = (step - last_step) / max(now - last_time, 1e-9)
-        self.bar.set_postfix(sps=f"{sps:,.0f}", ret100="-" if mean is None else f"{mean:.1f}", refresh=False)
-        self._bar_last = (now, step)
 
     def _write_perf(self) -> None:
         now, step, stats = self.clock(), self.source.global_step(), self._stats().copy()
@@ -404,18 +271,12 @@ class Dashboard:
             write_bytes_atomic(png, self.run.plots / "loss_history.png")
         return png, step
 
-    def _publish_image(self, png: bytes, step: int) -> None:
-        height, width = png_size(png)
-        image = Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=png)
-        with writing(EVENT_FILES):
-            self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=LOSS_HISTORY_TAG, image=image)]), step)
-
     def _collect_plot(self, wait: bool) -> None:
         if self._plot is None or not (wait or self._plot.done()):
             return
         future, self._plot = self._plot, None
         # a figure the plot thread could not write raises RunDirWriteError here, which stops the run (a3c.run.trainer)
-        self._publish_image(*future.result())
+        self.tensorboard.add_image(LOSS_HISTORY_TAG, *future.result())
 
     def _refresh_plot(self) -> None:
         """Every plot_every_s: hand a copy of the loss history to the plot thread; publish a finished figure."""
@@ -429,22 +290,14 @@ class Dashboard:
         """Render the figure now (waiting for a refresh in flight): plots/loss_history.png and the TB image. The
         run's last figure: no garbage collection after it (it would only slow the shutdown down)."""
         self._collect_plot(wait=True)
-        self._publish_image(*self._render(*self._snapshot(), self.source.global_step(), collect=False))
+        png, step = self._render(*self._snapshot(), self.source.global_step(), collect=False)
+        self.tensorboard.add_image(LOSS_HISTORY_TAG, png, step)
         return self.run.plots / "loss_history.png"
 
     # -- end of run --------------------------------------------------------------------------------------------
     def write_hparams(self, config: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
-        """The resolved configuration with the final metrics, in the run's own event file (TensorBoard's HPARAMS
-        tab lists the run itself). Metrics that have no value (not solved) are declared but left empty."""
-        experiment, start, end = hparams(hparam_values(config), {tag: 0.0 for tag in HPARAM_METRICS.values()})
-        with writing(EVENT_FILES):
-            for proto in (experiment, start, end):
-                self.writer.file_writer.add_summary(proto)
-            step = self.source.global_step()
-            for key, tag in HPARAM_METRICS.items():
-                if summary.get(key) is not None:
-                    self.writer.add_scalar(tag, float(summary[key]), step)
-            self.writer.flush()
+        """The resolved configuration with the final metrics, in the run's own event file (the HPARAMS tab)."""
+        self.tensorboard.write_hparams(config, summary, self.source.global_step())
 
     def close(self) -> None:
         """Write the last interval's aggregates and perf scalars, wait for the figure, close every writer and
@@ -466,36 +319,7 @@ class Dashboard:
         attempt(lambda: self._collect_plot(wait=True))
         self._plotter.shutdown(wait=True)
         self.bar.close()
-        for writer in (self.writer, *self.worker_writers.values()):
-            attempt(lambda writer=writer: self._close_writer(writer))
+        attempt(self.tensorboard.close)
         attempt(self.log.close)
-        self._restore_excepthook()
         if failures:
             raise failures[0]
-
-    @staticmethod
-    def _close_writer(writer: SummaryWriter) -> None:
-        with writing(EVENT_FILES):
-            writer.flush()
-            writer.close()
-
-
-def _quiet_event_writer_threads() -> Callable[[], None]:
-    """Keep the traceback of a TensorBoard writer thread that fails to write (a full disk) off stderr: its
-    SummaryWriter raises the same OSError in this thread at the next event or flush, where it becomes a
-    RunDirWriteError and ends the run with one line. Every other thread's exception goes to the hook as before.
-    Returns the function that puts the previous hook back."""
-    previous = threading.excepthook
-
-    def hook(args: threading.ExceptHookArgs) -> None:
-        if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == "_AsyncWriterThread":
-            return  # tensorboard.summary.writer.event_file_writer's writer thread: raised again in add_event/flush
-        previous(args)
-
-    threading.excepthook = hook
-
-    def restore() -> None:
-        if threading.excepthook is hook:
-            threading.excepthook = previous
-
-    return restore

@@ -19,8 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from a3c.run.board import FIELDS, Episode
-from a3c.run.resolve import check_new_run_dir
+from a3c.record.rows import FIELDS, Episode
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 
@@ -59,6 +58,14 @@ def writing(what: str) -> Iterator[None]:
         yield
     except OSError as err:
         raise RunDirWriteError(what, err) from err
+
+
+def check_new_run_dir(path: Path) -> None:
+    """A new run may go into a missing or empty directory; anything else is a user error."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
+    if path.is_dir() and any(path.iterdir()):
+        raise UserError(f"--run-dir {path} is not empty; choose a new directory (or --resume {path} to continue)")
 
 
 def default_run_dir(config: Config, now: float | None = None) -> Path:

@@ -8,11 +8,11 @@ SIGKILL) gives the child end-of-file, and it exits. No orphan TensorBoard outliv
 TensorBoard runs with the pure-Python event loader (``--load_fast=false``): the Rust data server would be one more
 process to account for, and a single run directory is small.
 
-Run names: TensorBoard names runs by their path below --logdir, so serving the run directory itself would name its
-own event stream ".". The child serves a temporary directory holding one symlink, NAME -> the run directory (NAME:
-the run directory's name; removed when the child exits), so the run shows as NAME and each worker's stream
-(``workers/<rank>/``, see a3c/record/dashboard.py) as NAME/workers/<rank>; TensorBoard gives every run, so every
-worker, a colour of its own. (``--logdir_spec NAME:PATH`` would name the run itself "NAME/.".)
+Run names: TensorBoard names runs by their path below --logdir, so serving the run directory itself would name its own
+event stream ".". The child serves a temporary directory holding one symlink, NAME -> the run directory (NAME: the run
+directory's name; removed when the child exits), so the run shows as NAME and each worker's stream (``workers/<rank>/``,
+see a3c/record/tensorboard_writer.py) as NAME/workers/<rank>; TensorBoard gives every run, so every worker, a colour of
+its own. (``--logdir_spec NAME:PATH`` would name the run itself "NAME/.".)
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The episode board: the tutorial's ``loss_history[pid, i]`` grown into the channel that carries every statistic
-from the workers to the main process.
+from the workers to the main process, as tensors in shared memory (the rows' schema, FIELDS and Stat, is
+a3c/record/rows.py's: what a run records).
 
 Layout (all in shared memory):
   rows    float64 [workers, capacity, fields]  a ring of finished episodes per worker (fields: FIELDS)
@@ -23,43 +24,10 @@ stores, which numpy and torch do not expose.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import IntEnum
-
 import numpy as np
 import torch
 
-FIELDS: tuple[str, ...] = (
-    "return",
-    "length",
-    "loss",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "global_step",
-    "wall_time",
-)
-FIELD = {name: i for i, name in enumerate(FIELDS)}
-
-
-class Stat(IntEnum):
-    """Columns of the per-worker stats tensor. One writer each: the worker of that row."""
-
-    UPDATES = 0  # optimizer steps this worker applied
-    SKIPPED = 1  # updates skipped for a non-finite loss or gradient
-    SKIPPED_IN_ROW = 2
-    GRAD_NORM_SUM = 3  # sum over applied updates of the pre-clip gradient norm
-    LAG_SUM = 4  # sum over applied updates of the policy lag (global updates between pull and apply)
-    LAG_MAX = 5  # max policy lag within the logging interval LAG_MAX_INTERVAL
-    LAG_MAX_INTERVAL = 6
-    HEARTBEAT = 7  # time.time() of the last sign of life
-    FIRST_STEP_TIME = 8  # time.time() of the first env step (0 before)
-    LOSS = 9  # the last update's loss terms
-    POLICY_LOSS = 10
-    VALUE_LOSS = 11
-    ENTROPY = 12
-    READY = 13  # 1 once the worker has built its envs and model and waits at the start line (a3c.run.worker)
-    NONFINITE_SAMPLES = 14  # observations and returns left out of the --normalize-* statistics for being non-finite
+from a3c.record.rows import FIELDS, Episode, Stat
 
 
 class EpisodeBoard:
@@ -90,18 +58,6 @@ class EpisodeBoard:
 
     def episodes(self) -> int:
         return int(self.written.sum())
-
-
-@dataclass
-class Episode:
-    """One board row as read by the main process."""
-
-    worker: int
-    index: int
-    values: np.ndarray  # FIELDS order
-
-    def __getitem__(self, name: str) -> float:
-        return float(self.values[FIELD[name]])
 
 
 class BoardReader:

@@ -16,18 +16,11 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from a3c.record.run_dir import check_new_run_dir
 from a3c.record.tensorboard_server import check_port
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env
 from a3c.spec.errors import UserError
-
-
-def check_new_run_dir(path: Path) -> None:
-    """A new run may go into a missing or empty directory; anything else is a user error."""
-    if path.exists() and not path.is_dir():
-        raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
-    if path.is_dir() and any(path.iterdir()):
-        raise UserError(f"--run-dir {path} is not empty; choose a new directory (or --resume {path} to continue)")
 
 
 def preflight(config: Config) -> EnvSpec:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from a3c.record.rows import Stat
 from a3c.run.backends import Launcher
-from a3c.run.board import Stat
 
 STARTUP_GRACE_S = 60.0  # a new process may take this long (spawn imports on a loaded machine) to its first heartbeat
 

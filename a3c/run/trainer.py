@@ -33,25 +33,17 @@ import torch.multiprocessing as mp
 from tqdm import tqdm
 
 from a3c.learn.model import model_shape
-from a3c.record.checkpoint import (
-    LATEST,
-    CheckpointSchedule,
-    check_compatible,
-    elapsed_wall_time,
-    load_resume,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-    trim_episode_log,
-)
+from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
+from a3c.record.resume import check_compatible, elapsed_wall_time, load_resume, trim_episode_log
+from a3c.record.rows import Stat
 from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return
 from a3c.record.tensorboard_server import TensorBoardServer
 from a3c.run.backends import Coordinator, Launcher
 from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, create_shared_run
-from a3c.run.board import Stat
-from a3c.run.evaluator import EvalChannel, Evaluation, Evaluator, evaluator_main
+from a3c.run.evaluation import Evaluation
+from a3c.run.evaluator import EvalChannel, Evaluator, evaluator_main
 from a3c.run.resolve import preflight, start_fork_server
 from a3c.run.supervisor import Supervisor
 from a3c.run.worker import Worker, worker_main
@@ -147,7 +139,7 @@ class Trainer:
         # sessions of this run before this one (a resume is the next session: its workers get fresh seeds)
         self.session = 0 if self.resume is None else int(self.resume.get("session", 0)) + 1
         self.supervisor: Supervisor | None = None
-        self.evaluation: Evaluation | None = None  # --eval-every (a3c.run.evaluator)
+        self.evaluation: Evaluation | None = None  # --eval-every (a3c.run.evaluation)
         self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
         self.tensorboard: TensorBoardServer | None = None
         self.ray: Any = None  # the Ray backend's connection (a3c.run.backends.ray.backend.RayBackend), when in use
@@ -179,7 +171,7 @@ class Trainer:
         start = time.time()
         if cfg.backend == "ray":
             # first, so that a cluster that cannot be reached leaves no run directory behind: the global model, the
-            # optimizer and the episode board live in a Ray actor (a3c/run/backends/ray/backend.py)
+            # optimizer and the episode board live in a Ray actor (a3c/run/backends/ray/server.py)
             from a3c.run.backends.ray.backend import RayBackend
 
             self.ray = RayBackend.start(cfg, spec)

@@ -26,8 +26,8 @@ import torch
 from a3c.learn.losses import actor_critic_loss_grads, gae_advantages, next_state_values
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
+from a3c.record.rows import FIELD, FIELDS, Stat
 from a3c.run.backends import WorkerChannel
-from a3c.run.board import FIELD, FIELDS, Stat
 from a3c.spec.config import Config
 from a3c.spec.environment import LIFE_LOST, EnvSpec, make_env
 from a3c.spec.seeding import WorkerSeeds

@@ -1,6 +1,6 @@
-"""a3c.record.checkpoint: atomic save, safe load (a malicious pickle is refused and does nothing), clear errors for
-corrupt, foreign or incomplete files, RNG state round trip, episodes.csv trimming for resume, and the checkpoint
-schedule (steps or seconds) with its retention. All in-process, fast."""
+"""a3c.record.checkpoint and a3c.record.resume: atomic save, safe load (a malicious pickle is refused and does nothing),
+clear errors for corrupt, foreign or incomplete files, RNG state round trip, episodes.csv trimming for resume, and the
+checkpoint schedule (steps or seconds) with its retention. All in-process, fast."""
 
 import csv
 import random
@@ -14,19 +14,15 @@ from a3c.record.checkpoint import (
     LATEST,
     STEP_FILE,
     CheckpointSchedule,
-    check_compatible,
-    elapsed_wall_time,
     load_checkpoint,
-    load_resume,
     prune_checkpoints,
-    resume_config,
     rng_state,
     save_checkpoint,
     set_rng_state,
     step_checkpoints,
     step_file,
-    trim_episode_log,
 )
+from a3c.record.resume import check_compatible, elapsed_wall_time, load_resume, resume_config, trim_episode_log
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError

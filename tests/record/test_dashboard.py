@@ -15,18 +15,13 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from a3c.learn.optim import make_optimizer
-from a3c.record.dashboard import (
-    HPARAM_METRICS,
-    LOSS_HISTORY_TAG,
-    WORKERS_DIR,
-    Dashboard,
-    custom_scalars_layout,
-    hparam_values,
-)
+from a3c.record.dashboard import LOSS_HISTORY_TAG, Dashboard
 from a3c.record.figures import png_size
+from a3c.record.rows import FIELD, FIELDS, Stat
 from a3c.record.run_dir import RunDirectory
+from a3c.record.tensorboard_writer import HPARAM_METRICS, WORKERS_DIR, custom_scalars_layout, hparam_values
 from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun
-from a3c.run.board import FIELD, FIELDS, EpisodeBoard, Stat
+from a3c.run.board import EpisodeBoard
 
 WORKERS = 3
 
@@ -346,7 +341,7 @@ def test_purge_on_resume_reaches_every_event_stream(tmp_path):
     second = Dashboard(
         run, coordinator_for(EpisodeBoard(2, capacity=64)), total_steps=10**6, reward_threshold=None, start_time=0.0
     )
-    second.purge_from(200)
+    second.tensorboard.purge_from(200)
     second.close()
     assert [e.step for e in read_events(tmp_path).Scalars("charts/episodic_return")] == [100]
     for rank in range(2):

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch.multiprocessing as mp
 
-from a3c.run.board import FIELD, FIELDS, BoardReader, EpisodeBoard
+from a3c.record.rows import FIELD, FIELDS
+from a3c.run.board import BoardReader, EpisodeBoard
 
 
 def _row(worker, index):

@@ -22,8 +22,8 @@ from procs import (
     wait_for,
 )
 
+from a3c.record.rows import Stat
 from a3c.run.backends.shared_memory import ProcessLauncher
-from a3c.run.board import Stat
 from a3c.run.supervisor import Supervisor
 from a3c.run.worker import _cut_to_bytes
 

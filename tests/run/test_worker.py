@@ -15,9 +15,11 @@ from a3c.learn.distributions import DiagGaussian, MultiCategorical
 from a3c.learn.model import build_model, flatten_parameters, model_shape
 from a3c.learn.optim import make_optimizer
 from a3c.learn.running_stats import SharedMoments
-from a3c.record.checkpoint import check_compatible, load_checkpoint, save_checkpoint
+from a3c.record.checkpoint import load_checkpoint, save_checkpoint
+from a3c.record.resume import check_compatible
+from a3c.record.rows import FIELD, Stat
 from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun
-from a3c.run.board import FIELD, BoardReader, EpisodeBoard, Stat
+from a3c.run.board import BoardReader, EpisodeBoard
 from a3c.run.worker import RANK_ENV, Worker
 from a3c.spec.config import Config
 from a3c.spec.environment import LIFE_LOST, describe_env

@@ -3,8 +3,9 @@
 - ``WorkerChannel``: all a worker sees. Pull the weights (with their version), push a gradient (the shared optimizer
   applies it; the policy lag comes back), read the control state (stop, logging interval, the global step), and
   publish what happened since the last publish (env steps, finished episodes, the worker's stats row) in one batch.
-- ``Coordinator``: all the main process sees. Drain episodes and stats, the exact global step, stop and the logging
-  interval, and a consistent snapshot/restore of everything a checkpoint holds.
+- ``Coordinator``: all the main process sees. Drain episodes and stats, the exact global step (what the dashboard
+  reads: a3c.record.rows.EpisodeSource), stop and the logging interval, and a consistent snapshot/restore of
+  everything a checkpoint holds.
 - ``Launcher``: what starts and watches workers: start(rank, incarnation), exit codes and tracebacks, kill, the
   orderly join, and ``wait`` (let the workers run for a while: processes run by themselves; the serial backend runs
   their loops here). The supervision policy (restarts, hang detection from heartbeats) lives in a3c.run.supervisor on
@@ -23,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from a3c.run.board import Episode
+from a3c.record.rows import EpisodeSource
 
 
 class WorkerChannel(Protocol):
@@ -50,29 +51,18 @@ class WorkerChannel(Protocol):
 
     def publish(self, steps: int, episodes: Sequence[np.ndarray], stats: np.ndarray) -> None:
         """One batch: ``steps`` env steps taken since the last publish, the episodes finished since (rows in
-        a3c.run.board.FIELDS order) and the worker's current stats row (a3c.run.board.Stat)."""
+        a3c.record.rows.FIELDS order) and the worker's current stats row (a3c.record.rows.Stat)."""
 
     def all_ready(self) -> bool:
         """True once every worker has published Stat.READY (the start line)."""
 
 
-class Coordinator(Protocol):
-    workers: int
-
-    def drain(self) -> list[Episode]:
-        """Every episode published since the last drain, each exactly once, in index order per worker."""
-
-    @property
-    def lost(self) -> int:
-        """Episodes that were overwritten before they could be drained (counted, never silent)."""
+class Coordinator(EpisodeSource, Protocol):
+    """The main process's view. What the dashboard reads of it (workers, drain, stats, global_step, lost) is
+    a3c.record.rows.EpisodeSource; the rest is the trainer's and the supervisor's."""
 
     def episodes_read(self) -> np.ndarray:
         """Per worker, the number of its episodes drained so far (the next index)."""
-
-    def stats(self) -> np.ndarray:
-        """The workers' stats rows [workers, len(Stat)], as last published (read only)."""
-
-    def global_step(self) -> int: ...
 
     def should_stop(self) -> bool: ...
 
@@ -92,6 +82,10 @@ class Coordinator(Protocol):
 
     def restore(self, payload: dict[str, Any]) -> None:
         """Load a checkpoint's snapshot (possibly of another worker count) before the workers start."""
+
+    def running_stats(self) -> dict[str, Any]:
+        """The merged normalisation statistics (what evaluation and a3c.load apply, frozen), by checkpoint key
+        (obs_stats, reward_stats; none without --normalize-obs/--normalize-reward)."""
 
 
 class Launcher(Protocol):

@@ -25,7 +25,8 @@ from a3c.learn.distributions import Distribution
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.optim import _SharedOptimizer, make_optimizer, scheduled_lr
 from a3c.learn.running_stats import SharedMoments
-from a3c.run.board import BoardReader, Episode, EpisodeBoard, Stat
+from a3c.record.rows import Episode, Stat
+from a3c.run.board import BoardReader, EpisodeBoard
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.seeding import model_init_seed

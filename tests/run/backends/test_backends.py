@@ -24,9 +24,10 @@ from procs import (
 
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.optim import make_optimizer
+from a3c.record.rows import FIELD, FIELDS, Stat
 from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, SharedRun
-from a3c.run.board import FIELD, FIELDS, EpisodeBoard, Stat
+from a3c.run.board import EpisodeBoard
 from a3c.run.worker import worker_main
 from a3c.spec.config import Config
 from a3c.spec.environment import describe_env

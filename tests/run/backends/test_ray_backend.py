@@ -93,7 +93,8 @@ class RunShm:
 
 SAME_NODE_PROBE = """
 import json, os, pickle, subprocess, sys
-from a3c.run.backends.ray.backend import ParameterServer, remove_shared_memory
+from a3c.run.backends.ray.backend import remove_shared_memory
+from a3c.run.backends.ray.server import ParameterServer
 from a3c.spec.config import Config
 from a3c.spec.environment import describe_env
 
@@ -246,8 +247,9 @@ def test_a_sigkilled_driver_leaves_none_of_the_server_s_shared_memory(tmp_path):
 
 STRAGGLER_PROBE = """
 import json, time
-from a3c.run.backends.ray.backend import RayBackend, RayLauncher
-from a3c.run.board import Stat
+from a3c.run.backends.ray.backend import RayBackend
+from a3c.run.backends.ray.launcher import RayLauncher
+from a3c.record.rows import Stat
 from a3c.spec.config import Config
 from a3c.spec.environment import describe_env
 
