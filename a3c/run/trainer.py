@@ -1,8 +1,8 @@
-"""The main process of a run: builds the global model, the shared optimizer and the backend (a3c/run/backends: the
-coordinator, restored from a checkpoint with --resume, and the launcher), starts the workers under a Supervisor
-(a3c/run/supervisor.py: restarts of dead or hung workers), streams what they publish to TensorBoard
-(a3c/record/dashboard.py), checkpoints, and shuts everything down. It reaches the workers only through the backend's
-interfaces.
+"""The main process of a run, from a resolved run (a3c/run/resolve.py: settings, env spec and resume checkpoint,
+checked): builds the global model, the shared optimizer and the backend (a3c/run/backends: the coordinator, restored
+from the checkpoint with --resume, and the launcher), starts the workers under a Supervisor (a3c/run/supervisor.py:
+restarts of dead or hung workers), streams what they publish to TensorBoard (a3c/record/dashboard.py), checkpoints, and
+shuts everything down. It reaches the workers only through the backend's interfaces.
 
 Shutdown is one path for every ending (total steps, solved, a fatal worker failure, too many non-finite updates,
 Ctrl-C, SIGTERM, a file of the run directory that cannot be written): tell the workers to stop, give them
@@ -32,10 +32,9 @@ import torch
 import torch.multiprocessing as mp
 from tqdm import tqdm
 
-from a3c.learn.model import model_shape
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
-from a3c.record.resume import check_compatible, elapsed_wall_time, load_resume, trim_episode_log
+from a3c.record.resume import elapsed_wall_time, trim_episode_log
 from a3c.record.rows import Stat
 from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return
 from a3c.record.tensorboard_server import TensorBoardServer
@@ -44,12 +43,9 @@ from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, create_shared_run
 from a3c.run.evaluation import Evaluation
 from a3c.run.evaluator import EvalChannel, Evaluator, evaluator_main
-from a3c.run.resolve import preflight, start_fork_server
+from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.supervisor import Supervisor
 from a3c.run.worker import Worker, worker_main
-from a3c.run.workers_auto import resolve_workers
-from a3c.spec.config import Config
-from a3c.spec.environment import EnvSpec
 from a3c.spec.seeding import WorkerSeeds
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
@@ -123,21 +119,18 @@ class _WriteFailures:
 
 
 class Trainer:
-    def __init__(self, config: Config, started_at: float | None = None, spec: EnvSpec | None = None) -> None:
-        """``started_at``: when the command started (time.time()), the origin of summary.json's startup_s; by
-        default, now. ``spec``: the result of ``preflight(config)`` when the caller ran it already."""
+    def __init__(self, run: ResolvedRun, started_at: float | None = None) -> None:
+        """``run``: the resolved run (a3c.run.resolve.resolve_run): its config with the worker count resolved, the
+        env's spec, and the checkpoint a resumed run goes on from, all checked already; nothing is validated or read
+        again here. ``started_at``: when the command started (time.time()), the origin of summary.json's startup_s;
+        by default, now."""
         self.started_at = time.time() if started_at is None else started_at
-        # everything a user can get wrong is checked here, before any process starts
-        self.spec = spec if spec is not None else preflight(config)
-        if config.workers == "auto":  # the CLI resolved it already (a3c/train.py); here for Trainer(Config())
-            config = resolve_workers(config, self.spec)
-        self.config = config
-        self.resume = load_resume(config.resume) if config.resume else None
-        if self.resume is not None:
-            n_params, param_dim = model_shape(self.spec, config)
-            check_compatible(self.resume, self.spec, n_params, f"{config.resume}/checkpoints/{LATEST}", param_dim)
+        if not isinstance(run.config.workers, int):
+            raise TypeError("the Trainer takes a resolved run: resolve --workers auto first (resolve_run)")
+        self.config, self.spec, self.resume = run.config, run.spec, run.resume
+        self.workers = run.config.workers
         # sessions of this run before this one (a resume is the next session: its workers get fresh seeds)
-        self.session = 0 if self.resume is None else int(self.resume.get("session", 0)) + 1
+        self.session = run.session
         self.supervisor: Supervisor | None = None
         self.evaluation: Evaluation | None = None  # --eval-every (a3c.run.evaluation)
         self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
@@ -211,7 +204,7 @@ class Trainer:
             set_rng_state(resume["rng"])
         launcher = self._launcher(coordinator, self.run_start)
         supervisor = self.supervisor = Supervisor(
-            launcher, cfg.workers, coordinator.stats, cfg.worker_timeout, cfg.max_restarts
+            launcher, self.workers, coordinator.stats, cfg.worker_timeout, cfg.max_restarts
         )
         dashboard: Dashboard | None = None
         summary: dict[str, Any] | None = None
@@ -406,7 +399,7 @@ class Trainer:
         # the snapshot's per-rank vectors may cover ranks this session does not run (a3c.run.backends: snapshot): none
         # of their incarnations was used in this session
         incarnations = np.zeros(len(snapshot["episodes_written"]), dtype=np.int64)
-        incarnations[: self.config.workers] = self.supervisor.incarnations()
+        incarnations[: self.workers] = self.supervisor.incarnations()
         return {
             **snapshot,
             "incarnations": torch.from_numpy(incarnations),
@@ -436,7 +429,7 @@ class Trainer:
         session_steps = steps - (self.resumed_from_step or 0)
         return {
             "env": self.config.env,
-            "workers": self.config.workers,
+            "workers": self.workers,
             "envs_per_worker": self.config.envs_per_worker,
             "total_steps": steps,
             "wall_time_s": self.wall_time_before + wall,  # the run's, all sessions (episodes.csv's wall_time axis)
