@@ -210,7 +210,7 @@ class DiagGaussian(Distribution):
 
     def policy_grad(
         self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """With z = (a - mu) / sigma and s = log sigma, over B samples:
         d policy / d mu_i   = -(A_i / B) * z_i / sigma_i
         d policy / d s_i    = -(A_i / B) * (z_i^2 - 1)
@@ -286,8 +286,8 @@ class GSDEGaussian(DiagGaussian):
 
     def policy_grad(
         self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
-    ) -> None:
-        return None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        return None  # no closed form here: the loss differentiates log_prob_entropy (see the class docstring)
 
     def make_head(self, width: int) -> nn.Module:
         if width != self.width:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from a3c.spec.environment import EnvSpec
 
 State = tuple[torch.Tensor, ...]  # a recurrent core's state; () for a model without one
+Layer = TypeVar("Layer", bound=nn.Linear | nn.Conv2d)
 
 
 def mlp(in_dim: int, hidden_sizes: Sequence[int]) -> nn.Sequential:
@@ -47,7 +48,13 @@ def mlp(in_dim: int, hidden_sizes: Sequence[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-class MlpTorso(nn.Module):
+class Torso(nn.Module):
+    """What a torso is to the rest of the model: observations [B, *obs_shape] -> features [B, width]."""
+
+    width: int
+
+
+class MlpTorso(Torso):
     """Observations of any shape, flattened (uint8 scaled to [0, 1]), through an MLP. ``width``: the output width."""
 
     def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], scale: float = 1.0) -> None:
@@ -57,7 +64,7 @@ class MlpTorso(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.reshape(obs.shape[0], self.obs_dim)
-        dtype = self.net[0].weight.dtype
+        dtype = cast(nn.Linear, self.net[0]).weight.dtype  # (nn.Sequential's items are typed as Modules)
         if x.dtype != dtype:  # uint8 observations; float32 observations for a float64 copy of the model (tests)
             x = x.to(dtype)
         if self.scale != 1.0:
@@ -65,7 +72,7 @@ class MlpTorso(nn.Module):
         return self.net(x)
 
 
-class CnnTorso(nn.Module):
+class CnnTorso(Torso):
     """Images [B, C, H, W] or [B, H, W, C] (or [B, H, W]: one channel), uint8 scaled to [0, 1] here, through convs
     and a ReLU layer of ``width``. 36 pixels or more on the short side: the Nature CNN (Mnih et al. 2015: 8x8/4,
     4x4/2, 3x3/1); smaller images (grids from about 3x3): two 3x3 convs (the second of stride 2) that keep the
@@ -89,7 +96,7 @@ class CnnTorso(nn.Module):
                 _init(layer, math.sqrt(2))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.to(self.fc[0].weight.dtype) * self.scale
+        x = obs.to(cast(nn.Linear, self.fc[0]).weight.dtype) * self.scale
         if self.add_channel:
             x = x.unsqueeze(1)
         elif self.channels_last:
@@ -110,7 +117,7 @@ def input_scale(observation_space: gym.spaces.Box, config: Config) -> float:
     return 1.0 / 255.0 if observation_space.dtype == np.uint8 and not config.normalize_obs else 1.0
 
 
-def make_torso(observation_space: gym.spaces.Box, config: Config) -> nn.Module:
+def make_torso(observation_space: gym.spaces.Box, config: Config) -> Torso:
     """The torso for an observation space (the one place that chooses it). Images: channels-last when the last
     dimension is smaller than the first ([84, 84, 4], [10, 12, 3]), channels-first otherwise ([4, 84, 84],
     [3, 10, 12])."""
@@ -126,8 +133,8 @@ class ActorCritic(nn.Module):
 
     def __init__(
         self,
-        torso: nn.Module,
-        critic_torso: nn.Module | None,
+        torso: Torso,
+        critic_torso: Torso | None,
         policy_head: nn.Module,
         lstm: int = 0,
     ) -> None:
@@ -177,6 +184,7 @@ class ActorCritic(nn.Module):
     def _core_step(
         self, features: torch.Tensor, value_features: torch.Tensor, state: State
     ) -> tuple[torch.Tensor, torch.Tensor, State]:
+        assert self.actor_core is not None, "a model with an LSTM core"
         h, c = self.actor_core(features, (state[0], state[1]))
         if self.critic_core is None:
             return h, h, (h, c)
@@ -218,7 +226,12 @@ class ActorCritic(nn.Module):
             value_outs.append(value_out)
             if t == T:
                 break
-            if final_obs is not None and truncated is not None and bool(truncated[t].any()):
+            if (
+                final_obs is not None
+                and final_values is not None
+                and truncated is not None
+                and bool(truncated[t].any())
+            ):
                 with torch.no_grad():  # the final observation continues the truncated episode's state
                     final_values[t] = self.forward(final_obs[t], tuple(s.detach() for s in state))[1]
             if bool(dones[t].any()):
@@ -249,9 +262,10 @@ def build_model(spec: EnvSpec, config: Config) -> tuple[ActorCritic, Distributio
     return model, dist
 
 
-def _init(layer: nn.Module, gain: float) -> nn.Module:
+def _init(layer: Layer, gain: float) -> Layer:
     nn.init.orthogonal_(layer.weight, gain)
-    nn.init.zeros_(layer.bias)
+    if layer.bias is not None:  # (every layer built here has one)
+        nn.init.zeros_(layer.bias)
     return layer
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -88,6 +88,20 @@ def merge_all(parts: list[Moments], shape: tuple[int, ...]) -> Moments:
     for part in parts:
         total = total.merge(part)
     return total
+
+
+class MomentsStore(Protocol):
+    """Where the workers' moments are kept, as an applier reads and writes them: ``SharedMoments`` (shared memory),
+    or a Ray worker's handle on the parameter server's (a3c.run.backends.ray.server.RemoteMoments)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    def read(self, row: int) -> Moments: ...
+
+    def publish(self, slot: int, moments: Moments) -> None: ...
+
+    def merged(self, skip: int | None = None) -> Moments: ...
 
 
 class SharedMoments:
@@ -187,7 +201,7 @@ class _Applier:
     """What ObsNormalizer and RewardScaler share: this worker's moments (own slot), what it has seen since the last
     sync, and the merged view (mean, std) it applies. Frozen: a fixed view, never updated (evaluation, loading)."""
 
-    def __init__(self, shared: SharedMoments | None, slot: int | None, shape: tuple[int, ...]) -> None:
+    def __init__(self, shared: MomentsStore | None, slot: int | None, shape: tuple[int, ...]) -> None:
         self.shared, self.slot, self.shape = shared, slot, shape
         self.frozen = shared is None
         self.nonfinite = 0  # samples left out of the statistics since the last pop_nonfinite
@@ -230,13 +244,15 @@ class _Applier:
 
     def sync(self) -> None:
         """Fold what this worker has seen into its slot, publish it, and refresh the merged view (once per update)."""
-        if self.frozen:
+        shared, slot = self.shared, self.slot
+        if shared is None:  # frozen
             return
+        assert slot is not None, "a live applier publishes into its own slot"
         if self._pending:
             self._own = self._own.merge(Moments.of(np.concatenate(self._pending)))
             self._pending.clear()
-            self.shared.publish(self.slot, self._own)
-        self._set_view(self.shared.merged(skip=self.slot).merge(self._own))
+            shared.publish(slot, self._own)
+        self._set_view(shared.merged(skip=slot).merge(self._own))
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The view this applier applies (for a frozen copy of it)."""
@@ -250,7 +266,7 @@ class _Applier:
 class ObsNormalizer(_Applier):
     """(obs - mean) / sqrt(var + eps), clipped to [-clip, clip], with the mean and var merged over all workers."""
 
-    def __init__(self, shared: SharedMoments, slot: int, clip: float) -> None:
+    def __init__(self, shared: MomentsStore, slot: int, clip: float) -> None:
         super().__init__(shared, slot, shared.shape)
         self.clip = clip
 
@@ -286,7 +302,7 @@ class RewardScaler(_Applier):
     (G <- gamma * G + reward, reset to 0 when its episode ends) and var(G) is merged over all workers. Rewards are
     scaled, not centred: subtracting a mean would change which policy is optimal."""
 
-    def __init__(self, shared: SharedMoments, slot: int, n_envs: int, gamma: float, clip: float) -> None:
+    def __init__(self, shared: MomentsStore, slot: int, n_envs: int, gamma: float, clip: float) -> None:
         if shared.shape != ():
             raise ValueError(f"reward statistics are scalar; got shape {shared.shape}")
         super().__init__(shared, slot, ())

@@ -325,7 +325,7 @@ def run_episodes(
         agent.reset(len(group))  # new episodes: a recurrent policy starts from its initial state
         while active.any():
             actions = agent.act_batch(obs, deterministic, rng)
-            for k in np.flatnonzero(active):
+            for k in np.flatnonzero(active).tolist():
                 o, reward, terminated, truncated, _ = envs[k].step(actions[k])
                 returns[first + k] += float(reward)
                 lengths[first + k] += 1

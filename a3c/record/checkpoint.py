@@ -110,7 +110,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 def rng_state() -> dict[str, Any]:
     """The main process's RNG states (torch, numpy's global, Python's), as types weights_only can load."""
-    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = np.random.get_state()  # legacy=True (the default): ("MT19937", keys, pos, has_gauss, cached_gaussian)
+    assert isinstance(state, tuple)
+    _, keys, pos, has_gauss, gauss = state
     version, internal, gauss_next = random.getstate()
     return {
         "torch": torch.get_rng_state(),

@@ -148,11 +148,13 @@ class Dashboard:
             self._check_solved(int(row["global_step"]), row["wall_time"])
 
     def _check_solved(self, step: int, wall_time: float) -> None:
+        mean = self.mean_return_100()
         if (
             self.solved_at_step is None
             and self.reward_threshold is not None
             and self.recent_returns.full()
-            and self.mean_return_100() >= self.reward_threshold
+            and mean is not None
+            and mean >= self.reward_threshold
         ):
             self.solved_at_step, self.solved_at_s = step, wall_time
 

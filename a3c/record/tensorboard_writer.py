@@ -22,6 +22,7 @@ from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
+from torch.utils.tensorboard.writer import FileWriter
 
 from a3c.record.episode_scalars import ALL
 from a3c.record.figures import png_size
@@ -119,7 +120,7 @@ class TensorBoardWriter:
         summary = Summary(value=[Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()])
         writer = self._writer(group)
         with writing(EVENT_FILES):  # (a failed write of the writer's thread is raised here, at its next event)
-            writer.file_writer.add_event(Event(wall_time=time.time(), step=step, summary=summary))
+            _file_writer(writer).add_event(Event(wall_time=time.time(), step=step, summary=summary))
         self._dirty.add(group)
 
     def flush(self) -> None:
@@ -138,7 +139,7 @@ class TensorBoardWriter:
             self._writer(rank)  # a writer of its own, so that the purge lands in that stream
         with writing(EVENT_FILES):
             for writer in (self.writer, *self.worker_writers.values()):
-                writer.file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+                _file_writer(writer).add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
 
     def _worker_streams_on_disk(self) -> list[int]:
         """The ranks with an event stream (workers/<rank>/) in the run directory."""
@@ -151,7 +152,7 @@ class TensorBoardWriter:
         height, width = png_size(png)
         image = Summary.Image(height=height, width=width, colorspace=4, encoded_image_string=png)
         with writing(EVENT_FILES):
-            self.writer.file_writer.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+            _file_writer(self.writer).add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
 
     def write_hparams(self, config: Mapping[str, Any], summary: Mapping[str, Any], step: int) -> None:
         """The resolved configuration with the final metrics (at global step ``step``), in the run's own event file
@@ -160,7 +161,7 @@ class TensorBoardWriter:
         experiment, start, end = hparams(hparam_values(config), {tag: 0.0 for tag in HPARAM_METRICS.values()})
         with writing(EVENT_FILES):
             for proto in (experiment, start, end):
-                self.writer.file_writer.add_summary(proto)
+                _file_writer(self.writer).add_summary(proto)
             for key, tag in HPARAM_METRICS.items():
                 if summary.get(key) is not None:
                     self.writer.add_scalar(tag, float(summary[key]), step)
@@ -183,6 +184,12 @@ class TensorBoardWriter:
         with writing(EVENT_FILES):
             writer.flush()
             writer.close()
+
+
+def _file_writer(writer: SummaryWriter) -> FileWriter:
+    """The writer's event file (SummaryWriter makes it in its constructor; torch types the attribute optional)."""
+    assert writer.file_writer is not None
+    return writer.file_writer
 
 
 def _quiet_event_writer_threads() -> Callable[[], None]:

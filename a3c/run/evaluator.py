@@ -106,10 +106,8 @@ class Evaluator:
     def evaluate(self, request: int) -> None:
         self.params.copy_(self.channel.params)
         norm = self.channel.norm_stats
-        self.agent.obs_transform, self.agent.value_scale = normalisation(
-            norm.get("obs_stats"), norm.get("reward_stats"), self.config
-        )
-        self.agent.obs_transform = self.agent.obs_transform or (lambda obs: obs)
+        transform, self.agent.value_scale = normalisation(norm.get("obs_stats"), norm.get("reward_stats"), self.config)
+        self.agent.obs_transform = transform or (lambda obs: obs)
         stats = run_episodes(self.agent, self.envs, self.seeds, deterministic=True, on_step=self._step_done)
         summary = stats.summary()
         self.channel.result.copy_(torch.tensor([summary[f] for f in RESULT_FIELDS], dtype=torch.float64))

@@ -143,9 +143,10 @@ class Trainer:
             self.supervisor.kill_all()
         if self.evaluation is not None:
             self.evaluation.kill_all()
-        if self.tensorboard is not None and getattr(self.tensorboard, "process", None) is not None:
+        process = self.tensorboard.process if self.tensorboard is not None else None
+        if process is not None:
             try:
-                self.tensorboard.process.kill()
+                process.kill()
             except OSError:
                 pass
 
@@ -172,6 +173,7 @@ class Trainer:
             run = RunDirectory.create(cfg)
             kept_episodes: list[dict[str, float]] = []
         else:
+            assert cfg.resume is not None, "a resume's checkpoint comes from --resume RUN_DIR"
             run = RunDirectory(Path(cfg.resume))
             run.checkpoints.mkdir(exist_ok=True)
             run.plots.mkdir(exist_ok=True)
@@ -195,11 +197,11 @@ class Trainer:
             shared, self.model, self.dist = create_shared_run(spec, cfg)
             coordinator = SharedMemoryCoordinator(shared)
         self.coordinator = coordinator
-        self.resumed_from_step = None
+        self.resumed_from_step: int | None = None
         self.restarts_before = 0
         if resume is not None:
             coordinator.restore(resume)
-            self.resumed_from_step = int(resume["global_step"])
+            self.resumed_from_step = resumed_from = int(resume["global_step"])
             self.restarts_before = int(resume["restarts"])
             set_rng_state(resume["rng"])
         launcher = self._launcher(coordinator, self.run_start)
@@ -229,7 +231,7 @@ class Trainer:
             if resume is not None:
                 # TensorBoard events from just past the checkpoint's step on are purged: they were written after
                 # the checkpoint, before a crash, and will be written again
-                dashboard.resume(kept_episodes, self.resumed_from_step + 1, self.restarts_before)
+                dashboard.resume(kept_episodes, resumed_from + 1, self.restarts_before)
             exit_code, reason = self._supervise(dashboard, supervisor, signals)
         except RunDirWriteError as err:  # a file of the run directory could not be written (see the module docstring)
             failures.add(err)
@@ -398,13 +400,15 @@ class Trainer:
         """A checkpoint: the backend's snapshot and what the main process knows (restarts, config, spaces, RNG)."""
         # the snapshot's per-rank vectors may cover ranks this session does not run (a3c.run.backends: snapshot): none
         # of their incarnations was used in this session
+        supervisor = self.supervisor
+        assert supervisor is not None, "checkpoints are taken once the workers are supervised"
         incarnations = np.zeros(len(snapshot["episodes_written"]), dtype=np.int64)
-        incarnations[: self.workers] = self.supervisor.incarnations()
+        incarnations[: self.workers] = supervisor.incarnations()
         return {
             **snapshot,
             "incarnations": torch.from_numpy(incarnations),
             "wall_time_s": time.time() - self.run_start,  # the run's wall time so far, what a resume goes on from
-            "restarts": self.restarts_before + self.supervisor.restarts,
+            "restarts": self.restarts_before + supervisor.restarts,
             "session": self.session,
             "obs_dim": self.spec.obs_dim,
             "n_actions": self.dist.param_dim,

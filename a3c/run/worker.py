@@ -253,7 +253,8 @@ class Worker:
             # the per-env loop only steps and collects; the bookkeeping below is one numpy operation per step for all
             # K envs (a numpy scalar write costs as much as a small vector one)
             for k, (env, action) in enumerate(zip(self.envs, self.dist.env_actions(actions), strict=True)):
-                obs, step_rewards[k], step_terms[k], step_truncs[k], info = env.step(action)
+                obs, reward, step_terms[k], step_truncs[k], info = env.step(action)
+                step_rewards[k] = float(reward)
                 if step_terms[k] or step_truncs[k]:
                     ended.append((k, obs, info))
                     obs, _ = env.reset()

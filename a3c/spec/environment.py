@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -139,14 +139,15 @@ def space_from_data(data: dict[str, Any]) -> gym.Space:
         shape = tuple(int(d) for d in data["shape"])
         # a bound stored as one number is that number everywhere
         low, high = (np.broadcast_to(np.asarray(data[k], dtype=dtype), shape).copy() for k in ("low", "high"))
-        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)  # type: ignore[arg-type]
+        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
     if kind == "Discrete":
         # dtype only where it is not the default: gymnasium before 1.1 has no such argument
-        extra = {} if dtype == np.int64 else {"dtype": dtype}
-        return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]), **extra)
+        if dtype == np.int64:
+            return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]))
+        return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]), dtype=dtype)
     if kind == "MultiDiscrete":
         nvec, start = np.asarray(data["nvec"], dtype=dtype), np.asarray(data["start"], dtype=dtype)
-        return gym.spaces.MultiDiscrete(nvec, dtype=dtype, start=start)  # type: ignore[arg-type]
+        return gym.spaces.MultiDiscrete(nvec, dtype=dtype, start=start)
     raise ValueError(f"unknown space type {kind!r}")
 
 
@@ -279,10 +280,14 @@ class LifeLossTerminal(gym.Wrapper):
         super().__init__(env)
         self.lives, self.game_over, self.last_obs = 0, True, None
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def _lives(self) -> int:
+        atari: Any = self.env.unwrapped  # ale_py's AtariEnv (typed as a plain Env here): ``ale`` is its emulator
+        return int(atari.ale.lives())
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over, self.last_obs = terminated or truncated, obs
-        lives = self.env.unwrapped.ale.lives()
+        lives = self._lives()
         if 0 < lives < self.lives and not self.game_over:
             terminated, info = True, {**info, LIFE_LOST: True}
         self.lives = lives
@@ -291,7 +296,7 @@ class LifeLossTerminal(gym.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         if self.game_over or self.last_obs is None:
             obs, info = self.env.reset(**kwargs)
-            self.lives, self.game_over = self.env.unwrapped.ale.lives(), False
+            self.lives, self.game_over = self._lives(), False
             return obs, info
         return self.last_obs, {}
 

@@ -24,11 +24,20 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from a3c.learn.running_stats import MomentsStore
 from a3c.record.rows import EpisodeSource
 
 
 class WorkerChannel(Protocol):
     rank: int
+
+    @property
+    def obs_stats(self) -> MomentsStore | None:
+        """--normalize-obs: the shared observation statistics (a3c.learn.running_stats), else None."""
+
+    @property
+    def reward_stats(self) -> MomentsStore | None:
+        """--normalize-reward: the shared statistics of the discounted return, else None."""
 
     def pull(self, dest: torch.Tensor) -> int:
         """Copy the global parameters into ``dest``; return their version (the global update count then)."""

@@ -84,7 +84,8 @@ class RayBackend:
                 stats_shapes,
                 shared_memory_node=here if config.ray_same_node == "shared-memory" else None,
             )
-            names = ray.get(server.shared_memory_names.remote(), timeout=CALL_TIMEOUT_S)
+            # (Ray's types give an actor handle's methods the plain methods' types; at run time they have .remote)
+            names = ray.get(server.shared_memory_names.remote(), timeout=CALL_TIMEOUT_S)  # type: ignore[attr-defined]
             reaper.add(names)
         except GetTimeoutError:
             _close_reaper(reaper)

@@ -109,6 +109,7 @@ class RayChannel:
         # the weights came with the newest push reply (or are fetched once, at the start)
         if self._weights is None:
             self._set_weights(*ray.get(self.server.weights.remote()))
+        assert self._weights is not None
         with torch.no_grad():
             dest.copy_(self._weights)
         return self._version

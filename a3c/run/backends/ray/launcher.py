@@ -54,7 +54,7 @@ class RayCoordinator:
 
     def drain(self) -> list[Episode]:
         episodes, *state = self._call(self.server.tick)
-        self._set_state(tuple(state))  # type: ignore[arg-type]
+        self._set_state(tuple(state))
         for ep in episodes:
             ep.values = np.array(ep.values)  # writable (the dashboard stamps them); Ray's arrays are read-only
         return episodes
@@ -127,8 +127,9 @@ class RayLauncher:
             num_cpus=self.cpus, scheduling_strategy="SPREAD", name=None, max_restarts=0
         ).remote()
         self.actors[rank] = actor
-        self._placing[rank] = actor.placement.remote()  # runs before run(): an actor runs its calls in order
-        self.refs[rank] = actor.run.remote(*self.args_for(rank), incarnation)
+        # (Ray's types give an actor handle's methods the plain methods' types; at run time they have .remote)
+        self._placing[rank] = actor.placement.remote()  # type: ignore[attr-defined]  # runs before run(): in order
+        self.refs[rank] = actor.run.remote(*self.args_for(rank), incarnation)  # type: ignore[attr-defined]
         self.codes[rank], self.tracebacks[rank] = None, None
         self.nodes.pop(rank, None)
         self.actor_pids.pop(rank, None)

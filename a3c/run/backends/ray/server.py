@@ -37,10 +37,12 @@ class ParameterServer:
         torch.multiprocessing.set_sharing_strategy("file_system")
         # gradients arrive as read-only numpy arrays (Ray's zero-copy objects); the optimizer only reads them
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        assert isinstance(config.workers, int), "resolve --workers auto first"
         run, _, _ = create_shared_run(spec, config)
         self.coordinator = SharedMemoryCoordinator(run)
         self.channels = [self.coordinator.channel(rank) for rank in range(config.workers)]
-        self.moments = {"obs_stats": run.obs_stats, "reward_stats": run.reward_stats}
+        stats = {"obs_stats": run.obs_stats, "reward_stats": run.reward_stats}
+        self.moments = {key: moments for key, moments in stats.items() if moments is not None}
 
     def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()

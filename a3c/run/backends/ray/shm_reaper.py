@@ -32,7 +32,8 @@ class ShmReaper:
     """The driver's handle on its reaper process."""
 
     def __init__(self, process: subprocess.Popen) -> None:
-        self.process = process
+        assert process.stdin is not None, "started with stdin=PIPE"
+        self.process, self.stdin = process, process.stdin
 
     @classmethod
     def start(cls) -> ShmReaper:
@@ -57,7 +58,7 @@ class ShmReaper:
         """The names are gone (the driver removed them): let the reaper exit, and wait for it (no zombie left)."""
         self._send(DONE)
         try:
-            self.process.stdin.close()  # type: ignore[union-attr]
+            self.stdin.close()
         except OSError:
             pass
         try:
@@ -68,8 +69,8 @@ class ShmReaper:
 
     def _send(self, data: bytes) -> None:
         try:
-            self.process.stdin.write(data)  # type: ignore[union-attr]
-            self.process.stdin.flush()  # type: ignore[union-attr]
+            self.stdin.write(data)
+            self.stdin.flush()
         except (BrokenPipeError, ValueError):  # the reaper is gone (or closed): nothing to tell it
             pass
 
