@@ -89,8 +89,9 @@ def test_the_trainer_takes_a_resolved_run_only():
 
 
 def test_a_resume_reads_its_checkpoint_once_and_runs_the_checks_once(tmp_path, monkeypatch):
-    """Before: python -m a3c.train --resume read checkpoints/latest.pt twice (the CLI, then the Trainer) and ran
-    preflight twice for a3c.train's Trainer; now the resolve step reads and checks it once and the Trainer takes it."""
+    """Before: --resume read checkpoints/latest.pt twice (the command line or a3c.train's make_config, then the
+    Trainer, which also checked it); now the resolve step reads it, checks it and runs preflight once each, and the
+    Trainer takes what it found."""
     small = dict(backend="serial", workers=1, envs_per_worker=2, eval_every=0, checkpoint_every_s=0)
     first = a3c.train(**small, total_steps=200, run_dir=str(tmp_path / "run"))
     import a3c.record.resume as resume_module
