@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from a3c.spec.config import seed_check
 from a3c.spec.errors import UserError, run_cli
 
 VIDEO_EXTRA = "pip install 'a3c[video]'  (or: pip install moviepy)"
@@ -81,8 +82,10 @@ def evaluate(
     """Play ``episodes`` episodes with the agent of ``path`` (a3c.load) and return the result as a dict."""
     if episodes is not None and episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {episodes})")
-    if seed is not None and seed < 0:  # numpy's SeedSequence, which the episodes' seeds come from, takes none
-        raise UserError(f"--seed must be an integer >= 0 (got {seed})")
+    if seed is not None:  # the episodes' seeds come from it as a run's do
+        ok, problem = seed_check(seed)
+        if not ok:
+            raise UserError(problem)
     if video is not None:
         check_video_extra()
     from gymnasium.error import DependencyNotInstalled

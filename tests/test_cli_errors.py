@@ -243,7 +243,8 @@ def _checkpointed_run(tmp_path, **changes):
         (
             {"spaces": {"observation_space": "Box(-1.0, 1.0, (6,), float32)", "action_space": "Discrete(3)"}},
             [],
-            "was trained on Box(-1.0, 1.0, (6,), float32) observations and Discrete(3) actions, but the env now has",
+            "was trained on Box(-1.0, 1.0, (6,), float32) observations and Discrete(3) actions, but env "
+            "'CartPole-v1' now has",
         ),
         ({"global_step": 1000}, [], "already at step 1,000, not below --total-steps 1,000"),
         ({}, ["--total-steps", "400"], "give a larger --total-steps"),

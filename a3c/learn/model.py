@@ -110,10 +110,14 @@ def is_image(space: gym.spaces.Box) -> bool:
 
 
 def input_scale(observation_space: gym.spaces.Box, config: Config) -> float:
-    """What the torso multiplies its input by, decided from what it is fed: raw uint8 observations (pixels in
+    """What the torso multiplies its input by: ``config.input_scale`` where set (a model rebuilt from a checkpoint
+    keeps the scale it was trained with), else decided from what it is fed: raw uint8 observations (pixels in
     0..255) are scaled by 1/255 inside the model; with --normalize-obs the worker, the evaluator and a loaded agent
     feed it observations already normalised to about mean 0, std 1 (float32), and a second 1/255 would make the first
-    layer's inputs ~255x too small."""
+    layer's inputs ~255x too small. (An a3c before this rule applied 1/255 to uint8 observations with --normalize-obs
+    too: a3c.record.checkpoint.saved_input_scale gives its checkpoints that scale back.)"""
+    if config.input_scale is not None:
+        return float(config.input_scale)
     return 1.0 / 255.0 if observation_space.dtype == np.uint8 and not config.normalize_obs else 1.0
 
 

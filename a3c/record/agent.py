@@ -9,9 +9,9 @@ the checkpoint as plain data (no env is made, no module imported) and the run's 
 
 Observation normalisation and reward scaling have one place here: an Agent applies ``obs_transform`` to every
 observation before the network, and multiplies the critic's output by ``value_scale`` to undo --normalize-reward's
-scaling (values in the rewards the loss saw: the env's own, or Atari's sign-clipped ones).
-``_normalisation(payload)`` builds both from a checkpoint's running statistics (--normalize-obs, --normalize-reward);
-a run without them gives the identity and 1.0.
+scaling (values in the rewards the loss saw: the env's own, or Atari's sign-clipped ones). ``_normalisation(payload)``
+builds both from a checkpoint's running statistics (--normalize-obs, --normalize-reward); a run without them gives
+the identity and 1.0.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 from a3c.learn.distributions import Distribution
 from a3c.learn.model import ActorCritic, build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
-from a3c.record.checkpoint import ADDED_SETTINGS, BEST, LATEST, load_checkpoint
+from a3c.record.checkpoint import BEST, LATEST, check_trained_spaces, load_checkpoint, saved_settings
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
@@ -195,7 +195,7 @@ def agent_from_payload(
     if not isinstance(payload.get("model"), torch.Tensor) or not isinstance(payload.get("config"), dict):
         raise UserError(f"checkpoint {source} has no model or config (not written by a3c.train); use one that is")
     try:
-        config = Config.from_dict({**ADDED_SETTINGS, **payload["config"]})
+        config = Config.from_dict(saved_settings(payload))  # (the model's input scale included)
     except TypeError as err:
         raise UserError(f"the checkpoint {source}'s config does not fit this a3c ({err}); use a newer a3c") from None
     spec = checkpoint_spec(payload, config, source, may_make_env)
@@ -241,25 +241,16 @@ def checkpoint_spec(payload: dict[str, Any], config: Config, source: Path | str,
         )
     spec = describe_env(config.env, config.env_kwargs)
     saved = payload.get("spaces")
-    if isinstance(saved, dict) and saved != spec.describe():
-        raise UserError(
-            f"{source} was trained on {saved.get('observation_space')} observations and {saved.get('action_space')} "
-            f"actions, but env {config.env!r} now has {spec.observation_space} and {spec.action_space}; load it "
-            "where the env is the one it was trained on"
-        )
+    if isinstance(saved, dict):
+        check_trained_spaces(saved, spec, source, "load it where the env is the one it was trained on")
     return spec
 
 
 def check_env_fits(agent: Agent, env: gym.Env) -> None:
     """UserError when an env made for ``agent`` (``python -m a3c.evaluate``) has other spaces than the ones the
     agent was trained on (the env's code changed since)."""
-    now = spec_of(env, agent.config.env)
-    if now.describe() != agent.spec.describe():
-        raise UserError(
-            f"{agent.path} was trained on {agent.observation_space} observations and {agent.action_space} actions, "
-            f"but env {agent.config.env!r} now has {now.observation_space} and {now.action_space}; evaluate it "
-            "where the env is the one it was trained on"
-        )
+    fix = "evaluate it where the env is the one it was trained on"
+    check_trained_spaces(agent.spec.describe(), spec_of(env, agent.config.env), str(agent.path), fix)
 
 
 def load(path: str | Path, best: bool = False, seed: int | None = None) -> Agent:

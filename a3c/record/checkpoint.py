@@ -1,17 +1,22 @@
-"""Checkpoints: the file (what it holds, written atomically, read safely), the main process's RNG state in it, and
-when checkpoints are written and which are kept. Going on from one (--resume) is a3c/record/resume.py.
+"""Checkpoints: the file (what it holds, written atomically, read safely), what a checkpoint of an earlier a3c lacks
+and what that a3c did instead, the check of a checkpoint's spaces against the env as made now, the main process's
+RNG state in it, and when checkpoints are written and which are kept. Going on from one (--resume) is
+a3c/record/resume.py.
 
-Writing: atomic (temp file, fsync, rename, fsync of the directory): a reader, or a run resumed after a crash, sees the
-old checkpoint or the new one, never half of one. Reading: ``torch.load(weights_only=True)``, which unpickles tensors
-and plain containers only, so a checkpoint cannot run code when loaded (a pickle that would call ``open`` or
-``os.system`` is refused); every other way a file can be wrong becomes a UserError naming the file and the fix.
+Writing: atomic (a3c.record.files.atomic_write: temp file, fsync, rename, fsync of the directory): a reader, or a run
+resumed after a crash, sees the old checkpoint or the new one, never half of one. Reading: ``torch.load(weights_only=
+True)``, which unpickles tensors and plain containers only, so a checkpoint cannot run code when loaded (a pickle that
+would call ``open`` or ``os.system`` is refused); every other way a file can be wrong becomes a UserError naming the
+file and the fix.
 
 A checkpoint holds (see ``REQUIRED``): the global parameters, the optimizer state (its step counts included), the
 global step and each worker's step and episode counters, each worker's cumulative stats, the restarts and worker
 incarnations so far (the per-rank vectors cover every rank the run has had, not only the last session's), the run's
 wall time so far (``wall_time_s``: the next session's wall time goes on from it), the main process's RNG states, the
 env's sizes, its description as plain data (``env_spec``: what ``a3c.load`` builds the agent from without making the
-env) and the config.
+env), the model's input scale (``input_scale``: what it multiplies observations by) and the config. What a checkpoint
+of an earlier a3c lacks is filled with what that a3c did (``saved_settings``: ``ADDED_SETTINGS``, the input scale;
+a3c.record.resume's ``load_resume``: the episode counters of ranks it forgot; ``elapsed_wall_time``).
 
 Schedule and retention (``CheckpointSchedule``): a checkpoint (step-N.pt and latest.pt) is due every
 ``--checkpoint-every`` steps or every ``--checkpoint-every-s`` seconds, whichever comes first (0 turns either off;
@@ -22,7 +27,7 @@ workers, minutes of Atari); steps suit a reproducible schedule. After each write
 
 from __future__ import annotations
 
-import os
+import math
 import pickle
 import random
 import re
@@ -35,7 +40,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from a3c.learn.model import input_scale
+from a3c.record.files import atomic_write
 from a3c.spec.config import Config
+from a3c.spec.environment import EnvSpec, space_from_data
 from a3c.spec.errors import UserError
 
 FORMAT = 1
@@ -59,27 +67,20 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
 }
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
 ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_obs": False, "normalize_reward": False}
+# the payload entry that records what the model multiplies its observations by (a3c.learn.model.input_scale): stamped by
+# save_checkpoint, read back by saved_input_scale (a checkpoint without it gets the scale its a3c used)
+INPUT_SCALE = "input_scale"
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Write ``payload`` at ``path`` atomically. A write that fails (a full disk) raises OSError, leaving the previous
-    file in place and no temporary file behind (its space given back)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **payload}, f)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:  # whatever stopped the write: the half-written file goes
-        tmp.unlink(missing_ok=True)
-        raise
-    os.replace(tmp, path)  # readers see the old file or the new one, never half of one
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    """Write ``payload`` at ``path`` atomically, with the format and, for a trainer's payload (its ``env_spec`` and
+    ``config``), the model's input scale (``input_scale``, unless the payload has it: ``model_input_scale``). A write
+    that fails (a full disk) raises OSError, leaving the previous file in place and no temporary file behind (its
+    space given back)."""
+    payload = {"format": FORMAT, **payload}
+    if INPUT_SCALE not in payload and (scale := model_input_scale(payload)) is not None:
+        payload[INPUT_SCALE] = scale
+    atomic_write(path, lambda f: torch.save(payload, f), binary=True)  # (fsync of the file and of the directory)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -106,6 +107,70 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"checkpoint {path} is not an a3c checkpoint of format {FORMAT}; use one written by this a3c")
     return payload
+
+
+def model_input_scale(payload: dict[str, Any]) -> float | None:
+    """What the model of a checkpoint the trainer assembles multiplies its observations by: a3c.learn.model.input_scale
+    of the payload's observation space (``env_spec``) and ``config``, as build_model chose it (a resumed run's config
+    carries its checkpoint's scale). None for a payload without them (not a trainer's)."""
+    try:
+        space = space_from_data(payload["env_spec"]["observation_space"])
+        config = Config.from_dict(payload["config"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return input_scale(space, config)  # type: ignore[arg-type]  # an EnvSpec's observation space is a Box
+
+
+def saved_input_scale(payload: dict[str, Any]) -> float | None:
+    """What the model of the checkpoint ``payload`` multiplies its observations by: its ``input_scale`` entry (or
+    its config's). A checkpoint written before either: the scale its a3c gave every model, 1/255 for uint8
+    observations (with --normalize-obs too: such a model was trained on normalised observations x 1/255, and must
+    go on seeing them so) and 1 for others; None where it does not say its observations' dtype (it predates
+    --normalize-obs, and today's rule gives it the same scale)."""
+    saved = payload.get(INPUT_SCALE, payload["config"].get(INPUT_SCALE))
+    if saved is not None:
+        if isinstance(saved, bool) or not isinstance(saved, (int, float)) or not 0.0 < saved < math.inf:
+            raise UserError(
+                f"the checkpoint's input_scale entry {saved!r} is not a positive number (corrupt); use another one"
+            )
+        return float(saved)
+    uint8 = _uint8_observations(payload)
+    return None if uint8 is None else (1.0 / 255.0 if uint8 else 1.0)
+
+
+def _uint8_observations(payload: dict[str, Any]) -> bool | None:
+    """Whether the checkpoint's observations are uint8: from its env description (``env_spec``), else from the
+    spaces' repr (``spaces``, stored by every a3c that had --normalize-obs: gymnasium's ``Box(low, high, shape,
+    dtype)``); None when it has neither."""
+    env_spec = payload.get("env_spec")
+    if isinstance(env_spec, dict) and isinstance(env_spec.get("observation_space"), dict):
+        try:
+            return np.dtype(str(env_spec["observation_space"]["dtype"])) == np.uint8
+        except (KeyError, TypeError):
+            pass
+    spaces = payload.get("spaces")
+    if isinstance(spaces, dict) and isinstance(spaces.get("observation_space"), str):
+        return spaces["observation_space"].replace(" ", "").endswith(",uint8)")
+    return None
+
+
+def saved_settings(payload: dict[str, Any]) -> dict[str, Any]:
+    """The settings the checkpoint's model was trained with, for Config.from_dict: its config, completed for a
+    checkpoint written before a setting existed (``ADDED_SETTINGS``; its input scale: ``saved_input_scale``). What
+    every rebuild of a model from a checkpoint starts from (--resume, a3c.load, python -m a3c.evaluate)."""
+    return {**ADDED_SETTINGS, **payload["config"], INPUT_SCALE: saved_input_scale(payload)}
+
+
+def check_trained_spaces(trained: dict[str, Any], now: EnvSpec, source: Path | str, fix: str) -> None:
+    """UserError when the env as made now (``now``) has other spaces than those the checkpoint ``source`` was
+    trained on (``trained``: their EnvSpec.describe(), as the checkpoint stored it): the env's code changed since.
+    ``fix``: what to do about it (resume with the env it was trained on, ...)."""
+    if trained != now.describe():
+        raise UserError(
+            f"{source} was trained on {trained.get('observation_space')} observations and "
+            f"{trained.get('action_space')} actions, but env {now.env_id!r} now has {now.observation_space} and "
+            f"{now.action_space}; {fix}"
+        )
 
 
 def rng_state() -> dict[str, Any]:

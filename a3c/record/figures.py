@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
+from a3c.record.files import atomic_write
+
 MAX_POINTS = 4000  # per line; more points than pixels only cost time
 HISTORY_CAPACITY = 1024  # bucket means kept per line during a run (a panel is ~400 px wide)
 
@@ -238,13 +240,12 @@ def png_size(png: bytes) -> tuple[int, int]:
 
 
 def write_bytes_atomic(data: bytes, path: Path) -> Path:
-    """Write ``data`` to ``path`` through a temporary file and a rename: readers never see a half-written image."""
+    """Write ``data`` to ``path`` (its folder made if need be) atomically (a3c.record.files.atomic_write): readers never
+    see a half-written image, and a failed write leaves no temporary file behind. Not synced to disk: the figure is
+    redrawn every 30 s, and drawn again from episodes.csv by ``python -m a3c.plot``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp" + path.suffix)
-    tmp.write_bytes(data)
-    tmp.replace(path)
-    return path
+    return atomic_write(path, lambda f: f.write(data), binary=True, durable=False)
 
 
 def save_figure(fig: Figure, path: Path) -> Path:

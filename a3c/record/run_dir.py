@@ -17,8 +17,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from a3c.record.files import atomic_write
 from a3c.record.rows import FIELDS, Episode
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
@@ -43,12 +44,23 @@ class RunDirWriteError(Exception):
     def line(self, run_dir: Path | str, resumable: bool) -> str:
         """The run's last line: what failed, and the fix (``resumable``: the run has a checkpoint to go on from)."""
         reason = self.error.strerror or str(self.error)
-        then = f"--resume {run_dir}" if resumable else "start the run again (it has no checkpoint to resume from)"
+        if resumable:
+            then = f"--resume {run_dir}"
+        else:  # a new run starts only in a missing or empty directory (check_new_run_dir, below)
+            again = "start the run again (it has no checkpoint to resume from)"
+            then = f"remove {run_dir} (or give another --run-dir) and {again}" if _holds_files(run_dir) else again
         if self.disk_full:
             problem = f"the disk of {run_dir} is full ({reason}) while writing {self.what}; free space"
         else:
             problem = f"cannot write {self.what} in {run_dir} ({reason}); make it writable again"
         return f"a3c: error: {problem}, then {then}"
+
+
+def _holds_files(path: Path | str) -> bool:
+    try:
+        return any(Path(path).iterdir())
+    except OSError:  # (gone, or not a directory)
+        return False
 
 
 @contextmanager
@@ -74,19 +86,14 @@ def default_run_dir(config: Config, now: float | None = None) -> Path:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """``data`` as JSON at ``path``, through a temporary file and a rename (a failed write leaves no temporary file
+    """``data`` as JSON at ``path``, atomically (a3c.record.files.atomic_write: a failed write leaves no temporary file
     behind, and the previous file in place)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=False)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    def write(f: IO[str]) -> None:
+        json.dump(data, f, indent=2, sort_keys=False)
+        f.write("\n")
+
+    atomic_write(path, write)
 
 
 def round_return(value: float | None) -> float | None:
@@ -138,6 +145,7 @@ class RunDirectory:
         self.summary_json = self.path / "summary.json"
         self.checkpoints = self.path / "checkpoints"
         self.plots = self.path / "plots"
+        self.made: list[Path] = []  # the directories ``create`` made, parents first
 
     @classmethod
     def create(cls, config: Config) -> RunDirectory:
@@ -146,21 +154,41 @@ class RunDirectory:
         check_new_run_dir(path)
         run = cls(path)
         try:
-            path.mkdir(parents=True, exist_ok=True)
-            run.checkpoints.mkdir(exist_ok=True)
-            run.plots.mkdir(exist_ok=True)
+            for folder in (*reversed(path.parents), path, run.checkpoints, run.plots):
+                if not folder.exists():
+                    try:
+                        folder.mkdir()
+                    except FileExistsError:  # (made meanwhile by someone else: not this start's)
+                        continue
+                    run.made.append(folder)
         except OSError as err:
+            run.remove_made()
             raise UserError(f"cannot create --run-dir {path}: {err.strerror}; choose a writable path") from None
         return run
 
+    def remove_made(self) -> None:
+        """Remove the directories ``create`` made, those still empty (a start that failed before the run began:
+        the directory is as it was, so that starting again is not refused as "not empty")."""
+        for folder in reversed(self.made):
+            try:
+                folder.rmdir()
+            except OSError:  # holds something now (not this start's), or already gone
+                pass
+        self.made.clear()
+
     def write_config(self, config: Config) -> None:
         """config.json: every setting as resolved: this directory, the start method, the worker count (with how
-        --workers auto chose it, in ``workers_auto``)."""
+        --workers auto chose it, in ``workers_auto``). The first file of a new run: when it cannot be written, the
+        run does not start, and the directories ``create`` made go again (``remove_made``)."""
         data = config.to_dict()
         data["run_dir"] = str(self.path)
         data["start_method"] = config.resolved_start_method()
-        with writing(self.config_json.name):
-            write_json_atomic(self.config_json, data)
+        try:
+            with writing(self.config_json.name):
+                write_json_atomic(self.config_json, data)
+        except RunDirWriteError:
+            self.remove_made()
+            raise
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         with writing(self.summary_json.name):

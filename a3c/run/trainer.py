@@ -32,6 +32,7 @@ import torch
 import torch.multiprocessing as mp
 from tqdm import tqdm
 
+from a3c.learn.optim import scheduled_lr
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
 from a3c.record.resume import elapsed_wall_time, trim_episode_log
@@ -46,6 +47,7 @@ from a3c.run.evaluator import EvalChannel, Evaluator, evaluator_main
 from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.supervisor import Supervisor
 from a3c.run.worker import Worker, worker_main
+from a3c.spec.config import Config
 from a3c.spec.seeding import WorkerSeeds
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
@@ -116,6 +118,21 @@ class _WriteFailures:
         if self.later:
             print(f"a3c: not written at the end either: {', '.join(self.later)}", file=sys.stderr)
         print(self.first.line(run.path, resumable=(run.checkpoints / LATEST).is_file()), file=sys.stderr)
+
+
+def lr_schedule_note(config: Config, previous_total: int, step: int) -> str | None:
+    """The line a resume prints when it moves a linear lr schedule's end: the schedule is a function of the run's global
+    step and its --total-steps (a3c.learn.optim.scheduled_lr), so resumed with the same total it goes on exactly as if
+    the run had never stopped, and with another total the lr becomes what a run planned with that total has at this step
+    (it jumps, then reaches 0 at the new end). None when nothing moves."""
+    if config.lr_schedule != "linear" or previous_total == config.total_steps:
+        return None
+    before = scheduled_lr(config.lr, "linear", step / previous_total)
+    after = scheduled_lr(config.lr, "linear", step / config.total_steps)
+    return (
+        f"a3c: --lr-schedule linear now ends at --total-steps {config.total_steps:,} (was {previous_total:,}): "
+        f"the lr at step {step:,} goes from {before:.3g} to {after:.3g}, down to 0 at the new end"
+    )
 
 
 class Trainer:
@@ -218,7 +235,16 @@ class Trainer:
             if resume is None:
                 print(f"a3c: run directory {run.path}", file=sys.stderr)
             else:
-                print(f"a3c: resuming {run.path} at step {self.resumed_from_step:,}", file=sys.stderr)
+                print(
+                    f"a3c: resuming {run.path} at step {self.resumed_from_step:,} with {self.workers} worker"
+                    f"{'s' if self.workers != 1 else ''}",
+                    file=sys.stderr,
+                )
+                note = lr_schedule_note(
+                    cfg, int(resume["config"].get("total_steps", cfg.total_steps)), step=resume["global_step"]
+                )
+                if note is not None:
+                    print(note, file=sys.stderr)
             dashboard = Dashboard(
                 run,
                 coordinator,

@@ -19,6 +19,12 @@ RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
 RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")
 
 
+def seed_check(seed: Any) -> tuple[bool, str]:
+    """The rule for a root seed (--seed of a3c.train, Config.validate, and of python -m a3c.evaluate) and its
+    message: numpy's SeedSequence, which every random stream of a run comes from, takes no negative seeds."""
+    return isinstance(seed, int) and seed >= 0, f"--seed must be an integer >= 0 (got {seed!r})"
+
+
 def workers_arg(text: str) -> int | str:
     """--workers: 'auto' or a positive integer (the range is checked by Config.validate)."""
     if text == "auto":
@@ -188,6 +194,9 @@ class Config:
     )
     # not a flag: set by --workers auto (a3c/run/workers_auto.py), the measurement and the reason for the count chosen
     workers_auto: dict[str, Any] | None = flag(None, help="", internal=True)
+    # not a flag: what the model multiplies its observations by (a3c.learn.model.input_scale); None: chosen from the
+    # observation space. A resumed run or a loaded agent takes its checkpoint's (a3c.record.checkpoint.saved_settings)
+    input_scale: float | None = flag(None, help="", internal=True)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -221,10 +230,7 @@ class Config:
             ),
             (self.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {self.envs_per_worker})"),
             (self.total_steps >= 1, f"--total-steps must be at least 1 (got {self.total_steps})"),
-            (
-                isinstance(self.seed, int) and self.seed >= 0,  # numpy's SeedSequence takes no negative seeds
-                f"--seed must be an integer >= 0 (got {self.seed!r})",
-            ),
+            seed_check(self.seed),
             (self.n_steps >= 1, f"--n-steps must be at least 1 (got {self.n_steps})"),
             (0.0 < self.gamma <= 1.0, f"--gamma must be in (0, 1] (got {self.gamma})"),
             (0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1] (got {self.gae_lambda})"),

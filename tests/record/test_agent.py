@@ -16,7 +16,7 @@ from a3c.learn.model import build_model, flatten_parameters
 from a3c.record.agent import Agent, eval_seeds, make_eval_envs, run_episodes
 from a3c.record.checkpoint import save_checkpoint
 from a3c.spec.config import Config
-from a3c.spec.environment import describe_env
+from a3c.spec.environment import EnvSpec, describe_env
 
 
 def _checkpoint(run_dir, seed=0, name="latest.pt", **extra):
@@ -270,3 +270,50 @@ def test_evaluate_refuses_an_env_whose_spaces_changed(payload_run):
     write_module("AcrobotEnv")
     with pytest.raises(ValueError, match=r"was trained on Box.* but env 'a3c_test_payload:Payload-v0' now has Box"):
         evaluate(run_dir, episodes=1)
+
+
+IMAGE = gym.spaces.Box(0, 255, (10, 12, 3), np.uint8)
+
+
+def _image_payload(normalize_obs: bool, old: bool = False) -> dict:
+    """A checkpoint's payload for a model of 10x12 RGB frames (env_spec: no env is made). ``old``: as an a3c before
+    the model's input scale was recorded wrote it (no input_scale in the payload or its config)."""
+    config = Config(env="Img-v0", normalize_obs=normalize_obs)
+    spec = EnvSpec("Img-v0", IMAGE, gym.spaces.Discrete(4), None, None)
+    torch.manual_seed(0)
+    model, _ = build_model(spec, config)
+    params, _ = flatten_parameters(model)
+    payload = {"model": params.clone(), "config": config.to_dict(), "env_spec": spec.to_data(), "global_step": 7}
+    payload["spaces"] = spec.describe()
+    if old:
+        payload["config"].pop("input_scale", None)
+    return payload
+
+
+def test_an_old_checkpoint_of_normalised_uint8_frames_loads_with_the_input_scale_it_was_trained_with(tmp_path):
+    """Bug (review of issue 22): an a3c before the 1/255 fix trained --normalize-obs on uint8 frames with both
+    scalings (normalised input x 1/255); a3c.load (and evaluate, through agent_from_payload) rebuilt it with scale 1,
+    so its first conv saw inputs 255x larger than in training. A checkpoint without the recorded input scale is
+    rebuilt with the one its a3c used (1/255 for uint8 observations); a new one records its own (1 here)."""
+    old_path = tmp_path / "old.pt"
+    torch.save({"format": 1, **_image_payload(normalize_obs=True, old=True)}, old_path)  # (not stamped: old a3c)
+    old = a3c.load(old_path)
+    assert old.model.actor.scale == pytest.approx(1 / 255) and old.config.input_scale == pytest.approx(1 / 255)
+    # what the loaded model computes is what training's did: the normalised observation, times 1/255
+    reference, _ = build_model(old.spec, Config(env="Img-v0", normalize_obs=False))  # (scale 1/255 from the rule)
+    flatten_parameters(reference)[0].copy_(torch.load(old_path, weights_only=True)["model"])
+    x = torch.randn(3, *IMAGE.shape)
+    with torch.no_grad():
+        torch.testing.assert_close(old.model(x)[:2], reference(x)[:2])
+
+    new_path = tmp_path / "new.pt"
+    save_checkpoint(new_path, _image_payload(normalize_obs=True))
+    assert torch.load(new_path, weights_only=True)["input_scale"] == 1.0  # the checkpoint records it
+    new = a3c.load(new_path)
+    assert new.config.input_scale == 1.0 and new.model.actor.scale == 1.0
+    # without --normalize-obs, old and new agree: raw frames x 1/255
+    torch.save({"format": 1, **_image_payload(normalize_obs=False, old=True)}, old_path)
+    assert a3c.load(old_path).model.actor.scale == pytest.approx(1 / 255)
+    save_checkpoint(new_path, _image_payload(normalize_obs=False))
+    assert torch.load(new_path, weights_only=True)["input_scale"] == pytest.approx(1 / 255)
+    assert a3c.load(new_path).model.actor.scale == pytest.approx(1 / 255)

@@ -233,7 +233,7 @@ def test_trim_episode_log_keeps_what_the_checkpoint_counted(tmp_path):
 def test_the_run_s_wall_time_goes_on_from_the_checkpoint():
     """The resumed session's wall time goes on from the checkpoint's wall_time_s; a checkpoint of an a3c that did
     not save it goes on from the newest kept episode."""
-    kept = [{"wall_time": 3.5}, {"wall_time": 7.25}, {"wall_time": 6.0}]
+    kept = [{"global_step": 10.0 * k, "wall_time": wall} for k, wall in enumerate((3.5, 7.25, 6.0))]
     assert elapsed_wall_time({"wall_time_s": 9.0}, kept) == 9.0
     assert elapsed_wall_time({}, kept) == 7.25
     assert elapsed_wall_time({"wall_time_s": float("nan")}, []) == 0.0
@@ -310,3 +310,183 @@ def test_checkpoint_flags_are_validated():
     ):
         with pytest.raises(UserError, match=match):
             Config(**kwargs).validate()
+
+
+FRAMES = gym.spaces.Box(0, 255, (10, 12, 3), np.uint8)
+
+
+def _frames_payload(old: bool, spaces_only: bool = False):
+    """A --normalize-obs checkpoint of a model of uint8 frames; ``old``: written before the input scale was recorded
+    (``spaces_only``: and before the env's description was stored, only the spaces' repr)."""
+    spec = EnvSpec("Img-v0", FRAMES, gym.spaces.Discrete(4), None, None)
+    payload = {
+        **_payload(),
+        "config": Config(env="Img-v0", normalize_obs=True, workers=2, total_steps=1000).to_dict(),
+        "env_spec": spec.to_data(),
+        "spaces": spec.describe(),
+    }
+    if old:
+        payload["config"].pop("input_scale", None)
+    if spaces_only:
+        del payload["env_spec"]
+    return payload, spec
+
+
+@pytest.mark.parametrize("spaces_only", [False, True], ids=["env_spec", "spaces"])
+def test_resume_rebuilds_an_old_checkpoint_with_its_input_scale_and_records_it(tmp_path, spaces_only):
+    """Bug (review of issue 22): --resume rebuilt an old --normalize-obs checkpoint of uint8 frames (trained on
+    normalised input x 1/255) with scale 1 (create_shared_run -> build_model(spec, config)). The resumed config
+    carries the checkpoint's input scale, which build_model (the trainer's, the workers', the evaluator's) uses, and
+    the resumed run's checkpoints record it; a new checkpoint resumes with its own."""
+    from a3c.run.backends.shared_memory import create_shared_run
+
+    payload, spec = _frames_payload(old=True, spaces_only=spaces_only)
+    config = resume_config(payload, tmp_path, {"total_steps": 5000})
+    _, model, _ = create_shared_run(spec, config)  # what the trainer builds on --resume
+    assert model.actor.scale == pytest.approx(1 / 255) and config.input_scale == pytest.approx(1 / 255)
+    path = tmp_path / "latest.pt"
+    save_checkpoint(path, {**payload, "config": config.to_dict(), "env_spec": spec.to_data()})  # the next checkpoint
+    assert load_checkpoint(path)["input_scale"] == pytest.approx(1 / 255)
+    assert resume_config(load_checkpoint(path), tmp_path, {"total_steps": 5000}).input_scale == pytest.approx(1 / 255)
+
+    new, _ = _frames_payload(old=False)
+    save_checkpoint(path, new)
+    config = resume_config(load_checkpoint(path), tmp_path, {"total_steps": 5000})
+    assert config.input_scale == 1.0 and create_shared_run(spec, config)[1].actor.scale == 1.0
+    # an old checkpoint of float observations, or without --normalize-obs: the scale it had is today's rule's
+    floats = {**_payload(), "config": Config(normalize_obs=True, workers=2, total_steps=1000).to_dict()}
+    floats["spaces"] = _spec(4, 2).describe()
+    floats["config"].pop("input_scale", None)
+    assert resume_config(floats, tmp_path, {"total_steps": 5000}).input_scale == 1.0
+
+
+COLUMNS = ["worker", "index", "return", "length", "loss", "policy_loss", "value_loss", "entropy", "global_step"]
+
+
+def _write_episodes(path, rows, cut: str = ""):
+    """episodes.csv with ``rows`` of (worker, index, global_step, wall_time), and ``cut`` (half a row) at its end."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*COLUMNS, "wall_time"])
+        for w, i, step, wall in rows:
+            writer.writerow([w, i, 1.0, 10, 0.1, 0.1, 0.1, 0.5, step, wall])
+        f.write(cut)
+
+
+def _old_run_after_fewer_workers(tmp_path):
+    """A run directory as an a3c before per-rank retention left it: session 1 with 2 workers (rank 0's episodes
+    0..3, rank 1's 0..2, to step 400), resumed with 1 worker (rank 0's episodes 4..7, to step 800), whose checkpoint
+    at step 800 counts rank 0 only (episodes_written [8]: its restore dropped rank 1's counter), and one more
+    episode of rank 0 logged after it, before a crash. The checkpoint is a real coordinator's snapshot (CartPole,
+    1 worker) with the counters such an a3c wrote, and no wall_time_s (which came with per-rank retention)."""
+    from a3c.run.backends.shared_memory import SharedMemoryCoordinator, create_shared_run
+    from a3c.spec.environment import describe_env
+
+    spec = describe_env("CartPole-v1")
+    config = Config(workers=1, total_steps=2000)
+    snapshot = SharedMemoryCoordinator(create_shared_run(spec, config)[0]).snapshot()
+    payload = {
+        **snapshot,
+        "global_step": 800,
+        "worker_steps": torch.tensor([800]),
+        "episodes_written": torch.tensor([8]),
+        "incarnations": torch.tensor([0]),
+        "restarts": 0,
+        "obs_dim": 4,
+        "n_actions": 2,
+        "config": config.to_dict(),
+        "rng": rng_state(),
+    }
+    run = _run_dir(tmp_path, payload)
+    session_1 = [(0, i, 100 * (i + 1), 1.0 * i) for i in range(4)] + [
+        (1, i, 100 * (i + 1) + 50, 1.0 * i + 0.5) for i in range(3)
+    ]
+    session_2 = [(0, 4 + i, 400 + 100 * (i + 1), 0.5 + i) for i in range(4)]
+    _write_episodes(run / "episodes.csv", [*session_1, *session_2, (0, 8, 850, 4.2)], cut="1,3,1.0,1")
+    return run, spec, session_1 + session_2
+
+
+@pytest.mark.parametrize("workers", [2, 1, 3])
+def test_an_old_checkpoint_that_forgot_a_rank_keeps_its_rows_and_the_rank_goes_on_after_them(tmp_path, workers):
+    """Bug (review of issue 22): a checkpoint of an a3c before per-rank retention, written after a resume with fewer
+    workers, counts fewer ranks than episodes.csv holds; the next resume deleted the higher ranks' rows (complete
+    rows of an earlier session) and a rank run again would repeat their indexes. load_resume gives such a rank the
+    counter its rows show (its last index + 1, from the rows up to the checkpoint's step), so trim_episode_log keeps
+    them and the coordinator's restore goes on after them, whatever the resumed session's worker count."""
+    from a3c.run.backends.shared_memory import SharedMemoryCoordinator, create_shared_run
+
+    run, spec, counted = _old_run_after_fewer_workers(tmp_path)
+    payload = load_resume(run)
+    assert payload["episodes_written"].tolist() == [8, 3]
+    assert payload["worker_steps"].tolist() == [800, 0] and payload["incarnations"].tolist() == [0, 0]
+    assert len(payload["worker_stats"]) == 2 and not payload["worker_stats"][1].any()
+    kept = trim_episode_log(run / "episodes.csv", payload["episodes_written"].numpy())
+    assert sorted((int(r["worker"]), int(r["index"])) for r in kept) == sorted((w, i) for w, i, _, _ in counted)
+    shared, _, _ = create_shared_run(spec, Config(workers=workers, total_steps=2000))
+    coordinator = SharedMemoryCoordinator(shared)
+    coordinator.restore(payload)
+    assert coordinator.snapshot()["episodes_written"].tolist()[:2] == [8, 3]  # ... carried by every later checkpoint
+    assert coordinator.global_step() == 800
+    if workers >= 2:
+        assert shared.board.written.tolist()[:2] == [8, 3]  # rank 1's next episode is its 4th: index 3
+
+
+def test_rows_of_a_rank_no_checkpoint_counted_yet_are_dropped(tmp_path):
+    """The other way to have rows of ranks a checkpoint does not count: a resumed session with more workers (3
+    after 2) crashed before its first checkpoint. Its new rank's rows come after the checkpoint's step: they go, as
+    every row logged after it does (the resumed run plays them again), and no counter is made up for that rank."""
+    payload = {**_payload(), "wall_time_s": 10.0}  # counts ranks 0 and 1 (5 and 7 episodes) at step 700
+    run = _run_dir(tmp_path, payload)
+    rows = [(0, i, 50 * (i + 1), 0.5 * i) for i in range(5)] + [(1, i, 50 * (i + 1) + 20, 0.5 * i) for i in range(7)]
+    _write_episodes(run / "episodes.csv", [*rows, (2, 0, 730, 10.5), (0, 5, 740, 10.6)])
+    resumed = load_resume(run)
+    assert resumed["episodes_written"].tolist() == [5, 7]
+    kept = trim_episode_log(run / "episodes.csv", resumed["episodes_written"].numpy())
+    assert sorted((int(r["worker"]), int(r["index"])) for r in kept) == sorted((w, i) for w, i, _, _ in rows)
+    old = {k: v for k, v in payload.items() if k != "wall_time_s"}  # the same rows under an old checkpoint
+    save_checkpoint(run / "checkpoints" / LATEST, old)
+    _write_episodes(run / "episodes.csv", [*rows, (2, 0, 730, 10.5), (0, 5, 740, 10.6)])
+    assert load_resume(run)["episodes_written"].tolist() == [5, 7]
+
+
+def test_the_wall_time_of_an_old_checkpoint_adds_up_its_sessions():
+    """Bug (review of issue 22): for a checkpoint without wall_time_s the run's wall time was the newest kept row's
+    wall_time; after two resumes by an a3c whose wall time began at 0 in each session, that is the longest session's
+    time, not the run's. The rows, in global-step order, are walked adding the time each session reached when the
+    next one begins (wall time drops to below half of it); the workers' interleaving within a session (a row a
+    little earlier in time than the one before it by step) is no new session."""
+    sessions = [(0, [2.0, 1.9, 5.0, 20.0]), (1000, [0.5, 3.0, 2.9, 15.0]), (2000, [1.0, 10.0])]  # 20 + 15 + 10 s
+    rows = [
+        {"global_step": float(start + 10 * k), "wall_time": wall}
+        for start, walls in sessions
+        for k, wall in enumerate(walls)
+    ]
+    shuffled = rows[5:] + rows[:5]  # (the order in the file does not matter: the global step's does)
+    assert elapsed_wall_time({}, shuffled) == pytest.approx(45.0)
+    assert elapsed_wall_time({}, rows[:4]) == pytest.approx(20.0)  # one session: its newest row
+    assert elapsed_wall_time({"wall_time_s": 9.0}, rows) == 9.0  # a checkpoint that has it: its own
+    # a run whose wall time already went on across sessions: no drop, its newest row
+    assert elapsed_wall_time({}, [{"global_step": 10.0 * k, "wall_time": 1.0 + k} for k in range(5)]) == 5.0
+
+
+def test_resuming_an_old_run_that_forgot_a_rank_with_2_workers_appends_to_its_record(tmp_path, capfd):
+    """The same old run directory resumed for real (the command line, serial backend, 2 workers): no row of the
+    first session goes, rank 1 goes on at index 3, and no (worker, index) repeats (rank 0's row logged after the
+    checkpoint is dropped and played again)."""
+    from procs import indexes_contiguous
+
+    from a3c.spec.errors import run_cli
+    from a3c.train import main as train_main
+
+    run, _, counted = _old_run_after_fewer_workers(tmp_path)
+    argv = ["--resume", str(run), "--total-steps", "1600", "--backend", "serial", "--workers", "2"]
+    argv += ["--envs-per-worker", "2", "--eval-every", "0", "--checkpoint-every-s", "0"]
+    assert run_cli(train_main, argv, prog="a3c.train") == 0, capfd.readouterr().err
+    with open(run / "episodes.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    pairs = [(int(r["worker"]), int(r["index"])) for r in rows]
+    assert pairs[: len(counted)] == [(w, i) for w, i, _, _ in counted]  # the old record, whole and first
+    assert indexes_contiguous(rows) and (1, 3) in pairs and (0, 8) in pairs
+    assert load_checkpoint(run / "checkpoints" / LATEST)["episodes_written"].tolist() == [
+        sum(1 for w, _ in pairs if w == rank) for rank in (0, 1)
+    ]

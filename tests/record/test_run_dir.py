@@ -117,3 +117,82 @@ def test_the_real_final_line_when_solved_and_after_a_resume(tmp_path):
     session = s2["total_steps"] - s1["total_steps"]
     assert f"this session: steps {s1['total_steps']:,} -> {s2['total_steps']:,} ({session:,} steps) in " in last
     assert f"the run: {s2['total_steps']:,} steps, {s2['episodes']:,} episodes" in last
+
+
+def _config_json_cannot_be_written(monkeypatch) -> None:
+    """config.json's temporary file is on a full disk (the first write of a new run)."""
+    import builtins
+    import errno
+
+    from a3c.record import files
+
+    def fake_open(path, *args, **kwargs):
+        if os.path.basename(path) == "config.json.tmp":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "open", fake_open, raising=False)
+
+
+@pytest.mark.parametrize("existed", [False, True], ids=["new-dir", "empty-dir"])
+def test_a_new_run_that_cannot_write_config_json_leaves_its_directory_as_it_found_it(tmp_path, monkeypatch, existed):
+    """Bug (review of issue 22): when config.json could not be written for a new run with an explicit --run-dir,
+    RunDirectory.create had already made checkpoints/ and plots/, so the advice "start the run again" failed (the
+    directory is "not empty"). The failed start removes what it made, and only that."""
+    from a3c.record.run_dir import RunDirWriteError
+    from a3c.run.resolve import check_new_run_dir
+
+    path = tmp_path / "runs" / "mine"
+    if existed:
+        path.mkdir(parents=True)
+    _config_json_cannot_be_written(monkeypatch)
+    run = RunDirectory.create(Config(run_dir=str(path)))
+    assert run.checkpoints.is_dir() and run.plots.is_dir()
+    with pytest.raises(RunDirWriteError) as err:
+        run.write_config(Config(run_dir=str(path)))
+    assert path.is_dir() == existed and (not existed or list(path.iterdir()) == [])
+    assert (tmp_path / "runs").is_dir() == existed  # (a parent it made too)
+    line = err.value.line(path, resumable=False)
+    assert line.endswith("then start the run again (it has no checkpoint to resume from)"), line
+    check_new_run_dir(path)  # what starting again checks: passes
+    # a directory that holds something else is left alone
+    other = tmp_path / "other"
+    run = RunDirectory.create(Config(run_dir=str(other)))
+    (run.plots / "mine.png").write_bytes(b"")
+    with pytest.raises(RunDirWriteError):
+        run.write_config(Config(run_dir=str(other)))
+    assert sorted(p.name for p in other.iterdir()) == ["plots"] and (other / "plots" / "mine.png").is_file()
+
+
+def test_the_advice_after_a_failed_write_names_the_directory_to_remove_when_it_holds_files(tmp_path):
+    """A run that wrote files before a write failed, and has no checkpoint: starting it again in the same --run-dir
+    is refused ("not empty"), so the last line says to remove it (or to give another --run-dir) first."""
+    import errno
+
+    from a3c.record.run_dir import RunDirWriteError
+
+    err = RunDirWriteError("episodes.csv", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    (tmp_path / "episodes.csv").write_text("worker\n")
+    line = err.line(tmp_path, resumable=False)
+    assert f"then remove {tmp_path} (or give another --run-dir) and start the run again" in line, line
+    assert err.line(tmp_path, resumable=True).endswith(f"then --resume {tmp_path}")
+
+
+def test_start_the_run_again_works_after_config_json_could_not_be_written(tmp_path, monkeypatch, capfd):
+    """The command line: the failed start ends with one line whose advice, followed (the same command again once
+    the disk has room), starts the run."""
+    from a3c.spec.errors import run_cli
+    from a3c.train import main as train_main
+
+    run_dir = tmp_path / "run"
+    argv = ["--backend", "serial", "--workers", "1", "--envs-per-worker", "2", "--total-steps", "200"]
+    argv += ["--eval-every", "0", "--run-dir", str(run_dir)]
+    with monkeypatch.context() as patch:
+        _config_json_cannot_be_written(patch)
+        assert run_cli(train_main, argv, prog="a3c.train") == 1
+    last = capfd.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith(
+        "while writing config.json; free space, then start the run again (it has no checkpoint to resume from)"
+    ), last
+    assert run_cli(train_main, argv, prog="a3c.train") == 0, capfd.readouterr().err
+    assert (run_dir / "config.json").is_file() and (run_dir / "checkpoints" / "latest.pt").is_file()

@@ -209,3 +209,43 @@ def test_the_linear_lr_schedule_goes_on_from_the_run_s_global_step(tmp_path, mon
     # the first push after the resume: the run's step over the run's budget, not 0 (a restarted schedule)
     assert seen[0] == reached / 4000 and seen == sorted(seen)
     assert seen[-1] == pytest.approx((summary(tmp_path / "run")["total_steps"] - 10) / 4000)
+
+
+def test_a_resume_that_moves_the_linear_schedule_s_end_says_so(tmp_path):
+    """A resume with another --total-steps moves a linear schedule's end, so the lr jumps: one line says from what
+    to what (and the resume line says how many workers the session runs). Same total, or a constant lr: no line."""
+    run_dir = tmp_path / "run"
+    first = subprocess.run(
+        train_cmd(run_dir, "--total-steps", "2000", "--lr-schedule", "linear", "--lr", "0.001"),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert first.returncode == 0, first.stderr
+    step = summary(run_dir)["total_steps"]
+    second = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "4000", workers=1),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert second.returncode == 0, second.stderr
+    assert f"resuming {run_dir} at step {step:,} with 1 worker\n" in second.stderr
+    before, after = 0.001 * max(0.0, 1 - step / 2000), 0.001 * (1 - step / 4000)  # the first run reached its end
+    assert (
+        f"--lr-schedule linear now ends at --total-steps 4,000 (was 2,000): the lr at step {step:,} goes from "
+        f"{before:.3g} to {after:.3g}" in second.stderr
+    )
+
+
+def test_the_lr_schedule_note_is_only_for_a_moved_linear_end():
+    from a3c.run.trainer import lr_schedule_note
+    from a3c.spec.config import Config
+
+    def linear(total):
+        return Config(env="CartPole-v1", lr=0.01, lr_schedule="linear", total_steps=total)
+
+    assert lr_schedule_note(linear(1000), previous_total=1000, step=500) is None
+    assert lr_schedule_note(Config(env="CartPole-v1", total_steps=1000), previous_total=500, step=400) is None
+    note = lr_schedule_note(linear(4000), previous_total=2000, step=1000)
+    assert note is not None and "the lr at step 1,000 goes from 0.005 to 0.0075" in note

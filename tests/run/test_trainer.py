@@ -22,6 +22,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import a3c
 from a3c.record.checkpoint import load_checkpoint, step_checkpoints
+from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import SharedMemoryCoordinator
 from a3c.spec.errors import run_cli
 from a3c.train import main as train_main
@@ -157,7 +158,9 @@ def test_a_checkpoint_that_cannot_be_written_stops_the_run_with_one_line(tmp_pat
     assert "Traceback" not in output
     last = output.strip().splitlines()[-1]
     assert last.startswith("a3c: error: cannot write checkpoints/") and f".pt in {run_dir} (" in last, last
-    assert last.endswith("; make it writable again, then start the run again (it has no checkpoint to resume from)")
+    # (the same --run-dir again would be refused as not empty: the line says to remove it first)
+    fix = f"; make it writable again, then remove {run_dir} (or give another --run-dir) and start the run again"
+    assert last.endswith(f"{fix} (it has no checkpoint to resume from)"), last
     s = json.loads((run_dir / "summary.json").read_text())
     assert s["stop_reason"].startswith("cannot write checkpoints/")
 
@@ -174,6 +177,9 @@ def test_step_files_are_named_from_the_step_their_snapshot_holds(tmp_path, monke
         return original(self)
 
     monkeypatch.setattr(SharedMemoryCoordinator, "snapshot", late_snapshot)
+    # one round of worker steps per tick (10 env steps), whatever the machine's speed: a tick of the real wait runs
+    # for TICK_S, and on a fast or a loaded machine its step count (so the number of checkpoints) varies
+    monkeypatch.setattr(SerialLauncher, "wait", lambda self, seconds: self.step_round())
     result = a3c.train(
         env="CartPole-v1",
         backend="serial",
@@ -187,7 +193,7 @@ def test_step_files_are_named_from_the_step_their_snapshot_holds(tmp_path, monke
         run_dir=str(tmp_path / "run"),
     )
     files = step_checkpoints(result.run_dir / "checkpoints")
-    assert len(files) >= 4
+    assert len(files) == 5  # steps 400, 800, ..., 2000 (+7 each): the schedule met each multiple once
     for step, path in files:
         assert load_checkpoint(path)["global_step"] == step, path.name
 
@@ -211,6 +217,12 @@ class _FillsUpFile:
 
     def __getattr__(self, name):
         return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
 
 
 def _fill_up_file(monkeypatch, name: str, writes: int) -> None:
@@ -262,13 +274,19 @@ def _fill_up_checkpoints(monkeypatch, n: int) -> None:
 
 
 def _fill_up_figure(monkeypatch, n: int) -> None:
-    """plots/loss_history.png cannot be written (the run's last figure, at its end)."""
-    from a3c.record import dashboard
+    """plots/loss_history.png cannot be written (the run's last figure, at its end): its temporary file, opened by
+    the real writer (a3c.record.files.atomic_write), fills the disk at its first write."""
+    import builtins
 
-    def write_bytes_atomic(data, path):
-        raise _enospc()
+    from a3c.record import files
 
-    monkeypatch.setattr(dashboard, "write_bytes_atomic", write_bytes_atomic)
+    def fake_open(path, *args, **kwargs):
+        file = builtins.open(path, *args, **kwargs)
+        if Path(path).name != "loss_history.png.tmp":
+            return file
+        return _FillsUpFile(file, lambda f: True)
+
+    monkeypatch.setattr(files, "open", fake_open, raising=False)
 
 
 FULL_DISK = {  # the writer that fills the disk -> (how, what the last line names, extra flags)
@@ -311,7 +329,9 @@ def test_a_full_disk_ends_the_run_with_one_line(tmp_path, monkeypatch, capfd, wr
         assert summary["stop_reason"].endswith("(No space left on device)")
     agent = a3c.load(run_dir)  # the last checkpoint written stays loadable ...
     assert 0 < agent.global_step <= summary["total_steps"]
-    assert not list((run_dir / "checkpoints").glob("*.tmp"))  # ... and a failed one leaves nothing behind
+    # ... and a failed write leaves no temporary file behind: a checkpoint's, the figure's, or the run directory's own
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "plots"):
+        assert not [p.name for p in folder.iterdir() if ".tmp" in p.name], folder
 
 
 def test_a_full_disk_makes_a3c_train_raise_runtime_error(tmp_path, monkeypatch):

@@ -54,21 +54,24 @@ class SerialLauncher:
     def wait(self, seconds: float) -> None:
         """Step the running workers in turn, rank order, until ``seconds`` have passed or none is left running."""
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            running = [rank for rank, code in self.codes.items() if code is None]
-            if not running:
-                return
-            for rank in running:
-                worker = self.workers[rank]
-                assert worker is not None
-                if worker.should_stop():
-                    self.codes[rank] = 0
-                    self._close(rank)
-                    continue
-                try:
-                    worker.step()
-                except Exception:
-                    self._fail(rank)
+        while time.monotonic() < deadline and self.step_round():
+            pass
+
+    def step_round(self) -> bool:
+        """One iteration of every running worker, in rank order; False once none is left running."""
+        running = [rank for rank, code in self.codes.items() if code is None]
+        for rank in running:
+            worker = self.workers[rank]
+            assert worker is not None
+            if worker.should_stop():
+                self.codes[rank] = 0
+                self._close(rank)
+                continue
+            try:
+                worker.step()
+            except Exception:
+                self._fail(rank)
+        return bool(running)
 
     def exitcode(self, rank: int) -> int | None:
         return self.codes[rank]
