@@ -1,9 +1,9 @@
 """a3c: a fast, correct, observable A3C trainer for gymnasium environments on PyTorch.
 
 Entry points: ``python -m a3c.train`` (training), ``python -m a3c.evaluate`` (score, record), ``python -m a3c.plot``
-(figures from a run directory); from Python, ``a3c.train(...)`` and ``a3c.load(path)`` (a3c/api.py, a3c/agent.py).
-The Python API is imported on first use, so that ``import a3c`` (and the command line's input checks) stay free of
-torch.
+(figures from a run directory); from Python, ``a3c.train(...)`` and ``a3c.load(path)`` (a3c/api.py,
+a3c/record/agent.py). The Python API is imported on first use, so that ``import a3c`` (and the command line's input
+checks) stay free of torch.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ __version__ = "0.1.0"
 __all__ = ["Agent", "Config", "TrainResult", "load", "train"]
 
 _EXPORTS = {
-    "Agent": "a3c.agent",
-    "load": "a3c.agent",
-    "Config": "a3c.config",
+    "Agent": "a3c.record.agent",
+    "load": "a3c.record.agent",
+    "Config": "a3c.spec.config",
     "TrainResult": "a3c.api",
     "train": "a3c.api",
 }

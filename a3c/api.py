@@ -1,10 +1,10 @@
 """``a3c.train(...)``: training from Python (a script, a notebook, a sweep) with the same settings, checks and run
 directory as ``python -m a3c.train``.
 
-The run happens in the calling process, which becomes the main process of a3c.trainer: workers are processes of
+The run happens in the calling process, which becomes the main process of a3c.run.trainer: workers are processes of
 their own (forkserver on Linux, spawn elsewhere; neither re-runs a notebook's cells, and a script only needs the
 usual ``if __name__ == "__main__":`` guard), or, with ``backend="serial"``, loops in this process. Bad input raises
-ValueError (a3c.errors.UserError) with the message the command line prints, before any process starts. A Ctrl-C (a
+ValueError (a3c.spec.errors.UserError) with the message the command line prints, before any process starts. A Ctrl-C (a
 notebook's "interrupt kernel") stops the run as on the command line (final checkpoint, summary.json) and then raises
 KeyboardInterrupt.
 """
@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from a3c.config import Config
-from a3c.errors import UserError
+from a3c.spec.config import Config
+from a3c.spec.errors import UserError
 
 if TYPE_CHECKING:
-    from a3c.agent import Agent
+    from a3c.record.agent import Agent
 
 
 @dataclass
@@ -38,53 +38,62 @@ class TrainResult:
 
     def best_agent(self) -> Agent:
         """The agent of checkpoints/best.pt (the best evaluation during training)."""
-        from a3c.agent import load
+        from a3c.record.agent import load
 
         return load(self.run_dir, best=True)
 
 
-def make_config(config: Config | None = None, **settings: Any) -> Config:
-    """A validated Config: ``config`` (or the defaults) with ``settings`` (Config field names) on top. With
-    ``resume=RUN_DIR``, the run's checkpointed config with ``settings`` on top, as ``--resume`` does."""
-    fields = {f.name for f in dataclasses.fields(Config)}
+def api_settings(config: Config | None = None, **settings: Any) -> tuple[dict[str, Any], set[str]]:
+    """a3c.train's arguments as the resolve step takes the command line's (a3c.run.resolve.resolve_run): every
+    setting's value (``config``'s, or the defaults, with ``settings`` on top) and the names of those given, as the
+    flags typed on a command line: the keyword settings, and the fields of ``config`` that differ from the defaults.
+    So ``a3c.train(env="Acrobot-v1")`` and ``a3c.train(Config(env="Acrobot-v1"))`` both train with Acrobot's preset,
+    under it what is given, as ``python -m a3c.train --env Acrobot-v1`` does; ``preset="none"`` for the plain
+    defaults. With ``resume=RUN_DIR``, the given settings go on top of the run's checkpointed config."""
+    fields = {f.name: f for f in dataclasses.fields(Config)}
     for name in settings:
+        if name in fields and fields[name].metadata["internal"]:
+            raise UserError(f"{name!r} is not a setting: a3c records it (config.json); leave it out")
         if name not in fields:
             close = difflib.get_close_matches(name, sorted(fields), n=1)
             hint = f"did you mean {close[0]!r}?" if close else "see a3c.Config for the settings"
             raise UserError(f"unknown setting {name!r}; {hint}")
     if "hidden_sizes" in settings:
         settings["hidden_sizes"] = tuple(settings["hidden_sizes"])
-    resume = settings.get("resume", config.resume if config is not None else None)
-    if resume is not None:
-        from a3c.checkpoint import load_resume, resume_config
+    base, defaults = config if config is not None else Config(), Config()
+    values = {name: getattr(base, name) for name in fields}
+    values["hidden_sizes"] = tuple(values["hidden_sizes"])
+    given = {
+        name
+        for name, f in fields.items()
+        if not f.metadata["internal"] and _normal(values[name]) != _normal(getattr(defaults, name))
+    }
+    return {**values, **settings}, given | set(settings)
 
-        # the checkpoint's config with the settings given here on top (a Config's other fields are not "given")
-        given = {k: v for k, v in settings.items() if k != "resume"}
-        return resume_config(load_resume(resume), resume, given)
-    base = config if config is not None else Config()
-    try:
-        return dataclasses.replace(base, **settings).validate()
-    except TypeError as err:  # e.g. a string where a number belongs
-        raise UserError(f"bad setting: {err}") from None
+
+def _normal(value: Any) -> Any:
+    return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
 def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
     """Train as ``python -m a3c.train`` would, with ``config`` and/or keyword settings named like Config's fields
-    (the CLI flags with '_' for '-'), e.g. ``a3c.train(env="CartPole-v1", workers=2, total_steps=200_000)``.
+    (the CLI flags with '_' for '-'), e.g. ``a3c.train(env="CartPole-v1", workers=2, total_steps=200_000)``. The
+    env's preset applies under the settings given, as on the command line (``api_settings``); ``preset="none"``
+    trains with the plain defaults.
 
     Returns a TrainResult (run_dir, summary, agent). Raises ValueError for bad input (the CLI's message),
     KeyboardInterrupt after an interrupted run has shut down, RuntimeError when the run failed (a worker out of
     restarts, non-finite updates, a file of its run directory that could not be written, e.g. on a full disk; the
     run directory keeps what was done)."""
     started_at = time.time()
-    config = make_config(config, **settings)
-    from a3c.preflight import preflight
+    values, given = api_settings(config, **settings)
+    from a3c.run.resolve import resolve_run
 
-    spec = preflight(config)
-    from a3c.agent import load
-    from a3c.trainer import Trainer
+    run = resolve_run(values, given)  # the same one step as the command line's: checks, fork server, workers
+    from a3c.record.agent import load
+    from a3c.run.trainer import Trainer
 
-    trainer = Trainer(config, started_at=started_at, spec=spec)
+    trainer = Trainer(run, started_at=started_at)
     exit_code = trainer.run()
     run_dir = trainer.run_dir
     if run_dir is None or not (run_dir / "summary.json").is_file():

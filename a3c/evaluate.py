@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from a3c.config import seed_check
-from a3c.errors import UserError, run_cli
+from a3c.spec.config import seed_check
+from a3c.spec.errors import UserError, run_cli
 
 VIDEO_EXTRA = "pip install 'a3c[video]'  (or: pip install moviepy)"
 
@@ -90,7 +90,7 @@ def evaluate(
         check_video_extra()
     from gymnasium.error import DependencyNotInstalled
 
-    from a3c.agent import (
+    from a3c.record.agent import (
         agent_from_payload,
         check_env_fits,
         checkpoint_path,
@@ -99,7 +99,7 @@ def evaluate(
         make_eval_envs,
         run_episodes,
     )
-    from a3c.checkpoint import load_checkpoint
+    from a3c.record.checkpoint import load_checkpoint
 
     file = checkpoint_path(path, best)
     # the envs are made below (a module: env id imports its module, as training did), so an old checkpoint without
@@ -138,7 +138,7 @@ def _recording_env(config: Any, folder: Path, prefix: str) -> Any:
     the other: one episode's frames in memory at a time)."""
     from gymnasium.wrappers import RecordVideo
 
-    from a3c.agent import make_eval_envs
+    from a3c.record.agent import make_eval_envs
 
     env = make_eval_envs(config, 1, render_mode="rgb_array")[0]
     try:

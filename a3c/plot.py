@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from a3c.errors import UserError, run_cli
-from a3c.plots import RunCurve, comparison_figure, draw_loss_history, save_figure
+from a3c.record.figures import RunCurve, comparison_figure, draw_loss_history, save_figure
+from a3c.spec.errors import UserError, run_cli
 
 NEEDED = ("worker", "return", "loss", "global_step", "wall_time")
 

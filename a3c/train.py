@@ -1,4 +1,5 @@
-"""`python -m a3c.train`: command-line flags -> Config (validated before any process starts) -> Trainer.run()."""
+"""`python -m a3c.train`: command-line flags -> the resolved run (a3c/run/resolve.py: preset or resume checkpoint,
+validation, the input checks, the fork server, --workers auto; before any process starts) -> Trainer.run()."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import time
 import types
 import typing
 from collections.abc import Sequence
+from typing import Any
 
-from a3c.config import Config, parse_env_kwargs
-from a3c.errors import UserError, run_cli
-from a3c.preflight import preflight, start_fork_server
-from a3c.presets import CHECKPOINT, FLAG, format_config, resolve_config
+from a3c.run.resolve import resolve_run, resolve_settings
+from a3c.spec.config import Config, parse_env_kwargs
+from a3c.spec.errors import UserError, run_cli
+from a3c.spec.presets import format_config
 
 EXAMPLES = """examples:
   # CartPole-v1 until solved, as many workers as keep the cores busy (measured)
@@ -87,20 +89,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_cli(argv: Sequence[str] | None = None) -> tuple[Config, dict[str, str], bool]:
-    """The command line -> (validated Config, {field: where its value came from}, whether --show-config was given).
-    A new run: defaults < the env's preset (a3c/presets.toml) < flags given. --resume: the checkpoint's config <
-    flags given (presets are not applied again over a resumed run)."""
+def parse_flags(argv: Sequence[str] | None = None) -> tuple[dict[str, Any], set[str], bool]:
+    """The command line -> (every setting's value, defaults where no flag was typed; the Config fields a flag was
+    typed for; whether --show-config was given)."""
     args = vars(build_parser().parse_args(argv))
     show = args.pop("show_config")
     if args["env_kwargs"] == []:
         raise UserError("--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out")
     args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"] or [])
     args["hidden_sizes"] = tuple(args["hidden_sizes"])
-    given = _given_flags(argv)
-    if args["resume"] is not None:
-        return (*_resume_config(args, given), show)
-    return (*resolve_config(args, given), show)
+    return args, _given_flags(argv), show
+
+
+def parse_cli(argv: Sequence[str] | None = None) -> tuple[Config, dict[str, str], bool]:
+    """The command line -> (validated Config, {field: where its value came from}, whether --show-config was given).
+    A new run: defaults < the env's preset (a3c/spec/presets.toml) < flags given. --resume: the checkpoint's config <
+    flags given (presets are not applied again over a resumed run). See a3c.run.resolve.resolve_settings."""
+    values, given, show = parse_flags(argv)
+    settings = resolve_settings(values, given)
+    return settings.config, settings.sources, show
 
 
 def parse_config(argv: Sequence[str] | None = None) -> Config:
@@ -115,40 +122,17 @@ def _given_flags(argv: Sequence[str] | None) -> set[str]:
     return set(vars(parser.parse_args(argv))) - {"show_config"}
 
 
-def _resume_config(args: dict, given: set[str]) -> tuple[Config, dict[str, str]]:
-    """--resume RUN_DIR: the run's checkpointed config, with the flags given on this command line on top."""
-    from a3c.checkpoint import load_resume, resume_config  # imports torch: only when resuming
-
-    if "preset" in given:
-        raise UserError(
-            "--preset does not apply to --resume: a resumed run keeps its checkpoint's config; drop --preset, and "
-            "give the flags you want to change"
-        )
-    given = given - {"resume"}
-    overrides = {k: args[k] for k in given}
-    if "workers" in overrides:  # a count given now replaces the one --workers auto chose before, and its reason
-        overrides["workers_auto"] = None
-    config = resume_config(load_resume(args["resume"]), args["resume"], overrides)
-    sources = {f.name: FLAG if f.name in given else CHECKPOINT for f in dataclasses.fields(Config)}
-    sources["resume"] = sources["run_dir"] = FLAG
-    return config, sources
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     started_at = time.time()  # the origin of summary.json's startup_s: imports and validation count too
-    config, sources, show = parse_cli(argv)
+    values, given, show = parse_flags(argv)
     if show:
-        print(format_config(config, sources))
+        settings = resolve_settings(values, given)
+        print(format_config(settings.config, settings.sources))
         return 0
-    spec = preflight(config)  # the user's input, checked without torch ...
-    if config.resume is None:  # (a resume is checked against its checkpoint by the Trainer, with torch)
-        start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
-    from a3c.trainer import Trainer  # imported here, so that --help and input errors answer fast
-    from a3c.workers_auto import resolve_workers
+    run = resolve_run(values, given)  # every check of the input, the fork server, --workers auto: one step
+    from a3c.run.trainer import Trainer  # imported here, so that --help and input errors answer fast
 
-    config = resolve_workers(config, spec)  # --workers auto: measured now, while the fork server starts
-
-    return Trainer(config, started_at=started_at, spec=spec).run()
+    return Trainer(run, started_at=started_at).run()
 
 
 class _CallableModule(types.ModuleType):

@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a3c.errors import UserError
+from a3c.spec.errors import UserError
 from envs.slow import SlowEnv
 
 

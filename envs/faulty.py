@@ -10,8 +10,8 @@ observations at a chosen step, on chosen worker ranks only.
                                                                      (4 bytes each in UTF-8: a huge traceback)
 
 Steps are counted per env instance (a worker with --envs-per-worker K has K of them), from 1. An env does not know
-which worker runs it, so it reads the rank from the environment variable A3C_WORKER_RANK, which a3c.worker sets first
-thing in every worker process. Outside a worker (the main process validating the env) the variable is unset and no
+which worker runs it, so it reads the rank from the environment variable A3C_WORKER_RANK, which a3c.run.worker sets
+first thing in every worker process. Outside a worker (the main process validating the env) the variable is unset and no
 fault fires. Ranks are given as an int, a comma-separated string ("0,2"), or None (the default) for every rank.
 """
 
@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
-RANK_ENV = "A3C_WORKER_RANK"  # the name a3c.worker.RANK_ENV sets; repeated so that envs/ does not import a3c
+RANK_ENV = "A3C_WORKER_RANK"  # the name a3c.run.worker.RANK_ENV sets; repeated so that envs/ does not import a3c
 
 
 def _ranks(value: int | str | None) -> frozenset[int] | None:

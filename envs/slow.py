@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
-from a3c.errors import UserError
+from a3c.spec.errors import UserError
 
 MODES = ("sleep", "cpu")
 

@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a3c.errors import UserError
+from a3c.spec.errors import UserError
 
 OBS = ("box", "dict", "tuple", "image", "image_chw")
 ACTIONS = ("discrete", "multidiscrete", "box")

@@ -29,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, run_train, save_results  # noqa: E402
 
-from a3c.config import Config  # noqa: E402
+from a3c.spec.config import Config  # noqa: E402
 
 ENVS = {
     "CartPole-v1": ["--env", "CartPole-v1"],
@@ -46,8 +46,9 @@ def push_costs(calls: int) -> dict[str, float]:
     import numpy as np
     import ray
 
-    from a3c.backends.ray_backend import ParameterServer, connect, remove_shared_memory
-    from a3c.environment import describe_env
+    from a3c.run.backends.ray.backend import connect, remove_shared_memory
+    from a3c.run.backends.ray.server import ParameterServer
+    from a3c.spec.environment import describe_env
 
     config = Config(workers=2, eval_every=0)
     names: list[str] = []

@@ -6,7 +6,7 @@ cpu): I/O-bound sources scale with the number of workers, CPU-bound ones stop at
 Every run gives each worker the same work (--steps-per-worker env steps, one env per worker, so a run with N workers
 takes --total-steps N * steps-per-worker), so an ideal run takes the same time whatever N; the speed-up of N workers
 is summary.json's steps_per_s of that run over the 1-worker run's of the same mode. steps_per_s is measured by the
-trainer from the moment all workers take their first step together (they wait at a start line, a3c/worker.py) to the
+trainer from the moment all workers take their first step together (they wait at a start line, a3c/run/worker.py) to the
 end of the last worker's last update: process start-up is not in it (it is the startup_s column).
 
 The machine's 1-minute load average after each run is recorded (column "load"): on a shared machine other jobs take

@@ -3,7 +3,7 @@ on the same step budget, several seeds, runs alternating (a3c, SB3, a3c, ...) in
 load hit both alike.
 
 a3c runs as ``python -m a3c.train --env ENV --workers 2 --seed S --total-steps BUDGET --run-dir ...`` (its preset
-from a3c/presets.toml applies through --env) and is read back from the run's episodes.csv; SB3's A2C runs in this
+from a3c/spec/presets.toml applies through --env) and is read back from the run's episodes.csv; SB3's A2C runs in this
 process with rl-zoo3's settings for the env (hyperparams/a2c.yml: n_envs, ent_coef, gamma, linear learning-rate
 schedules, and VecNormalize where rl-zoo3 says normalize), one torch thread. Returns are training-episode returns
 (stochastic policy; SB3's Monitor records the raw rewards, before VecNormalize), in the order the episodes ended.

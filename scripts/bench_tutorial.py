@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_slow_env import command_line, machine_info, markdown_table, run_trainer, train_seconds  # noqa: E402
 
-from a3c.plots import loss_history_figure, save_figure  # noqa: E402
+from a3c.record.figures import loss_history_figure, save_figure  # noqa: E402
 
 
 def read_episodes(run_dir: Path) -> list[dict[str, float]]:

@@ -62,9 +62,9 @@ def sweep_counts(auto: int, max_workers: int) -> list[int]:
 
 def expected_choice(env_args: list[str]) -> int:
     """What auto will choose, measured here, to give the auto run the same work per worker as the fixed ones."""
-    from a3c.preflight import preflight
+    from a3c.run.resolve import preflight
+    from a3c.run.workers_auto import auto_choice
     from a3c.train import parse_config
-    from a3c.workers_auto import auto_choice
 
     config = parse_config(env_args)
     return auto_choice(config, preflight(config)).workers

@@ -19,26 +19,26 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table  # noqa: E402
 
-from a3c.backends.shared_memory import SharedMemoryCoordinator, SharedRun  # noqa: E402
-from a3c.board import EpisodeBoard  # noqa: E402
-from a3c.config import Config  # noqa: E402
-from a3c.environment import describe_env  # noqa: E402
-from a3c.model import build_model, flatten_parameters  # noqa: E402
-from a3c.optim import make_optimizer  # noqa: E402
-from a3c.seeding import WorkerSeeds  # noqa: E402
-from a3c.worker import Worker  # noqa: E402
+from a3c.learn.model import build_model, flatten_parameters  # noqa: E402
+from a3c.learn.optim import make_optimizer  # noqa: E402
+from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun  # noqa: E402
+from a3c.run.board import EpisodeBoard  # noqa: E402
+from a3c.run.worker import Worker  # noqa: E402
+from a3c.spec.config import Config  # noqa: E402
+from a3c.spec.environment import describe_env  # noqa: E402
+from a3c.spec.seeding import WorkerSeeds  # noqa: E402
 
 # phase name -> (file suffix, function name) whose cumulative time makes that phase; where several functions match
 # (gymnasium's nested wrappers all define `step`), the outermost, i.e. the largest cumulative time, is the phase
 PHASES = {
     "env.step (gymnasium, with its wrappers)": ("gymnasium/wrappers/common.py", "step"),
-    "model forward (update)": ("a3c/model.py", "unroll"),
-    "model forward (acting)": ("a3c/model.py", "policy"),
-    "action sampling": ("a3c/distributions.py", "sample"),
-    "update: forward+loss+backward+clip": ("a3c/worker.py", "update"),
-    "optimizer step (push)": ("a3c/backends/shared_memory.py", "push"),
-    "weight pull": ("a3c/backends/shared_memory.py", "pull"),
-    "episode bookkeeping": ("a3c/worker.py", "finish_episode"),
+    "model forward (update)": ("a3c/learn/model.py", "unroll"),
+    "model forward (acting)": ("a3c/learn/model.py", "policy"),
+    "action sampling": ("a3c/learn/distributions.py", "sample"),
+    "update: forward+loss+backward+clip": ("a3c/run/worker.py", "update"),
+    "optimizer step (push)": ("a3c/run/backends/shared_memory.py", "push"),
+    "weight pull": ("a3c/run/backends/shared_memory.py", "pull"),
+    "episode bookkeeping": ("a3c/run/worker.py", "finish_episode"),
 }
 
 

@@ -14,9 +14,9 @@ def _raw_worker(env_id: str, envs: int, seconds: float, seed: int, out: mp.Queue
     import numpy as np
     import torch
 
-    from a3c.config import Config
-    from a3c.environment import spec_of
-    from a3c.model import build_model
+    from a3c.learn.model import build_model
+    from a3c.spec.config import Config
+    from a3c.spec.environment import spec_of
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(seed)

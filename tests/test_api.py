@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import a3c
-from a3c.errors import run_cli
+from a3c.spec.errors import run_cli
 from a3c.train import main as train_main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from procs import episode_rows, summary
 pytest.importorskip("ale_py", reason="Atari needs the [atari] extra (.ci/run installs it)")
 
 import a3c  # noqa: E402
-from a3c.environment import make_env  # noqa: E402
+from a3c.spec.environment import make_env  # noqa: E402
 
 
 @pytest.mark.timeout(400)

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 import a3c
-from a3c.checkpoint import rng_state, save_checkpoint
-from a3c.config import Config
-from a3c.environment import describe_env, make_env
-from a3c.errors import UserError, run_cli
 from a3c.evaluate import main as evaluate_main
-from a3c.model import parameter_count
+from a3c.learn.model import parameter_count
+from a3c.record.checkpoint import rng_state, save_checkpoint
+from a3c.spec.config import Config
+from a3c.spec.environment import describe_env, make_env
+from a3c.spec.errors import UserError, run_cli
 from a3c.train import main
 
 SPACES_MODULE = textwrap.dedent(

@@ -20,9 +20,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs  # noqa: F401  (registers the namespace)
-from a3c.config import parse_env_kwargs
-from a3c.environment import describe_env, make_env
-from a3c.errors import UserError
+from a3c.spec.config import parse_env_kwargs
+from a3c.spec.environment import describe_env, make_env
+from a3c.spec.errors import UserError
 from envs.classify import ClassifyEnv, make_classification_data
 from envs.slow import SlowEnv
 

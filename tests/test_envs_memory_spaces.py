@@ -1,12 +1,12 @@
-"""envs/Memory-v0 (the memory task) and envs/Spaces-v0 (every supported space), and how a3c.environment makes and
+"""envs/Memory-v0 (the memory task) and envs/Spaces-v0 (every supported space), and how a3c.spec.environment makes and
 checks their spaces: Dict/Tuple observations flattened, unsupported spaces refused with a UserError."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from a3c.environment import LIFE_LOST, LifeLossTerminal, describe_env, make_env, spec_of
-from a3c.errors import UserError
+from a3c.spec.environment import LIFE_LOST, LifeLossTerminal, describe_env, make_env, spec_of
+from a3c.spec.errors import UserError
 
 
 def play(env, policy, episodes, seed=0):

@@ -1,0 +1,351 @@
+"""Policy distributions: what the worker, the loss and evaluation ask of the policy head, one class per action-space
+family, chosen in one place (``make_distribution``). Nothing else in a3c tests which kind of action space it has.
+
+A distribution is stateless: every method takes the head's output ``params`` [B, param_dim] (for Categorical, the
+logits). The worker samples with ``sample`` (cheap, numpy), evaluation acts with ``mode``, the loss uses
+``log_prob_entropy`` (differentiable) or, where the family has one, ``policy_grad`` (the policy and entropy terms'
+gradient with respect to ``params`` in closed form: autograd then runs only through the network). ``make_head``
+builds the network's last layer, the one module whose output is ``params``.
+
+The families: Categorical (Discrete), independent Categoricals (MultiDiscrete), and a diagonal Gaussian (Box) with
+a state-independent learned log-std. The Gaussian is *clipped*, not squashed: the env is stepped with the sample
+clipped to the bounds while the log-prob is that of the unclipped sample (kept in the rollout buffer), the entropy is
+the Gaussian's closed form and the deterministic action is the mean. A tanh-squashed Gaussian would keep every
+action inside the bounds, but its entropy has no closed form (it needs a sample estimate, noisy in a loss of 5-step
+rollouts) and its log-prob needs the log-det correction at every sample; clipping costs neither, is what SB3's A2C
+does (its rl-zoo3 presets for Pendulum and the continuous LunarLander use it), and its one bias (the probability mass
+beyond a bound acts as the bound) shrinks as the policy sharpens.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from a3c.spec.errors import UserError
+
+
+class Distribution(ABC):
+    param_dim: int  # width of the policy head's output
+    action_shape: tuple[int, ...]  # shape of one action as stored in the rollout buffer
+    action_dtype: torch.dtype
+
+    @abstractmethod
+    def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
+        """One action per row of params [B, P], drawn with ``rng``: [B, *action_shape]."""
+
+    @abstractmethod
+    def mode(self, params: torch.Tensor) -> np.ndarray:
+        """The deterministic action (the most likely one): [B, *action_shape]."""
+
+    @abstractmethod
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(a|s) [B] and H(pi(.|s)) [B], differentiable with respect to params."""
+
+    def policy_grad(
+        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """(log pi(a) [B], H [B], d/d params of [-mean(log pi(a) * A) - ent_coef * mean(H)]) in closed form, or None
+        where the family has no closed form (the loss then differentiates log_prob_entropy)."""
+        return None
+
+    def env_actions(self, actions: np.ndarray) -> list[Any]:
+        """The rows of ``sample``/``mode`` as the env's step() takes them, one per env."""
+        return list(actions)
+
+    def new_rollout(self, n_envs: int, rng: np.random.Generator) -> None:
+        """A rollout of ``n_envs`` envs starts (the worker calls this before its first ``sample``): a family whose
+        exploration noise is held over a rollout (gSDE) draws it here; the others have nothing to do."""
+        return None
+
+    def make_head(self, width: int) -> nn.Module:
+        """The policy head: features [B, width] -> params [B, param_dim]. A linear layer with small orthogonal
+        weights (a near-uniform initial policy) unless the family needs more."""
+        return _linear(width, self.param_dim, 0.01)
+
+
+class Categorical(Distribution):
+    """Discrete(n): params are the n logits."""
+
+    action_shape = ()
+    action_dtype = torch.int64
+
+    def __init__(self, n: int, start: int = 0) -> None:
+        self.param_dim, self.start = n, start  # Discrete(n, start): actions start, ..., start + n - 1
+
+    def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
+        """Inverse CDF, without torch.distributions: constructing a Categorical per env step costs several times the
+        forward pass itself; softmax + cumsum + one uniform draw per row is exact and cheap. int64 [B]."""
+        probs = torch.softmax(params, dim=-1).numpy()
+        cdf = np.cumsum(probs, axis=-1)
+        u = rng.random((cdf.shape[0], 1)) * cdf[:, -1:]  # scale by the last entry so rounding can never overflow
+        actions = (u >= cdf).sum(axis=-1)
+        return np.minimum(actions, probs.shape[-1] - 1).astype(np.int64)
+
+    def mode(self, params: torch.Tensor) -> np.ndarray:
+        return params.argmax(dim=-1).numpy().astype(np.int64)
+
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        log_probs = torch.log_softmax(params, dim=-1)
+        action_log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return action_log_probs, -(log_probs.exp() * log_probs).sum(-1)
+
+    def policy_grad(
+        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """With p = softmax(z) over B samples:
+        d policy / d z_i    = (A_i / B) * (p_i - onehot(a_i))
+        d (-c_e H) / d z_i  = (c_e / B) * p_i * (log p_i + H_i)      where H_i = -sum_j p_ij log p_ij
+        """
+        with torch.no_grad():
+            batch = params.shape[0]
+            log_probs = torch.log_softmax(params, dim=-1)
+            probs = log_probs.exp()
+            action_log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+            entropies = -(probs * log_probs).sum(-1)
+            scaled_adv = (advantages / batch).unsqueeze(-1)
+            dparams = probs * scaled_adv
+            dparams.scatter_add_(-1, actions.unsqueeze(-1), -scaled_adv)
+            dparams.add_(probs * (log_probs + entropies.unsqueeze(-1)), alpha=ent_coef / batch)
+        return action_log_probs, entropies, dparams
+
+    def env_actions(self, actions: np.ndarray) -> list[Any]:
+        return (actions + self.start).tolist() if self.start else actions.tolist()  # Python ints, cheap to step with
+
+
+class MultiCategorical(Distribution):
+    """MultiDiscrete(nvec): one independent Categorical per component; params are their logits side by side
+    (sum(nvec) wide), log-probs and entropies add up over the components."""
+
+    action_dtype = torch.int64
+
+    def __init__(self, nvec: np.ndarray, start: np.ndarray, dtype: np.dtype) -> None:
+        self.action_shape = tuple(nvec.shape)
+        self.sizes = [int(n) for n in nvec.reshape(-1)]
+        self.start = start.reshape(-1).astype(np.int64)
+        self.dtype = dtype
+        self.param_dim = sum(self.sizes)
+        self.parts = [Categorical(n) for n in self.sizes]
+
+    def _split(self, params: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return params.split(self.sizes, dim=-1)
+
+    def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
+        columns = [part.sample(p, rng) for part, p in zip(self.parts, self._split(params), strict=True)]
+        return np.stack(columns, axis=-1).reshape(params.shape[0], *self.action_shape)
+
+    def mode(self, params: torch.Tensor) -> np.ndarray:
+        columns = [part.mode(p) for part, p in zip(self.parts, self._split(params), strict=True)]
+        return np.stack(columns, axis=-1).reshape(params.shape[0], *self.action_shape)
+
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        flat = actions.reshape(actions.shape[0], -1)
+        pairs = [
+            part.log_prob_entropy(p, flat[:, j])
+            for j, (part, p) in enumerate(zip(self.parts, self._split(params), strict=True))
+        ]
+        return torch.stack([lp for lp, _ in pairs]).sum(0), torch.stack([h for _, h in pairs]).sum(0)
+
+    def policy_grad(
+        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """log pi(a) = sum_j log pi_j(a_j) and H = sum_j H_j, and component j's logits enter only its own terms: the
+        gradient is each component's Categorical gradient (same advantages, same coefficient) side by side."""
+        flat = actions.reshape(actions.shape[0], -1)
+        parts = [
+            part.policy_grad(p, flat[:, j], advantages, ent_coef)
+            for j, (part, p) in enumerate(zip(self.parts, self._split(params), strict=True))
+        ]
+        log_probs = torch.stack([lp for lp, _, _ in parts]).sum(0)
+        entropies = torch.stack([h for _, h, _ in parts]).sum(0)
+        return log_probs, entropies, torch.cat([d for _, _, d in parts], dim=-1)
+
+    def env_actions(self, actions: np.ndarray) -> list[Any]:
+        shaped = (actions.reshape(actions.shape[0], -1) + self.start).astype(self.dtype)
+        return list(shaped.reshape(actions.shape))
+
+
+class DiagGaussian(Distribution):
+    """Box actions: a diagonal Gaussian over the flattened action, params = [mean (A), log_std (A)]. The head makes
+    the mean from the features and the log-std from one state-independent parameter (``GaussianHead``). Samples are
+    stored unclipped; ``env_actions`` clips them to the bounds (see the module's docstring)."""
+
+    action_dtype = torch.float32
+
+    def __init__(self, space: gym.spaces.Box, log_std_init: float = 0.0) -> None:
+        self.action_shape = tuple(space.shape)
+        self.dim = int(np.prod(space.shape))
+        self.param_dim = 2 * self.dim
+        self.low = space.low.reshape(-1).astype(np.float64)
+        self.high = space.high.reshape(-1).astype(np.float64)
+        self.dtype = space.dtype
+        self.log_std_init = log_std_init
+
+    def _mean_log_std(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return params[:, : self.dim], params[:, self.dim :]
+
+    def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
+        p = params.numpy()
+        mean, log_std = p[:, : self.dim], p[:, self.dim :]
+        noise = rng.standard_normal(mean.shape, dtype=np.float32)
+        return (mean + np.exp(log_std) * noise).reshape(p.shape[0], *self.action_shape)
+
+    def mode(self, params: torch.Tensor) -> np.ndarray:
+        return params[:, : self.dim].numpy().astype(np.float32).reshape(params.shape[0], *self.action_shape)
+
+    def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log N(a; mu, sigma) = -sum_d [ (a_d - mu_d)^2 / (2 sigma_d^2) + log sigma_d + log(2 pi) / 2 ]
+        H = sum_d [ log sigma_d + (1 + log(2 pi)) / 2 ]"""
+        mean, log_std = self._mean_log_std(params)
+        z = (actions.reshape(actions.shape[0], -1) - mean) * torch.exp(-log_std)
+        log_prob = -(0.5 * z.pow(2) + log_std).sum(-1) - self.dim * _HALF_LOG_2PI
+        entropy = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
+        return log_prob, entropy
+
+    def policy_grad(
+        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """With z = (a - mu) / sigma and s = log sigma, over B samples:
+        d policy / d mu_i   = -(A_i / B) * z_i / sigma_i
+        d policy / d s_i    = -(A_i / B) * (z_i^2 - 1)
+        d (-c_e H) / d s_i  = -c_e / B
+        """
+        with torch.no_grad():
+            batch = params.shape[0]
+            mean, log_std = self._mean_log_std(params)
+            inv_std = torch.exp(-log_std)
+            z = (actions.reshape(batch, -1) - mean) * inv_std
+            z2 = z.pow(2)
+            log_probs = -(0.5 * z2 + log_std).sum(-1) - self.dim * _HALF_LOG_2PI
+            entropies = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
+            scaled_adv = (advantages / batch).unsqueeze(-1)
+            dmean = -scaled_adv * z * inv_std
+            dlog_std = -scaled_adv * (z2 - 1.0) - ent_coef / batch
+        return log_probs, entropies, torch.cat([dmean, dlog_std], dim=-1)
+
+    def env_actions(self, actions: np.ndarray) -> list[Any]:
+        flat = np.clip(actions.reshape(actions.shape[0], -1), self.low, self.high).astype(self.dtype)
+        return list(flat.reshape(actions.shape))
+
+    def make_head(self, width: int) -> nn.Module:
+        return GaussianHead(width, self.dim, self.log_std_init)
+
+
+class GSDEGaussian(DiagGaussian):
+    """Box actions with generalized state-dependent exploration (gSDE; Raffin et al. 2021, SB3's ``use_sde``).
+
+    The exploration noise is a function of the state, eps(s) = z(s) @ E, with z(s) the policy's last features
+    [W] and E [W, A] a matrix drawn ~ N(0, sigma^2) (sigma [W, A] learned, one std per feature and action dimension)
+    once per env at the start of each rollout and held for the rollout: within a rollout the same state gets the same
+    noise and nearby states similar noise, so exploration is smooth in time rather than white noise at every step
+    (which on Pendulum averages out before it moves the pendulum). Given s the action is Gaussian with mean mu(s) and
+    variance var_a = sum_j z_j^2 sigma_ja^2 (+ 1e-6): that is the log-prob and the entropy in the loss. z enters the
+    variance detached (SB3's default, learn_features=False): the std is learned through sigma only.
+
+    params = [mean (A), z (W), log sigma (W * A)]: everything ``sample`` and the loss need, row by row (the log sigma
+    block is the same in every row). The log-prob and entropy are DiagGaussian's with that std; no closed-form
+    gradient: the loss differentiates ``log_prob_entropy``."""
+
+    VARIANCE_EPS = 1e-6
+
+    def __init__(self, space: gym.spaces.Box, log_std_init: float, width: int) -> None:
+        super().__init__(space, log_std_init)
+        self.width = width
+        self.param_dim = self.dim + width + width * self.dim
+        self.noise: np.ndarray | None = None  # [n_envs, W, A] standard normal, scaled by sigma when used
+
+    def new_rollout(self, n_envs: int, rng: np.random.Generator) -> None:
+        self.noise = rng.standard_normal((n_envs, self.width, self.dim), dtype=np.float32)
+
+    def _split(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        A, W = self.dim, self.width
+        return params[:, :A], params[:, A : A + W], params[:, A + W :].reshape(-1, W, A)
+
+    def _std(self, latent: torch.Tensor, log_sigma: torch.Tensor) -> torch.Tensor:
+        variance = (latent.pow(2).unsqueeze(-1) * torch.exp(2.0 * log_sigma)).sum(1)  # [B, A]
+        return torch.sqrt(variance + self.VARIANCE_EPS)
+
+    def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
+        mean, latent, log_sigma = (x.numpy() for x in self._split(params))
+        if self.noise is None or self.noise.shape[0] != mean.shape[0]:
+            self.new_rollout(mean.shape[0], rng)  # a caller outside a rollout (a3c.load's act): fresh noise
+        matrices = np.exp(log_sigma) * self.noise  # E = sigma * N(0, 1), [B, W, A]
+        noise = np.einsum("bw,bwa->ba", latent, matrices)
+        return (mean + noise).astype(np.float32).reshape(mean.shape[0], *self.action_shape)
+
+    def _mean_log_std(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Gaussian given the state (DiagGaussian's log_prob_entropy uses it as it is)."""
+        mean, latent, log_sigma = self._split(params)
+        return mean, torch.log(self._std(latent, log_sigma))
+
+    def policy_grad(
+        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        return None  # no closed form here: the loss differentiates log_prob_entropy (see the class docstring)
+
+    def make_head(self, width: int) -> nn.Module:
+        if width != self.width:
+            raise ValueError(f"gSDE distribution made for features of width {self.width}, head asked for {width}")
+        return GSDEHead(width, self.dim, self.log_std_init)
+
+
+class GSDEHead(nn.Module):
+    """features [B, W] -> [mean [B, A], features detached [B, W], log sigma [B, W * A]] (``GSDEGaussian``)."""
+
+    def __init__(self, width: int, dim: int, log_std_init: float) -> None:
+        super().__init__()
+        self.mean = _linear(width, dim, 0.01)
+        self.log_std = nn.Parameter(torch.full((width, dim), float(log_std_init)))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        rows = features.shape[0]
+        log_sigma = self.log_std.reshape(1, -1).expand(rows, -1)
+        return torch.cat([self.mean(features), features.detach(), log_sigma], dim=-1)
+
+
+class GaussianHead(nn.Module):
+    """features [B, width] -> [mean [B, A], log_std [B, A]]: the mean from a linear layer (small weights: it starts
+    near 0), the log-std one learned parameter per action dimension, the same for every state."""
+
+    def __init__(self, width: int, dim: int, log_std_init: float) -> None:
+        super().__init__()
+        self.mean = _linear(width, dim, 0.01)
+        self.log_std = nn.Parameter(torch.full((dim,), float(log_std_init)))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        mean = self.mean(features)
+        return torch.cat([mean, self.log_std.expand_as(mean)], dim=-1)
+
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _linear(width: int, out: int, gain: float) -> nn.Linear:
+    layer = nn.Linear(width, out)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+def make_distribution(action_space: gym.Space, log_std_init: float = 0.0, gsde_width: int = 0) -> Distribution:
+    """The distribution family of an action space; UserError for spaces a3c does not support. ``log_std_init``:
+    the Gaussian's initial log standard deviation (Box actions only); ``gsde_width``: with Box actions, the width of
+    the features the head sees, for gSDE (0: the plain diagonal Gaussian)."""
+    if isinstance(action_space, gym.spaces.Discrete):
+        return Categorical(int(action_space.n), int(action_space.start))
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        start = getattr(action_space, "start", np.zeros_like(action_space.nvec))
+        return MultiCategorical(np.asarray(action_space.nvec), np.asarray(start), action_space.dtype)
+    if isinstance(action_space, gym.spaces.Box) and np.issubdtype(action_space.dtype, np.floating):
+        if gsde_width:
+            return GSDEGaussian(action_space, log_std_init, gsde_width)
+        return DiagGaussian(action_space, log_std_init)
+    raise UserError(
+        f"action space {action_space} is not supported; a3c supports Discrete, MultiDiscrete and float Box actions"
+    )

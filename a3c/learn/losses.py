@@ -1,0 +1,162 @@
+"""Pure functions from rollout tensors to advantages, returns and the actor-critic loss. No processes, no state.
+
+Shapes: T = rollout length (n_steps), K = envs of one worker; every [T, K] tensor is indexed [step, env].
+
+Terminated vs truncated (the bootstrap at truncation): an episode that *terminated* (the MDP reached a terminal
+state) is worth nothing afterwards, so its target bootstraps from zero. An episode that was *truncated* (time limit)
+did not end in the MDP: its target bootstraps from V(final observation), the observation the env returned with
+truncated=True, not the reset observation that follows. The rollout boundary is a truncation of the same kind:
+it bootstraps from V(observation after the last step). Both are expressed by `next_values`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from a3c.learn.distributions import Distribution
+
+
+def next_state_values(
+    values: torch.Tensor, last_values: torch.Tensor, final_values: torch.Tensor, truncated: torch.Tensor
+) -> torch.Tensor:
+    """V(s_{t+1}) for every step: values[t+1] inside the rollout, last_values [K] after its last step, and
+    final_values[t] (V of the final observation) where the episode was truncated at step t. [T, K]"""
+    next_values = torch.cat([values[1:], last_values.unsqueeze(0)], dim=0)
+    return torch.where(truncated.bool(), final_values, next_values)
+
+
+def gae_advantages(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    dones: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation (Schulman et al. 2016) with terminated/truncated handled apart.
+
+    delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t
+    A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},  A_T = 0
+    where done_t = terminated_t or truncated_t (the trace stops at any episode end, the bootstrap only at
+    termination). Returns (advantages, returns = advantages + values), both [T, K]. Advantages carry no gradient:
+    they are targets, computed from detached values.
+    """
+    not_terminated = 1.0 - terminated.to(values.dtype)
+    deltas = rewards + gamma * not_terminated * next_values - values
+    trace = (gamma * gae_lambda) * (1.0 - dones.to(values.dtype))
+    # The backward recursion runs over T small [K] slices: in numpy (on views of the same memory) each step costs
+    # about a microsecond, in torch several; this is on every worker's update path.
+    d, c = deltas.detach().cpu().numpy(), trace.detach().cpu().numpy()
+    adv = np.empty_like(d)
+    running = np.zeros_like(d[0])
+    for t in range(d.shape[0] - 1, -1, -1):
+        running = d[t] + c[t] * running
+        adv[t] = running
+    advantages = torch.from_numpy(adv).to(values.device)
+    return advantages, advantages + values
+
+
+def n_step_returns(
+    rewards: torch.Tensor, next_values: torch.Tensor, terminated: torch.Tensor, dones: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """The classic A3C target: R_t = r_t + gamma * R_{t+1} inside an episode, bootstrapped from next_values where
+    the episode was cut (truncation or the rollout boundary) and from 0 where it terminated. [T, K]
+
+    Equal to gae_advantages(...)[1] with gae_lambda = 1.
+    """
+    not_terminated = 1.0 - terminated.to(rewards.dtype)
+    not_done = 1.0 - dones.to(rewards.dtype)
+    returns = torch.zeros_like(rewards)
+    following = next_values[-1]
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        # inside an episode the next state's worth is R_{t+1}; at an episode end or the boundary it is V(s_{t+1})
+        bootstrap = not_done[t] * following + (1.0 - not_done[t]) * next_values[t]
+        returns[t] = rewards[t] + gamma * not_terminated[t] * bootstrap
+        following = returns[t]
+    return returns
+
+
+class LossTerms(NamedTuple):
+    total: torch.Tensor  # scalar to backpropagate
+    policy: torch.Tensor
+    value: torch.Tensor
+    entropy: torch.Tensor
+
+
+def actor_critic_loss(
+    dist: Distribution,
+    params: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    ent_coef: float,
+    vf_coef: float,
+) -> LossTerms:
+    """A3C loss over a batch of B samples: the policy distribution's params [B, P] (logits for Categorical),
+    values [B], actions [B, ...], advantages [B], returns [B].
+
+    policy = -mean(log pi(a|s) * A)   (A treated as a constant)
+    value  = mean((R - V(s))^2) / 2
+    entropy = mean(H(pi(.|s)))
+    total  = policy + vf_coef * value - ent_coef * entropy
+    """
+    action_log_probs, entropies = dist.log_prob_entropy(params, actions)
+    return _combine(action_log_probs, advantages.detach(), entropies, values - returns.detach(), ent_coef, vf_coef)
+
+
+def _combine(
+    action_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    entropies: torch.Tensor,
+    errors: torch.Tensor,
+    ent_coef: float,
+    vf_coef: float,
+) -> LossTerms:
+    policy_loss = -(action_log_probs * advantages).mean()
+    value_loss = 0.5 * errors.pow(2).mean()
+    entropy = entropies.mean()
+    return LossTerms(policy_loss + vf_coef * value_loss - ent_coef * entropy, policy_loss, value_loss, entropy)
+
+
+def actor_critic_loss_grads(
+    dist: Distribution,
+    params: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    ent_coef: float,
+    vf_coef: float,
+) -> tuple[LossTerms, torch.Tensor, torch.Tensor]:
+    """The loss of actor_critic_loss (same arguments), with its gradient with respect to the distribution's params
+    and the values, so that the loss itself adds nothing to the network's autograd graph:
+    ``torch.autograd.backward((params, values), (dparams, dvalues))`` then backpropagates only through the network.
+    Returns (terms, dparams [B, P], dvalues [B]); the terms are detached.
+
+    The policy and entropy part comes in closed form from the distribution where it has one (Categorical: on the
+    worker's update path this halves the cost of the backward pass, a dozen small autograd nodes less per update);
+    otherwise from autograd over the head's output alone. The value part is always closed form:
+      d (c_v value) / d V_i = (c_v / B) * (V_i - R_i)
+    """
+    batch = params.shape[0]
+    with torch.no_grad():
+        errors = values.detach() - returns
+        dvalues = errors * (vf_coef / batch)
+    closed = dist.policy_grad(params.detach(), actions, advantages, ent_coef)
+    if closed is not None:
+        action_log_probs, entropies, dparams = closed
+    else:
+        leaf = params.detach().requires_grad_(True)
+        with torch.enable_grad():
+            action_log_probs, entropies = dist.log_prob_entropy(leaf, actions)
+            surrogate = -(action_log_probs * advantages).mean() - ent_coef * entropies.mean()
+            (dparams,) = torch.autograd.grad(surrogate, leaf)
+        action_log_probs, entropies = action_log_probs.detach(), entropies.detach()
+    with torch.no_grad():
+        terms = _combine(action_log_probs, advantages, entropies, errors, ent_coef, vf_coef)
+    return terms, dparams, dvalues

@@ -1,0 +1,43 @@
+"""Writing a whole file atomically (``atomic_write``): every file a3c writes in one piece goes through it (checkpoints,
+config.json and summary.json, the loss-history figure, episodes.csv and eval.csv rewritten on resume), so that a
+reader, or a run resumed after a crash, sees the old file or the new one, never half of one, and a write that fails
+(a full disk) leaves no temporary file behind. Its own module, importing nothing of a3c, so that the light modules
+(a3c.record.figures, which ``python -m a3c.plot`` imports without torch) can use it too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+
+def atomic_write(path: Path, write: Callable[[IO[Any]], object], *, binary: bool = False, durable: bool = True) -> Path:
+    """Write the file at ``path`` by calling ``write(f)`` on a temporary file beside it (NAME.tmp, opened as text
+    (UTF-8, newlines untranslated, as csv wants) or, ``binary``, as bytes), then rename it over ``path``.
+    ``durable``: the temporary file is fsynced before the rename and the directory after it, so that the new file,
+    once this returns, survives a crash of the machine too (a figure redrawn every 30 s does without). Whatever stops
+    the write (an OSError such as ENOSPC, or anything else) removes the temporary file, its space given back, and is
+    raised again; the previous file stays as it was. Returns ``path``."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") if binary else open(tmp, "w", encoding="utf-8", newline="") as f:
+            write(f)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+    except BaseException:
+        with contextlib.suppress(OSError):  # (a directory gone read-only: the original error is the one to see)
+            tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    return path

@@ -1,0 +1,214 @@
+"""Resume (``--resume RUN_DIR``): the checkpoint a run goes on from, read once and checked (``load_resume``), the
+resumed run's config (``resume_config``), the check that the checkpoint's model fits the env and the model this run
+builds (``check_compatible``), and what the trainer does to the run directory before it goes on (episodes.csv
+trimmed, the run's wall time so far).
+
+The config is the checkpoint's, with the flags given on the command line on top, except those that define the model
+(``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken (before a crash) are dropped, as the
+resumed run will produce those episode indexes again; the trainer likewise purges TensorBoard events from the
+checkpoint's step on. A row the checkpoint counted is never dropped, whatever the resumed session's worker count: the
+checkpoint counts the episodes of every rank the run has had.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from a3c.learn.distributions import make_distribution
+from a3c.record.checkpoint import INPUT_SCALE, LATEST, REQUIRED, check_trained_spaces, load_checkpoint, saved_settings
+from a3c.record.files import atomic_write
+from a3c.spec.config import RAY_ONLY_SETTINGS, Config
+from a3c.spec.environment import EnvSpec
+from a3c.spec.errors import UserError
+
+# settings that define the model and its optimizer state: a resumed run cannot change them
+FIXED_ON_RESUME: tuple[str, ...] = (
+    "env",
+    "env_kwargs",
+    "hidden_sizes",
+    "shared_torso",
+    "lstm",
+    "optimizer",
+    "normalize_obs",  # the model was trained on (un)normalised inputs
+    "normalize_reward",
+)
+
+
+def load_resume(run_dir: str | Path) -> dict[str, Any]:
+    """The checkpoint to resume the run in ``run_dir`` from (its checkpoints/latest.pt), checked for completeness."""
+    run = Path(run_dir)
+    if not run.exists():
+        raise UserError(f"--resume {run}: no such directory; give the run directory of an earlier a3c run")
+    if not run.is_dir() or not (run / "config.json").is_file():
+        raise UserError(f"--resume {run} is not an a3c run directory (no config.json); give the run's directory")
+    path = run / "checkpoints" / LATEST
+    if not path.is_file():
+        raise UserError(
+            f"--resume {run}: the run has no checkpoints/{LATEST} (it ended before its first checkpoint); "
+            "start a new run instead"
+        )
+    payload = load_checkpoint(path)
+    for key, kind in REQUIRED.items():
+        if not isinstance(payload.get(key), kind):
+            raise UserError(
+                f"checkpoint {path} has no valid {key!r} entry (corrupt, or written by another version); "
+                "start a new run instead"
+            )
+    counters = ("worker_steps", "episodes_written", "incarnations")
+    workers = len(payload["episodes_written"])
+    if any(payload[k].dim() != 1 or len(payload[k]) != workers for k in counters) or payload["model"].dim() != 1:
+        raise UserError(f"checkpoint {path} has inconsistent worker counters (corrupt); start a new run instead")
+    if "wall_time_s" not in payload:  # an a3c before per-rank retention (wall_time_s came with it)
+        count_forgotten_ranks(payload, run / "episodes.csv")
+    return payload
+
+
+def count_forgotten_ranks(payload: dict[str, Any], episodes_csv: Path) -> None:
+    """A checkpoint of an a3c before per-rank retention, written after a resume with fewer workers, counts only that
+    session's ranks, while episodes.csv holds the complete rows of an earlier session's higher ranks (counted by
+    that session's checkpoint). Such a rank gets, in ``payload``, the counter its rows show: its last index + 1
+    (its steps, stats and incarnations 0), from its rows up to the checkpoint's step (a rank the checkpoint does not
+    count that logged rows after it ran in a later session that crashed before its first checkpoint: those rows
+    go, as every row logged after the checkpoint does). trim_episode_log then keeps those rows, and the
+    coordinator's restore goes on after them (a rank it does not run keeps its counter for later checkpoints)."""
+    counted, step = len(payload["episodes_written"]), payload["global_step"]
+    last: dict[int, int] = {}
+    for _, values in _episode_rows(episodes_csv)[1]:
+        w, i = int(values["worker"]), int(values["index"])
+        if w >= counted and values["global_step"] <= step:
+            last[w] = max(last.get(w, -1), i)
+    if not last:
+        return
+    extra = max(last) + 1 - counted
+    written = torch.cat([payload["episodes_written"], torch.zeros(extra, dtype=payload["episodes_written"].dtype)])
+    for w, i in last.items():
+        written[w] = i + 1
+    payload["episodes_written"] = written
+    for key in ("worker_steps", "incarnations"):
+        payload[key] = torch.cat([payload[key], torch.zeros(extra, dtype=payload[key].dtype)])
+    stats = payload["worker_stats"]
+    if stats.dim() == 2 and len(stats) == counted:
+        payload["worker_stats"] = torch.cat([stats, torch.zeros(extra, stats.shape[1], dtype=stats.dtype)])
+
+
+def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[str, Any]) -> Config:
+    """The resumed run's config: the checkpoint's, with ``overrides`` (the flags given on the command line) on
+    top. UserError for an override of a setting that defines the model, or a --total-steps already reached. The
+    model's input scale is the checkpoint's (``saved_settings``), whatever is given."""
+    saved = saved_settings(payload)
+    for key in FIXED_ON_RESUME:
+        if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
+            flag = "--" + key.replace("_", "-")
+            raise UserError(
+                f"{flag} {_normal(overrides[key])!r} differs from the resumed run's {saved.get(key)!r}; a resumed "
+                f"run keeps its env, env kwargs, model sizes and optimizer: drop {flag}, or start a new run"
+            )
+    if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
+        raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
+    merged = {**saved, **overrides, INPUT_SCALE: saved[INPUT_SCALE]}
+    if merged.get("backend") != "ray":
+        # a Ray run resumed under another backend: its Ray-only settings (--push-every, --ray-same-node) have no
+        # meaning there, and would fail validation; back to their defaults unless given again on this command line
+        defaults = Config()
+        for key in RAY_ONLY_SETTINGS:
+            if key not in overrides:
+                merged[key] = getattr(defaults, key)
+    try:
+        config = Config.from_dict({**merged, "run_dir": str(run_dir), "resume": str(run_dir)})
+    except TypeError as err:
+        raise UserError(f"the checkpoint's config does not fit this a3c ({err}); start a new run instead") from None
+    config.validate()
+    step = payload["global_step"]
+    if config.total_steps <= step:
+        raise UserError(
+            f"the run in {run_dir} is already at step {step:,}, not below --total-steps {config.total_steps:,}; "
+            "give a larger --total-steps to continue it"
+        )
+    return config
+
+
+def _normal(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def check_compatible(
+    payload: dict[str, Any], spec: EnvSpec, n_params: int, source: str, param_dim: int | None = None
+) -> None:
+    """UserError if the checkpoint's model does not fit the env (its spaces) and the model this run builds
+    (``n_params`` parameters, a policy head ``param_dim`` wide: by default, the plain family's for the action
+    space; --gsde's head is wider)."""
+    saved_spaces = payload.get("spaces")
+    if isinstance(saved_spaces, dict):
+        check_trained_spaces(saved_spaces, spec, source, "resume with the env it was trained on")
+    n_actions = make_distribution(spec.action_space).param_dim if param_dim is None else param_dim
+    if (payload["obs_dim"], payload["n_actions"]) != (spec.obs_dim, n_actions):
+        raise UserError(
+            f"{source} was trained with observations of size {payload['obs_dim']} and {payload['n_actions']} "
+            f"actions, but the env now has {spec.obs_dim} and {n_actions}; resume with the env it was trained on"
+        )
+    if payload["model"].numel() != n_params:
+        raise UserError(
+            f"{source} holds {payload['model'].numel()} parameters but the model has {n_params}; "
+            "resume with the --hidden-sizes (and --shared-torso) it was trained with"
+        )
+
+
+def _episode_rows(path: Path) -> tuple[list[str], list[tuple[list[str], dict[str, float]]]]:
+    """episodes.csv's header and its whole rows (each as read, and by column as numbers), in file order; a row cut
+    short or unreadable (the main process killed while writing it) is left out. ([], []) for no file."""
+    if not path.is_file():
+        return [], []
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return [], []
+    header, parsed = rows[0], []
+    for row in rows[1:]:
+        if len(row) != len(header):
+            continue
+        try:
+            parsed.append((row, {name: float(v) for name, v in zip(header, row, strict=True)}))
+        except ValueError:
+            continue
+    return header, parsed
+
+
+def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
+    """Keep the rows of episodes.csv that the checkpoint counted (worker w's indexes below ``written[w]``; of a
+    checkpoint that forgot ranks, the counters load_resume gave them), drop the rest (logged after the checkpoint,
+    before a crash, or half-written), rewrite the file atomically, and return the kept rows in file order."""
+    header, rows = _episode_rows(path)
+    if not header:
+        return []
+    kept = [(row, values) for row, values in rows if _counted(values, written)]
+    atomic_write(path, lambda f: csv.writer(f).writerows([header, *(row for row, _ in kept)]))
+    return [values for _, values in kept]
+
+
+def _counted(values: dict[str, float], written: np.ndarray) -> bool:
+    w, i = int(values["worker"]), int(values["index"])
+    return 0 <= w < len(written) and i < written[w]
+
+
+def elapsed_wall_time(payload: dict[str, Any], kept: list[dict[str, float]]) -> float:
+    """The run's wall time at the checkpoint ``payload`` (its ``wall_time_s``): what the resumed session's wall time
+    goes on from, so that wall_time runs on across sessions. A checkpoint written before a3c saved it, by an a3c
+    whose wall time began at 0 again in each session: the sessions' times added up from the episodes.csv rows it
+    kept (``kept``), walked in global-step order. A session begins where the wall time drops below half of what
+    the one before had reached (the rows of one session, ordered by step, can step back in time a little: the
+    workers' episodes interleave), and adds what that one had reached; the last adds its newest row's time."""
+    saved = payload.get("wall_time_s")
+    if isinstance(saved, (int, float)) and saved >= 0:  # (NaN fails the comparison)
+        return float(saved)
+    before = reached = 0.0  # the earlier sessions' time; the time the current one has reached
+    for row in sorted(kept, key=lambda r: (r["global_step"], r.get("worker", 0.0), r.get("index", 0.0))):
+        wall = row["wall_time"]
+        if wall < reached / 2:  # wall time began at 0 again: a new session
+            before, reached = before + reached, 0.0
+        reached = max(reached, wall)
+    return before + reached

@@ -1,0 +1,180 @@
+"""Start-up, straight down: one step (``resolve_run``) turns what a user asked for, the command line's flags or
+``a3c.train``'s settings, into a ``ResolvedRun``, the one object the Trainer takes. After it nothing validates the
+settings again or reads the checkpoint again.
+
+    resolve_settings   a new run: defaults < the env's preset < the settings given; --resume: the checkpoint's
+                       config < the settings given (its checkpoints/latest.pt read here, once); then validated
+    preflight          what Config.validate cannot check alone: Ray installed for --backend ray, the env id and its
+                       spaces, --gsde on Box actions, the TensorBoard port, an empty run directory for a new run
+    check_compatible   --resume: the checkpoint's model fits the env and the model this run builds
+    start_fork_server  a new run: the fork server starts now, so that it imports torch while this process does
+    resolve_workers    --workers auto: the count measured (a3c/run/workers_auto.py)
+
+Every check a user's input can fail comes before any process and any directory exists; each failure is one
+UserError (on the command line one line and exit code 2; from a3c.train a ValueError with the same message).
+
+A new run's resolution is free of torch up to the fork server's start, so that the command checks its input and
+starts the server within a fraction of a second: the server then imports torch, gymnasium and the rest of
+a3c.run.preload (about 2 s) while the main process imports its own (about 2 s more) instead of after it. That halves
+the start-up of a run with many workers. A resume reads its checkpoint with torch, and its fork server starts later,
+when the trainer launches the workers.
+
+"Given" settings are what the user typed or passed: the command line's flags typed (a flag typed with its default
+value counts), a3c.train's keyword settings and the fields of its Config that differ from the defaults. They beat
+the preset (``preset="none"`` / ``--preset none``: the plain defaults) and, on resume, the checkpoint's config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import multiprocessing
+import multiprocessing.forkserver
+import signal
+from collections.abc import Iterator, Mapping, Set
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from a3c.record.run_dir import check_new_run_dir
+from a3c.record.tensorboard_server import check_port
+from a3c.run.workers_auto import resolve_workers
+from a3c.spec.config import Config
+from a3c.spec.environment import EnvSpec, describe_env
+from a3c.spec.errors import UserError
+from a3c.spec.presets import CHECKPOINT, FLAG, resolve_config
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A run's settings, resolved and validated (``resolve_settings``): ``config`` (its worker count may still be
+    "auto"), ``sources`` (where each setting came from: default, preset, flag or checkpoint; what --show-config
+    prints) and, for --resume, the checkpoint the run goes on from (``resume``; None for a new run)."""
+
+    config: Config
+    sources: dict[str, str]
+    resume: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """Everything the Trainer starts from, checked: the config (validated, its worker count resolved: an int, with
+    ``workers_auto`` recording how --workers auto chose it), the env's spec, where each setting came from, the
+    checkpoint a resumed run goes on from (read once, checked against the env and the model; None for a new run) and
+    the session (0 for a new run, one more than the checkpoint's for a resume: its workers get fresh seeds)."""
+
+    config: Config
+    spec: EnvSpec
+    sources: dict[str, str]
+    resume: dict[str, Any] | None
+    session: int
+
+
+def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
+    """The settings (``values``: every Config field's value, the defaults where none was given; ``given``: the names
+    of those given, see the module docstring) -> the resolved run, in the order of the module docstring. Raises
+    UserError for bad input, before any process or directory exists (the fork server aside, which starts only
+    once the input is checked)."""
+    settings = resolve_settings(values, given)
+    config, resume = settings.config, settings.resume
+    spec = preflight(config)  # the user's input, checked without torch ...
+    if resume is not None:
+        check_resume_fits(resume, spec, config)
+    else:
+        start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
+    config = resolve_workers(config, spec)  # --workers auto: measured now, while the fork server starts
+    session = 0 if resume is None else int(resume.get("session", 0)) + 1
+    return ResolvedRun(config, spec, settings.sources, resume, session)
+
+
+def resolve_settings(values: Mapping[str, Any], given: Set[str]) -> Settings:
+    """A new run: defaults < the env's preset (a3c/spec/presets.toml) < the settings given. --resume: the run's
+    checkpointed config < the settings given (presets are not applied again over a resumed run). Validated."""
+    if values.get("resume") is not None:
+        return _resumed(values, given)
+    with _bad_types():
+        config, sources = resolve_config(dict(values), set(given))
+    return Settings(config, sources)
+
+
+@contextmanager
+def _bad_types() -> Iterator[None]:
+    """A TypeError of Config's validation (from a3c.train: e.g. a string where a number belongs) as a UserError."""
+    try:
+        yield
+    except TypeError as err:
+        raise UserError(f"bad setting: {err}") from None
+
+
+def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
+    """--resume RUN_DIR: its checkpoint, read once, and its config with the settings given on top."""
+    from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
+
+    if "preset" in given:
+        raise UserError(
+            "--preset does not apply to --resume: a resumed run keeps its checkpoint's config; drop --preset, and "
+            "give the flags you want to change"
+        )
+    given = set(given) - {"resume"}
+    overrides = {name: values[name] for name in given}
+    if "workers" in overrides:  # a count given now replaces the one --workers auto chose before, and its reason
+        overrides["workers_auto"] = None
+    run_dir = values["resume"]
+    payload = load_resume(run_dir)
+    with _bad_types():
+        config = resume_config(payload, run_dir, overrides)
+    sources = {f.name: FLAG if f.name in given else CHECKPOINT for f in dataclasses.fields(Config)}
+    sources["resume"] = sources["run_dir"] = FLAG
+    return Settings(config, sources, payload)
+
+
+def preflight(config: Config) -> EnvSpec:
+    """The checks of a validated ``config`` (resolve_settings) that need no torch but more than the settings; returns
+    the env's spec. Raises UserError."""
+    if config.backend == "ray" and importlib.util.find_spec("ray") is None:
+        raise UserError("--backend ray needs Ray, which is not installed; pip install 'a3c[ray]' (or 'ray>=2.40')")
+    spec = describe_env(config.env, config.env_kwargs)
+    if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):
+        raise UserError(
+            f"--gsde is for continuous (Box) actions, but {config.env} has {spec.action_space} actions; drop --gsde"
+        )
+    check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
+    if config.resume is None and config.run_dir:
+        check_new_run_dir(Path(config.run_dir))
+    return spec
+
+
+def check_resume_fits(payload: dict[str, Any], spec: EnvSpec, config: Config) -> None:
+    """UserError if the checkpoint of a resumed run does not fit the env (its spaces) and the model ``config``
+    builds for it (parameter count, policy head)."""
+    from a3c.learn.model import model_shape
+    from a3c.record.checkpoint import LATEST
+    from a3c.record.resume import check_compatible
+
+    n_params, param_dim = model_shape(spec, config)
+    check_compatible(payload, spec, n_params, f"{config.resume}/checkpoints/{LATEST}", param_dim)
+
+
+def start_fork_server(config: Config) -> None:
+    """Start the fork server now, with a3c.run.preload as its preload, if the run will use it: not under the serial
+    backend, whose workers and evaluator run in this process (no-op then; also when it runs already). Call after the
+    input checks: a run whose input is wrong starts no process."""
+    if config.resolved_start_method() != "forkserver" or config.backend == "serial":
+        return
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["a3c.run.preload"])
+    # The server is started with SIGINT ignored. It inherits SIG_IGN through exec, Python then leaves SIGINT ignored,
+    # and every child it forks restores the server's own startup handler: SIG_IGN. Started with SIGINT live, a
+    # worker would run with Python's KeyboardInterrupt handler until it ignores SIGINT itself, and a Ctrl-C in that
+    # window printed its traceback.
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot be changed here
+        previous = None
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,354 @@
+"""One worker: owns K environments and a private copy of the model, and loops
+    pull global weights -> roll out n_steps in K envs -> loss (a3c.learn.losses) -> backward -> clip -> push the
+    gradient (shared optimizer step) -> publish steps, finished episodes and its stats in one batch
+until its channel (a3c.run.backends.WorkerChannel) says stop. The loop does not know which backend it runs on: a process
+of its own (``worker_main``, the shared-memory backend) or a turn in the main process (the serial backend). Nothing in
+the per-step path locks or talks to another process.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+import numpy as np
+import torch
+
+from a3c.learn.losses import actor_critic_loss_grads, gae_advantages, next_state_values
+from a3c.learn.model import build_model, flatten_parameters
+from a3c.learn.running_stats import ObsNormalizer, RewardScaler
+from a3c.record.rows import FIELD, FIELDS, Stat
+from a3c.run.backends import WorkerChannel
+from a3c.spec.config import Config
+from a3c.spec.environment import LIFE_LOST, EnvSpec, make_env
+from a3c.spec.seeding import WorkerSeeds
+
+RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
+START_POLL_S = 0.002  # how often a worker at the start line looks whether all the others are there
+# The traceback sent to the supervisor is cut to this many BYTES of UTF-8: the pipe's buffer (64 KiB on Linux) holds
+# bytes, and a send that fits in it never blocks even if the main process reads late (16,000 characters of
+# non-ASCII text could be 64,000 bytes and, pickled, fill the buffer: the send would block and a crash would look
+# like a hang).
+MAX_TRACEBACK_BYTES = 16_000
+
+
+def worker_main(
+    rank: int,
+    channel: WorkerChannel,
+    config: Config,
+    spec: EnvSpec,
+    run_start: float,
+    session: int,
+    incarnation: int = 0,
+    errors: Connection | None = None,
+) -> None:
+    """Process entry point (the shared-memory backend). ``session`` counts earlier sessions of a resumed run and
+    ``incarnation`` earlier processes of this rank in this session (restarts): together with the rank they name this
+    process's random streams (a3c.spec.seeding), so no restart or resume replays another's episodes. An exception is
+    sent, as traceback text, on ``errors`` (this rank's pipe to the launcher), and the process exits with 1."""
+    run_as_process(
+        lambda terminate: Worker(
+            rank, channel, config, spec, run_start, WorkerSeeds(config.seed, session, rank, incarnation)
+        ).run(terminate),
+        errors,
+    )
+
+
+def run_as_process(body: Callable[[Callable[[], bool]], None], errors: Connection | None) -> None:
+    """What every process a launcher starts (workers, the evaluator) does around its ``body(terminate)``: the set-up
+    below, and an exception sent, as traceback text, on ``errors`` (its pipe to the launcher), then exit code 1."""
+    # Everything inherited from the parent (fork) or the fork server goes into a generation the garbage collector
+    # never scans: a full collection writes to the header of every object it visits, which would copy nearly the
+    # whole inherited heap into this process (copy-on-write pages touched by a read-only workload). O(1): it links
+    # the generation lists, touching no object.
+    gc.freeze()
+    torch.set_num_threads(1)  # N workers x M intra-op threads on few cores would thrash; one thread each
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
+    terminate = threading.Event()
+    # SIGTERM (the launcher's way to end a straggler) only sets a flag: the loop reads it at the top, so the update
+    # in hand is finished and the shared model never keeps half of one
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminate.set())
+    _exit_with_parent()
+    try:
+        body(terminate.is_set)
+    except Exception:
+        if errors is not None:
+            errors.send(_cut_to_bytes(traceback.format_exc(), MAX_TRACEBACK_BYTES))
+            errors.close()
+        else:
+            traceback.print_exc()
+        sys.exit(1)  # multiprocessing turns this into exitcode 1 without printing anything more
+
+
+def _cut_to_bytes(text: str, limit: int) -> str:
+    """The end of ``text`` (where the exception is), at most ``limit`` bytes of UTF-8, cut at a character boundary."""
+    data = text.encode("utf-8", errors="replace")
+    return data[-limit:].decode("utf-8", errors="ignore") if len(data) > limit else text
+
+
+def _exit_with_parent(poll_s: float = 0.5) -> None:
+    """Exit if the main process goes away (e.g. it was SIGKILLed): a daemon thread polls getppid, which changes when
+    we are re-parented (fork, spawn), and multiprocessing's parent sentinel, a pipe from the process that started us
+    that reads EOF once it is gone. The sentinel is what covers forkserver: there our parent is the fork server,
+    which does not exit while we live (every child it forks holds its "alive" pipe open), so getppid never changes."""
+    parent = os.getppid()
+    starter = multiprocessing.parent_process()  # the main process, under every start method
+
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent or (starter is not None and not starter.is_alive()):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+class Worker:
+    """K envs, a private model copy, and the loop. Talks to the rest of the run only through ``channel``."""
+
+    def __init__(
+        self,
+        rank: int,
+        channel: WorkerChannel,
+        config: Config,
+        spec: EnvSpec,
+        run_start: float,
+        seeds: WorkerSeeds,
+    ) -> None:
+        self.rank, self.channel, self.config, self.run_start = rank, channel, config, run_start
+        torch.manual_seed(seeds.torch)
+        self.rng = seeds.rng  # the action sampler's own stream: independent of every env's
+        T, K = config.n_steps, config.envs_per_worker
+        os.environ[RANK_ENV] = str(rank)  # read by envs as they are made (under the serial backend too)
+        self.envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
+        self.model, self.dist = build_model(spec, config)
+        self.params, self.grads = flatten_parameters(self.model)
+        # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
+        # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
+        # uint8 frames stay uint8 (scaled in the model), unless --normalize-obs turns them into floats here
+        obs_shape, self.obs_dtype = spec.obs_shape, (np.float32 if config.normalize_obs else spec.obs_dtype)
+        self.clip_rewards = spec.clip_rewards
+        self.obs = torch.from_numpy(np.zeros((T + 1, K, *obs_shape), dtype=self.obs_dtype))
+        # the observation returned with truncated=True, where it was
+        self.final_obs = torch.from_numpy(np.zeros((T, K, *obs_shape), dtype=self.obs_dtype))
+        self.actions = torch.zeros(T, K, *self.dist.action_shape, dtype=self.dist.action_dtype)
+        self.rewards = torch.zeros(T, K)
+        self.terminated = torch.zeros(T, K)
+        self.truncated = torch.zeros(T, K)
+        # the recurrent state (empty without a core): carried across rollouts, reset per env at its episode's end;
+        # start_state is the state before obs[0] of the rollout in hand, which the update unrolls from
+        self.state = self.model.initial_state(K)
+        self.start_state = self.state
+        # --normalize-obs / --normalize-reward: statistics shared by all workers (a3c.learn.running_stats); the buffers
+        # hold normalised observations and scaled rewards (what the model and the loss see), while the episode
+        # returns reported stay in the env's own units
+        self.obs_norm = (
+            ObsNormalizer(channel.obs_stats, rank, config.clip_obs) if channel.obs_stats is not None else None
+        )
+        self.reward_scale = (
+            RewardScaler(channel.reward_stats, rank, K, config.gamma, config.clip_reward)
+            if channel.reward_stats is not None
+            else None
+        )
+        # per-env running episode statistics
+        self.ep_return = np.zeros(K)
+        self.ep_length = np.zeros(K, dtype=np.int64)
+        self.ep_loss_sum = np.zeros((K, 4))  # loss, policy, value, entropy summed over updates during the episode
+        self.ep_updates = np.zeros(K, dtype=np.int64)
+        self.last_loss = np.full(4, np.nan)
+        # what the next publish carries: finished episodes, env steps, and this worker's stats row (it goes on from
+        # the coordinator's row: counters restored by a resume or left by this rank's previous incarnation)
+        self.finished: list[np.ndarray] = []
+        self.unpublished_steps = 0
+        self.stats = channel.load_stats()
+        self.stats[Stat.READY] = 0.0
+        self.lag_interval = -1
+        # The reset observations go where the first rollout() reads them from: obs[T], copied to obs[0] at its start.
+        first = []
+        for k, env in enumerate(self.envs):
+            env.action_space.seed(seeds.action_space(k))
+            first.append(env.reset(seed=seeds.env(k))[0])
+        self.obs[T] = torch.from_numpy(self.observe(first))
+
+    def observe(self, observations: list[np.ndarray]) -> np.ndarray:
+        """The K envs' observations as the model sees them: [K, *obs_shape] in the buffer's dtype, normalised with
+        --normalize-obs (and counted into the shared statistics)."""
+        batch = np.asarray(observations, dtype=self.obs_dtype).reshape(len(observations), *self.obs.shape[2:])
+        return batch if self.obs_norm is None else self.obs_norm(batch)
+
+    def run(self, terminate: Callable[[], bool] = lambda: False) -> None:
+        """The process's loop: the start line, then iterations until the channel says stop (or ``terminate``)."""
+        try:
+            self.wait_at_start_line()
+            while not self.channel.should_stop() and not terminate():
+                self.step()
+        finally:
+            self.close()
+
+    def step(self) -> None:
+        """One iteration: pull the global weights, roll out, update (push), publish."""
+        pulled_at = self.channel.pull(self.params)
+        self.rollout()
+        self.update(pulled_at)
+        for stats in (self.obs_norm, self.reward_scale):
+            if stats is not None:
+                stats.sync()  # this worker's new samples into the shared statistics; the merged view refreshed
+                self.stats[Stat.NONFINITE_SAMPLES] += stats.pop_nonfinite()  # non-finite samples it left out
+        self.publish()
+
+    def should_stop(self) -> bool:
+        return self.channel.should_stop()
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        self.envs = []
+
+    def publish(self) -> None:
+        self.stats[Stat.HEARTBEAT] = time.time()
+        self.channel.publish(self.unpublished_steps, self.finished, self.stats)
+        self.finished, self.unpublished_steps = [], 0
+
+    def wait_at_start_line(self) -> None:
+        """Mark this worker ready (envs made and reset, model built), then wait until every worker is, so that all
+        take their first step together. Without this the first workers step alone while the last are still starting
+        (about a second for 16 workers under forkserver), and that ramp falls inside summary.json's steps_per_s
+        window. A restarted worker finds the flags already up and passes at once; the heartbeat keeps the
+        supervisor's hang check quiet while waiting; a stop (a failed worker, Ctrl-C) ends the wait."""
+        self.stats[Stat.READY] = 1.0
+        self.publish()
+        while not self.channel.all_ready() and not self.channel.should_stop():
+            self.publish()  # the heartbeat
+            time.sleep(START_POLL_S)
+
+    def rollout(self) -> None:
+        T, K = self.config.n_steps, self.config.envs_per_worker
+        obs_np, final_np = self.obs.numpy(), self.final_obs.numpy()
+        rewards, terminated, truncated = self.rewards.numpy(), self.terminated.numpy(), self.truncated.numpy()
+        actions_np = self.actions.numpy()
+        obs_shape = obs_np.shape[2:]
+        self.obs[0] = self.obs[T]  # carried over from the previous rollout (or the reset observations)
+        self.start_state = tuple(s.clone() for s in self.state)  # a clone outside inference mode: autograd takes it
+        self.dist.new_rollout(K, self.rng)  # gSDE: this rollout's exploration noise (a no-op for the other families)
+        if self.stats[Stat.FIRST_STEP_TIME] == 0:
+            self.stats[Stat.FIRST_STEP_TIME] = time.time()
+        base_step = self.channel.global_step() + self.unpublished_steps
+        step_rewards, step_terms, step_truncs = [0.0] * K, [False] * K, [False] * K
+        next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
+        for t in range(T):
+            with torch.inference_mode():
+                params, self.state = self.model.policy(self.obs[t], self.state)
+            actions = self.dist.sample(params, self.rng)
+            actions_np[t] = actions
+            ended = []
+            # the per-env loop only steps and collects; the bookkeeping below is one numpy operation per step for all
+            # K envs (a numpy scalar write costs as much as a small vector one)
+            for k, (env, action) in enumerate(zip(self.envs, self.dist.env_actions(actions), strict=True)):
+                obs, reward, step_terms[k], step_truncs[k], info = env.step(action)
+                step_rewards[k] = float(reward)
+                if step_terms[k] or step_truncs[k]:
+                    ended.append((k, obs, info))
+                    obs, _ = env.reset()
+                next_obs[k] = obs
+            terminated[t] = step_terms
+            # a terminal state is terminal even at the time limit: truncated only where not terminated
+            np.greater(step_truncs, step_terms, out=truncated[t])
+            obs_np[t + 1] = self.observe(next_obs)
+            self.ep_return += step_rewards  # the env's own rewards: returns are reported unscaled and unclipped ...
+            self.ep_length += 1
+            rewards[t] = step_rewards
+            if self.clip_rewards:
+                np.sign(rewards[t], out=rewards[t])  # ... Atari trains on the reward's sign ...
+            if self.reward_scale is not None:  # ... and --normalize-reward on rewards over the return's std
+                rewards[t] = self.reward_scale(rewards[t].astype(np.float64), np.logical_or(step_terms, step_truncs))
+            for k, final_obs, info in ended:
+                if truncated[t, k]:
+                    final = np.asarray(final_obs, dtype=self.obs_dtype).reshape(obs_shape)
+                    final_np[t, k] = final if self.obs_norm is None else self.obs_norm.apply(final)
+                if not info.get(LIFE_LOST):  # a lost life ends the learner's episode, not the game's
+                    self.finish_episode(k, base_step + (t + 1) * K)
+            if ended and self.state:  # the next observation starts a new episode: so does its state
+                self.state = self.model.reset_state(self.state, torch.from_numpy(1.0 - terminated[t] - truncated[t]))
+        self.unpublished_steps += T * K
+
+    def finish_episode(self, k: int, global_step: int) -> None:
+        losses = self.ep_loss_sum[k] / self.ep_updates[k] if self.ep_updates[k] else self.last_loss
+        row = np.empty(len(FIELDS))
+        row[FIELD["return"]] = self.ep_return[k]
+        row[FIELD["length"]] = self.ep_length[k]
+        row[FIELD["loss"] : FIELD["entropy"] + 1] = losses
+        row[FIELD["global_step"]] = global_step
+        row[FIELD["wall_time"]] = time.time() - self.run_start
+        self.finished.append(row)
+        self.ep_return[k], self.ep_length[k], self.ep_updates[k] = 0.0, 0, 0
+        self.ep_loss_sum[k] = 0.0
+
+    def update(self, pulled_at: int) -> None:
+        cfg = self.config
+        T, K = cfg.n_steps, cfg.envs_per_worker
+        dones = torch.maximum(self.terminated, self.truncated)
+        # the whole rollout (+ the boundary observation) with autograd on, from the state stored at its start:
+        # one batched forward without a core; V(final observation) where an episode was truncated
+        truncated = bool(self.truncated.any())
+        params, values_all, final_values = self.model.unroll(
+            self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
+        )
+        values = values_all[:T]
+        if final_values is None:
+            final_values = torch.zeros(T, K)
+        next_values = next_state_values(values.detach(), values_all[T].detach(), final_values, self.truncated)
+        advantages, returns = gae_advantages(
+            self.rewards, values.detach(), next_values, self.terminated, dones, cfg.gamma, cfg.gae_lambda
+        )
+        # the loss's gradient w.r.t. the network outputs (closed form where the distribution has one); autograd then
+        # only runs through the network
+        terms, dparams, dvalues = actor_critic_loss_grads(
+            self.dist,
+            params,
+            values.reshape(-1),
+            self.actions.view(T * K, *self.dist.action_shape),
+            advantages.view(-1),
+            returns.view(-1),
+            cfg.ent_coef,
+            cfg.vf_coef,
+        )
+        self.grads.zero_()
+        # fills self.grads (the .grad views of our private flat buffer)
+        torch.autograd.backward((params, values.reshape(-1)), (dparams, dvalues))
+        grad_norm = float(self.grads.norm())
+        loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
+        if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):
+            # a non-finite update would poison the shared model for every worker: skip it, count it
+            self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
+            return
+        if grad_norm > cfg.max_grad_norm:
+            self.grads.mul_(cfg.max_grad_norm / (grad_norm + 1e-6))
+        lag = self.channel.push(self.grads, pulled_at)
+        self.record_update(loss_values, grad_norm, lag)
+
+    def record_update(self, loss_values: np.ndarray, grad_norm: float, lag: int) -> None:
+        s = self.stats
+        s[Stat.UPDATES] += 1
+        s[Stat.SKIPPED_IN_ROW] = 0
+        s[Stat.GRAD_NORM_SUM] += grad_norm
+        s[Stat.LAG_SUM] += lag
+        interval = self.channel.interval()
+        if interval != self.lag_interval:  # a new logging interval: its max starts afresh
+            self.lag_interval = interval
+            s[Stat.LAG_MAX] = lag
+            s[Stat.LAG_MAX_INTERVAL] = interval
+        else:
+            s[Stat.LAG_MAX] = max(s[Stat.LAG_MAX], lag)
+        s[Stat.LOSS : Stat.ENTROPY + 1] = loss_values
+        self.last_loss = loss_values
+        self.ep_loss_sum += loss_values
+        self.ep_updates += 1

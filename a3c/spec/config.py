@@ -1,0 +1,341 @@
+"""The training configuration: one dataclass whose fields are the CLI flags (each with its help line), plus the
+validation that runs in the main process before any worker starts."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import multiprocessing
+from dataclasses import dataclass, field
+from typing import Any
+
+from a3c.spec.errors import UserError
+
+LR_SCHEDULES = ("constant", "linear")
+BACKENDS = ("shared-memory", "serial", "ray")
+RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
+# settings that validate() accepts away from their defaults only with --backend ray
+RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")
+
+
+def seed_check(seed: Any) -> tuple[bool, str]:
+    """The rule for a root seed (--seed of a3c.train, Config.validate, and of python -m a3c.evaluate) and its
+    message: numpy's SeedSequence, which every random stream of a run comes from, takes no negative seeds."""
+    return isinstance(seed, int) and seed >= 0, f"--seed must be an integer >= 0 (got {seed!r})"
+
+
+def workers_arg(text: str) -> int | str:
+    """--workers: 'auto' or a positive integer (the range is checked by Config.validate)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a number of workers or auto (got {text!r})") from None
+
+
+def flag(
+    default: Any = dataclasses.MISSING,
+    *,
+    help: str,
+    factory: Any = dataclasses.MISSING,
+    internal: bool = False,
+    **cli: Any,
+) -> Any:
+    """A dataclass field that carries its CLI help text (and extra argparse options) in its metadata; ``internal``:
+    a setting the program resolves (recorded in config.json), not a flag."""
+    metadata = {"help": help, "cli": cli, "internal": internal}
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class Config:
+    """Every setting of a training run. Field names are the CLI flags with '-' for '_'."""
+
+    env: str = flag("CartPole-v1", help="gymnasium env id: a registered id, 'envs/Name-v0', or 'module:Name-v0'")
+    preset: str | None = flag(
+        None,
+        help="per-env hyperparameters from a3c/spec/presets.toml: by default the preset named like --env, if there is "
+        "one; 'none' for the plain defaults. Flags given override the preset. config.json records the one applied",
+    )
+    workers: int | str = flag(
+        "auto",
+        help="number of worker processes, or auto: measure the env's step time against the model's cost at start-up "
+        "and run as many as keep every core busy (one per core for fast envs, more for slow ones)",
+        type=workers_arg,
+        metavar="N|auto",
+    )
+    envs_per_worker: int = flag(8, help="envs each worker steps together under one batched forward pass")
+    total_steps: int = flag(500_000, help="stop after this many env steps, summed over all workers and envs")
+    seed: int = flag(
+        1,
+        help="the run's root seed: every random stream (each worker's envs and sampler, each restart, each resume) "
+        "is derived from it",
+    )
+    run_dir: str | None = flag(
+        None, help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)", metavar="RUN_DIR"
+    )
+    exp_name: str = flag("a3c", help="experiment name, used in the default run directory name")
+    n_steps: int = flag(5, help="rollout length: env steps per env between two updates of a worker")
+    gamma: float = flag(0.99, help="discount factor, in (0, 1]")
+    gae_lambda: float = flag(1.0, help="GAE lambda in [0, 1]; 1.0 gives the classic n-step A3C returns")
+    lr: float = flag(1e-3, help="learning rate of the shared optimizer")
+    lr_schedule: str = flag(
+        "constant",
+        help="learning-rate schedule: constant, or linear (from --lr down to 0 at --total-steps, as rl-zoo3's lin_)",
+        choices=LR_SCHEDULES,
+    )
+    ent_coef: float = flag(0.01, help="entropy bonus coefficient")
+    vf_coef: float = flag(0.5, help="value loss coefficient")
+    max_grad_norm: float = flag(1.0, help="clip each worker's gradient to this global L2 norm")
+    optimizer: str = flag("adam", help="shared optimizer", choices=("adam", "rmsprop"))
+    hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso(s)")
+    shared_torso: bool = flag(
+        False, help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs)"
+    )
+    normalize_obs: bool = flag(
+        False, help="normalise observations by running mean/std shared by all workers (saved in checkpoints)"
+    )
+    clip_obs: float = flag(10.0, help="with --normalize-obs: clip normalised observations to [-clip, clip]")
+    normalize_reward: bool = flag(
+        False, help="scale rewards by the running std of the discounted return, shared by all workers (not centred)"
+    )
+    clip_reward: float = flag(10.0, help="with --normalize-reward: clip scaled rewards to [-clip, clip]")
+    lstm: int = flag(
+        0,
+        help="an LSTM core of SIZE units after the torso (--lstm alone: 128); 0: none",
+        nargs="?",
+        const=128,
+        metavar="SIZE",
+    )
+    log_std_init: float = flag(0.0, help="initial log standard deviation of the Gaussian policy (Box actions)")
+    gsde: bool = flag(
+        False,
+        help="Box actions: generalized state-dependent exploration (noise a function of the state, redrawn every "
+        "rollout, as SB3's use_sde) instead of independent noise at every step",
+    )
+    backend: str = flag(
+        "shared-memory",
+        help="where workers run: shared-memory (processes on this machine, the fast default), serial (all in this "
+        "process, in turn: for pdb and cProfile) or ray (actors on a Ray cluster: pip install 'a3c[ray]')",
+        choices=BACKENDS,
+    )
+    ray_address: str | None = flag(
+        None,
+        help="with --backend ray: the cluster to join (auto: the one `ray start` runs here; or HOST:PORT); "
+        "default: start a local Ray instance for this run",
+        metavar="ADDR",
+    )
+    ray_node_ip: str = flag(
+        "127.0.0.1",
+        help="with --backend ray: this machine's address in the Ray cluster (on a multi-machine cluster, the one "
+        "given to `ray start --node-ip-address`)",
+        metavar="IP",
+    )
+    ray_cpus_per_worker: float = flag(
+        1.0, help="with --backend ray: CPUs each worker actor reserves (Ray's scheduling resource)"
+    )
+    ray_same_node: str = flag(
+        "shared-memory",
+        help="with --backend ray: how workers on the parameter server's node (the driver's) reach the global model: "
+        "shared-memory (in place, as --backend shared-memory's workers do; Ray only starts and restarts them) or "
+        "ray (actor calls, as workers on other nodes do)",
+        choices=RAY_SAME_NODE,
+    )
+    push_every: int = flag(
+        1,
+        help="with --backend ray: a worker that reaches the server by actor calls (on another node, or with "
+        "--ray-same-node ray) sums the gradients of this many rollouts and pushes them in one round trip (fewer "
+        "round trips; the rollouts between share one set of weights)",
+    )
+    start_method: str | None = flag(
+        None,
+        help="multiprocessing start method (default: forkserver on Linux, spawn elsewhere)",
+        choices=("fork", "forkserver", "spawn"),
+    )
+    env_kwargs: dict[str, Any] = flag(factory=dict, help="keyword arguments for gymnasium.make, as key=value ...")
+    stop_when_solved: bool = flag(False, help="stop once the 100-episode mean return reaches the env's threshold")
+    checkpoint_every: int = flag(
+        0, help="also write checkpoints/step-N.pt and latest.pt every this many env steps (0: not by steps)"
+    )
+    checkpoint_every_s: float = flag(
+        300.0, help="write checkpoints/step-N.pt and latest.pt every this many seconds (0: not by time)"
+    )
+    keep_checkpoints: int = flag(
+        5, help="step-N.pt files kept (the newest; latest.pt and best.pt are always kept); 0: only latest.pt"
+    )
+    tensorboard: int | None = flag(
+        None, help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
+    )
+    tb_episode_points_per_s: float = flag(
+        1.0,
+        help="per-episode TensorBoard points per second for each worker and for all workers (0: every episode); "
+        "the mean, min and max of each interval's episodes are exact, episodes.csv keeps every episode",
+    )
+    resume: str | None = flag(
+        None,
+        help="continue the run in RUN_DIR from its checkpoints/latest.pt (flags given override); its env is made "
+        "again, so a 'module:Name-v0' env id imports that module and runs its code, as training did",
+        metavar="RUN_DIR",
+    )
+    eval_every: int = flag(
+        50_000,
+        help="evaluate the deterministic policy every this many steps, in a separate process, on its own envs "
+        "(eval.csv, eval/* tags, checkpoints/best.pt); 0: off",
+    )
+    eval_episodes: int = flag(10, help="episodes per evaluation (0: no evaluation)")
+    worker_timeout: float = flag(60.0, help="restart a worker whose heartbeat (one per update) is older than this (s)")
+    max_restarts: int = flag(3, help="restarts allowed per worker (after a crash or a hang) before the run fails")
+    max_skipped_in_row: int = flag(
+        100, help="stop the run when a worker skips this many updates in a row for a non-finite loss or gradient"
+    )
+    # not a flag: set by --workers auto (a3c/run/workers_auto.py), the measurement and the reason for the count chosen
+    workers_auto: dict[str, Any] | None = flag(None, help="", internal=True)
+    # not a flag: what the model multiplies its observations by (a3c.learn.model.input_scale); None: chosen from the
+    # observation space. A resumed run or a loaded agent takes its checkpoint's (a3c.record.checkpoint.saved_settings)
+    input_scale: float | None = flag(None, help="", internal=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["hidden_sizes"] = list(self.hidden_sizes)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "hidden_sizes" in values:
+            values["hidden_sizes"] = tuple(values["hidden_sizes"])
+        return cls(**values)
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether the run evaluates its policy during training (--eval-every and --eval-episodes both > 0)."""
+        return self.eval_every > 0 and self.eval_episodes > 0
+
+    def resolved_start_method(self) -> str:
+        if self.start_method is not None:
+            return self.start_method
+        return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+    def validate(self) -> Config:
+        """Raise UserError naming the first out-of-range setting and its valid range; return self when all is well."""
+        checks: list[tuple[bool, str]] = [
+            (
+                self.workers == "auto" or (isinstance(self.workers, int) and self.workers >= 1),
+                f"--workers must be at least 1 (got {self.workers}), or auto",
+            ),
+            (self.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {self.envs_per_worker})"),
+            (self.total_steps >= 1, f"--total-steps must be at least 1 (got {self.total_steps})"),
+            seed_check(self.seed),
+            (self.n_steps >= 1, f"--n-steps must be at least 1 (got {self.n_steps})"),
+            (0.0 < self.gamma <= 1.0, f"--gamma must be in (0, 1] (got {self.gamma})"),
+            (0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1] (got {self.gae_lambda})"),
+            (math.isfinite(self.lr) and self.lr > 0.0, f"--lr must be a positive number (got {self.lr})"),
+            (math.isfinite(self.ent_coef) and self.ent_coef >= 0.0, f"--ent-coef must be >= 0 (got {self.ent_coef})"),
+            (math.isfinite(self.vf_coef) and self.vf_coef >= 0.0, f"--vf-coef must be >= 0 (got {self.vf_coef})"),
+            (self.max_grad_norm > 0.0, f"--max-grad-norm must be > 0 (got {self.max_grad_norm})"),
+            (
+                self.lr_schedule in LR_SCHEDULES,
+                f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})",
+            ),
+            (
+                math.isfinite(self.clip_obs) and self.clip_obs > 0.0,
+                f"--clip-obs must be a positive number (got {self.clip_obs})",
+            ),
+            (
+                math.isfinite(self.clip_reward) and self.clip_reward > 0.0,
+                f"--clip-reward must be a positive number (got {self.clip_reward})",
+            ),
+            (
+                len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
+                f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",
+            ),
+            (self.lstm >= 0, f"--lstm takes a size >= 1, or 0 for none (got {self.lstm})"),
+            (math.isfinite(self.log_std_init), f"--log-std-init must be a finite number (got {self.log_std_init})"),
+            (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
+            (self.eval_every >= 0, f"--eval-every must be >= 0 (0: no evaluation; got {self.eval_every})"),
+            (self.eval_episodes >= 0, f"--eval-episodes must be >= 0 (0: no evaluation; got {self.eval_episodes})"),
+            (
+                math.isfinite(self.checkpoint_every_s) and self.checkpoint_every_s >= 0.0,
+                f"--checkpoint-every-s must be a number of seconds >= 0 (got {self.checkpoint_every_s})",
+            ),
+            (self.keep_checkpoints >= 0, f"--keep-checkpoints must be >= 0 (got {self.keep_checkpoints})"),
+            (
+                math.isfinite(self.tb_episode_points_per_s) and self.tb_episode_points_per_s >= 0.0,
+                f"--tb-episode-points-per-s must be a number >= 0 (got {self.tb_episode_points_per_s})",
+            ),
+            (
+                self.tensorboard is None or 0 <= self.tensorboard <= 65535,
+                f"--tensorboard takes a port in 0..65535 (got {self.tensorboard})",
+            ),
+            (
+                math.isfinite(self.worker_timeout) and self.worker_timeout > 0.0,
+                f"--worker-timeout must be a positive number of seconds (got {self.worker_timeout})",
+            ),
+            (self.max_restarts >= 0, f"--max-restarts must be >= 0 (got {self.max_restarts})"),
+            (self.max_skipped_in_row >= 1, f"--max-skipped-in-row must be at least 1 (got {self.max_skipped_in_row})"),
+            (self.optimizer in ("adam", "rmsprop"), f"--optimizer must be adam or rmsprop (got {self.optimizer!r})"),
+            (
+                self.backend in BACKENDS,
+                f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})",
+            ),
+            (self.push_every >= 1, f"--push-every must be at least 1 (got {self.push_every})"),
+            (
+                self.push_every == 1 or self.backend == "ray",
+                f"--push-every {self.push_every} is for --backend ray (shared-memory and serial workers apply every "
+                "update at once); drop it or add --backend ray",
+            ),
+            (
+                self.ray_same_node in RAY_SAME_NODE,
+                f"--ray-same-node must be one of {', '.join(RAY_SAME_NODE)} (got {self.ray_same_node!r})",
+            ),
+            (
+                self.ray_same_node == "shared-memory" or self.backend == "ray",
+                f"--ray-same-node {self.ray_same_node} is for --backend ray; drop it or add --backend ray",
+            ),
+            (
+                math.isfinite(self.ray_cpus_per_worker) and self.ray_cpus_per_worker >= 0.0,
+                f"--ray-cpus-per-worker must be a number >= 0 (got {self.ray_cpus_per_worker})",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message)
+        methods = multiprocessing.get_all_start_methods()
+        if self.start_method is not None and self.start_method not in methods:
+            raise UserError(
+                f"--start-method {self.start_method} is not available here; use one of {', '.join(methods)}"
+            )
+        return self
+
+
+def parse_scalar(text: str) -> Any:
+    """'3' -> 3, '0.5' -> 0.5, 'true'/'false' -> bool, 'none' -> None, anything else stays a string."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
+    """Parse ``key=value`` strings into typed keyword arguments for gymnasium.make."""
+    kwargs: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise UserError(
+                f"--env-kwargs takes key=value pairs with a Python name as key (got {item!r}); e.g. latency=0.01"
+            )
+        kwargs[key] = parse_scalar(value)
+    return kwargs

@@ -1,0 +1,350 @@
+"""Making environments from an id and checking that their spaces are ones the trainer supports.
+
+Ids can be registered gymnasium ids, ids of this project's `envs/` namespace, or `module:Name-v0` (gymnasium imports
+the module, which registers the id). Every failure a user can cause becomes a UserError with a suggestion.
+
+Observations: Box, or Dict/Tuple spaces (nested) of Boxes, Discretes, MultiBinaries and MultiDiscretes, which
+``make_env`` flattens into one Box with gymnasium's FlattenObservation (discrete parts one-hot), so that the model and
+the worker only ever see Boxes. Actions: Discrete, MultiDiscrete, float Box (a3c.learn.distributions).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import dataclass
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from a3c.spec.errors import UserError
+
+# the action spaces a3c.learn.distributions.make_distribution has a distribution for (checked here without torch: the
+# preflight checks run before torch is imported)
+SUPPORTED_ACTION_SPACES: tuple[type[gym.Space], ...] = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.Box)
+# the leaves of Dict/Tuple observation spaces that FlattenObservation turns into a Box
+FLATTENED_LEAVES: tuple[type[gym.Space], ...] = (
+    gym.spaces.Box,
+    gym.spaces.Discrete,
+    gym.spaces.MultiBinary,
+    gym.spaces.MultiDiscrete,
+)
+
+
+def _register_project_envs() -> None:
+    importlib.import_module("envs")  # registers the `envs/` namespace on import
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """What the model and the trainer need to know about an environment: its spaces (shapes, dtypes, the action
+    space itself; gymnasium spaces pickle, so workers get them too) and its registry facts."""
+
+    env_id: str
+    observation_space: gym.spaces.Box
+    action_space: gym.Space
+    reward_threshold: float | None
+    max_episode_steps: int | None
+    clip_rewards: bool = False  # train on sign(reward) (Atari), while episode returns are reported unclipped
+
+    @property
+    def obs_dtype(self) -> np.dtype:
+        """The rollout buffers' dtype: uint8 observations (frames) stay uint8, scaled inside the model; the rest
+        float32."""
+        return np.dtype(np.uint8) if self.observation_space.dtype == np.uint8 else np.dtype(np.float32)
+
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        return tuple(self.observation_space.shape)
+
+    @property
+    def obs_dim(self) -> int:
+        """Observations flattened."""
+        return int(np.prod(self.obs_shape))
+
+    def describe(self) -> dict[str, Any]:
+        """The spaces as plain data (checkpoints, config.json): what a later run or a loader checks against."""
+        return {"observation_space": repr(self.observation_space), "action_space": repr(self.action_space)}
+
+    def to_data(self) -> dict[str, Any]:
+        """Everything here as plain data (str, int, float, bool, None, lists, dicts), which a checkpoint stores and
+        ``torch.load(weights_only=True)`` reads back: ``from_data`` rebuilds the spec without making the env, so
+        ``a3c.load`` never imports the module a ``module:Name`` env id names."""
+        return {
+            "env_id": self.env_id,
+            "observation_space": space_to_data(self.observation_space),
+            "action_space": space_to_data(self.action_space),
+            "reward_threshold": self.reward_threshold,
+            "max_episode_steps": self.max_episode_steps,
+            "clip_rewards": self.clip_rewards,
+        }
+
+    @classmethod
+    def from_data(cls, data: Any, source: str) -> EnvSpec:
+        """The spec ``to_data`` described, checked as ``spec_of`` checks an env's; UserError naming ``source`` (the
+        file it came from) when the data is not such a description."""
+        try:
+            obs_space = space_from_data(data["observation_space"])
+            act_space = space_from_data(data["action_space"])
+            threshold, limit = data["reward_threshold"], data["max_episode_steps"]
+            spec = cls(
+                env_id=str(data["env_id"]),
+                observation_space=obs_space,  # type: ignore[arg-type]  # checked below
+                action_space=act_space,
+                reward_threshold=None if threshold is None else float(threshold),
+                max_episode_steps=None if limit is None else int(limit),
+                clip_rewards=bool(data["clip_rewards"]),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as err:
+            raise UserError(
+                f"{source} has a malformed env description ({type(err).__name__}: {err}); the checkpoint is corrupt "
+                "or from another a3c version: use one written by this a3c"
+            ) from None
+        check_spaces(obs_space, act_space, spec.env_id)
+        return spec
+
+
+def space_to_data(space: gym.Space) -> dict[str, Any]:
+    """A space of an EnvSpec (Box, Discrete, MultiDiscrete; the others never reach one: see ``check_spaces``) as
+    plain data. Box bounds that are one value everywhere are stored as that value (an Atari frame's 0 and 255), others
+    as nested lists (float32 and float64 values survive the trip through a Python float exactly)."""
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "dtype": space.dtype.name,
+            "shape": list(space.shape),
+            "low": _bound(space.low),
+            "high": _bound(space.high),
+        }
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start), "dtype": space.dtype.name}
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return {
+            "type": "MultiDiscrete",
+            "nvec": space.nvec.tolist(),
+            "start": space.start.tolist(),
+            "dtype": space.dtype.name,
+        }
+    raise TypeError(f"no plain-data form for {space!r}")  # a bug: spec_of lets no other space through
+
+
+def space_from_data(data: dict[str, Any]) -> gym.Space:
+    """The space ``space_to_data`` described; TypeError, ValueError or KeyError for anything else."""
+    kind = data["type"]
+    dtype = np.dtype(str(data["dtype"]))
+    if not np.issubdtype(dtype, np.number):
+        raise ValueError(f"dtype {dtype} is not numeric")
+    if kind == "Box":
+        shape = tuple(int(d) for d in data["shape"])
+        # a bound stored as one number is that number everywhere
+        low, high = (np.broadcast_to(np.asarray(data[k], dtype=dtype), shape).copy() for k in ("low", "high"))
+        return gym.spaces.Box(low=low, high=high, shape=shape, dtype=dtype)
+    if kind == "Discrete":
+        # dtype only where it is not the default: gymnasium before 1.1 has no such argument
+        if dtype == np.int64:
+            return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]))
+        return gym.spaces.Discrete(int(data["n"]), start=int(data["start"]), dtype=dtype)
+    if kind == "MultiDiscrete":
+        nvec, start = np.asarray(data["nvec"], dtype=dtype), np.asarray(data["start"], dtype=dtype)
+        return gym.spaces.MultiDiscrete(nvec, dtype=dtype, start=start)
+    raise ValueError(f"unknown space type {kind!r}")
+
+
+def _bound(values: np.ndarray) -> Any:
+    """One Box bound as plain data: a number where it is the same everywhere, else nested lists."""
+    flat = values.reshape(-1)
+    if flat.size and bool(np.all(flat == flat[0])):
+        return flat[0].item()
+    return values.tolist()
+
+
+def _close_ids(env_id: str) -> str:
+    ids = [str(k) for k in gym.registry.keys()]
+    close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
+    if not close:
+        lowered = env_id.lower()
+        close = [i for i in ids if lowered.split("/")[-1].split("-")[0] in i.lower()][:3]
+    return f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.pprint_registry() for the ids"
+
+
+LIFE_LOST = "a3c_life_lost"  # info key: a terminal that is a lost life, not the end of the game (training only)
+
+
+def is_atari(env_id: str) -> bool:
+    return env_id.split(":")[-1].startswith("ALE/")
+
+
+def env_module(env_id: str) -> str | None:
+    """The module a ``module:Name-v0`` id names (gymnasium.make imports it, running its code); None for other ids."""
+    return env_id.split(":", 1)[0] if ":" in env_id else None
+
+
+def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bool = True) -> gym.Env:
+    """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs).
+    ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
+    ``atari_wrappers``); Dict/Tuple observations are flattened."""
+    _register_project_envs()
+    user_kwargs = dict(env_kwargs or {})
+    kwargs = _atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
+    module = env_module(env_id)
+    if module is not None:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise UserError(
+                f"env module {module!r} does not import ({err}); check the module name and PYTHONPATH"
+            ) from None
+        except Exception as err:  # the user's module itself fails (SyntaxError, an error at import time)
+            raise UserError(
+                f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
+            ) from None
+    try:
+        env = gym.make(env_id, **kwargs)
+    except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
+        raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
+    except gym.error.Error as err:
+        raise UserError(f"cannot make env {env_id!r}: {err}") from None
+    except UserError:
+        raise  # the env's own message for a bad kwarg (a UserError is a ValueError)
+    except (TypeError, ValueError) as err:
+        # gymnasium.make and the env's constructor raise these for a kwarg of the wrong name, type or range
+        # (max_episode_steps="abc" or 0); anything the env raises without the user's kwargs is a bug, and raises
+        rejected = _rejected_kwargs(env_id, {k: v for k, v in kwargs.items() if k not in user_kwargs}, user_kwargs)
+        if rejected is None:
+            raise
+        raise UserError(
+            f"env {env_id!r} rejects --env-kwargs {rejected} ({type(err).__name__}: {err}); give values of the "
+            "names, types and ranges the env takes, or drop them"
+        ) from None
+    if is_atari(env_id):
+        try:
+            return atari_wrappers(env, training)
+        except gym.error.DependencyNotInstalled:
+            raise UserError(f"{env_id} needs OpenCV; install the extra: pip install -e '.[atari]'") from None
+    if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
+        env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
+def _rejected_kwargs(env_id: str, base: dict[str, Any], user: dict[str, Any]) -> str | None:
+    """After gymnasium.make(env_id, **base, **user) raised TypeError or ValueError: the user's kwargs to blame, as
+    ``key=value`` text (those that fail alone, else all of them: it is their combination), or None when the env
+    also fails without them (then it is not the user's input). Makes the env again, on this error path only."""
+    if not user or not _makes(env_id, base):
+        return None
+    alone = [key for key, value in user.items() if not _makes(env_id, {**base, key: value})]
+    return " ".join(f"{key}={user[key]!r}" for key in (alone or user))
+
+
+def _makes(env_id: str, kwargs: dict[str, Any]) -> bool:
+    """Whether gymnasium.make(env_id, **kwargs) succeeds (the env is closed again)."""
+    try:
+        gym.make(env_id, **kwargs).close()
+    except Exception:  # any failure counts: this only decides whom an error is blamed on
+        return False
+    return True
+
+
+def _atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Register the ALE ids (ale-py ships the ROMs) and make the env without its own frame skip: the preprocessing
+    skips frames, once."""
+    try:
+        import ale_py
+    except ImportError:
+        raise UserError(f"{env_id} needs ale-py; install the extra: pip install -e '.[atari]'") from None
+    gym.register_envs(ale_py)
+    if kwargs.get("frameskip", 1) != 1:
+        raise UserError(
+            f"--env-kwargs frameskip={kwargs['frameskip']}: a3c's Atari preprocessing skips 4 frames itself; drop it"
+        )
+    return {**kwargs, "frameskip": 1}
+
+
+def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
+    """The DQN/A3C preprocessing: no-op starts (up to 30), frame skip 4 (max over the last two frames), 84x84 grey,
+    4 frames stacked (channels first: uint8 [4, 84, 84]); when ``training``, a lost life ends the episode for the
+    learner (``LifeLossTerminal``) while the game and its reported return go on."""
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False)
+    env = gym.wrappers.FrameStackObservation(env, 4)
+    return LifeLossTerminal(env) if training else env
+
+
+class LifeLossTerminal(gym.Wrapper):
+    """A lost life is ``terminated`` (no bootstrap past it: the value of a life), marked ``info[LIFE_LOST]``, and the
+    ``reset()`` that follows continues the game instead of restarting it (it returns the last observation); at the
+    game's real end, reset() resets. The worker reports an episode only at the game's end, so returns are per game.
+    (gymnasium's ``terminal_on_life_loss`` restarts the game at every lost life: every game would be one life.)"""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives, self.game_over, self.last_obs = 0, True, None
+
+    def _lives(self) -> int:
+        atari: Any = self.env.unwrapped  # ale_py's AtariEnv (typed as a plain Env here): ``ale`` is its emulator
+        return int(atari.ale.lives())
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over, self.last_obs = terminated or truncated, obs
+        lives = self._lives()
+        if 0 < lives < self.lives and not self.game_over:
+            terminated, info = True, {**info, LIFE_LOST: True}
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        if self.game_over or self.last_obs is None:
+            obs, info = self.env.reset(**kwargs)
+            self.lives, self.game_over = self._lives(), False
+            return obs, info
+        return self.last_obs, {}
+
+
+def _flattenable(space: gym.Space) -> bool:
+    """A Dict/Tuple space whose leaves (at any depth) are all spaces FlattenObservation makes numbers of."""
+    if isinstance(space, gym.spaces.Dict):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces.values())
+    if isinstance(space, gym.spaces.Tuple):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces)
+    return isinstance(space, FLATTENED_LEAVES)
+
+
+def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
+    """Check the spaces (see ``check_spaces``) and describe them."""
+    obs_space, act_space = env.observation_space, env.action_space
+    check_spaces(obs_space, act_space, env_id)
+    spec = env.spec
+    return EnvSpec(
+        env_id=env_id,
+        observation_space=obs_space,  # type: ignore[arg-type]  # a Box: checked
+        action_space=act_space,
+        reward_threshold=None if spec is None else spec.reward_threshold,
+        max_episode_steps=None if spec is None else spec.max_episode_steps,
+        clip_rewards=is_atari(env_id),
+    )
+
+
+def check_spaces(obs_space: gym.Space, act_space: gym.Space, env_id: str) -> None:
+    """UserError unless the spaces are ones a3c trains on: Box observations (as make_env leaves them) and Discrete,
+    MultiDiscrete or float Box actions."""
+    if not isinstance(obs_space, gym.spaces.Box) or not np.issubdtype(obs_space.dtype, np.number):
+        raise UserError(
+            f"env {env_id!r} has observation space {obs_space}, which is not supported; a3c supports Box "
+            "observations and Dict/Tuple spaces of Box, Discrete, MultiBinary and MultiDiscrete (flattened)"
+        )
+    float_box = isinstance(act_space, gym.spaces.Box) and np.issubdtype(act_space.dtype, np.floating)
+    if not isinstance(act_space, SUPPORTED_ACTION_SPACES) or (isinstance(act_space, gym.spaces.Box) and not float_box):
+        raise UserError(
+            f"env {env_id!r} has action space {act_space}, which is not supported; a3c supports Discrete, "
+            "MultiDiscrete and float Box actions"
+        )
+
+
+def describe_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvSpec:
+    """Make the env once (in the main process, before any worker starts) to validate it and read its spaces."""
+    env = make_env(env_id, env_kwargs)
+    try:
+        return spec_of(env, env_id)
+    finally:
+        env.close()

@@ -1,0 +1,155 @@
+"""Per-environment hyperparameter presets: the data is a3c/spec/presets.toml (one table per env id, keys spelled like
+the CLI flags); this module loads and checks it, and resolves a run's settings as defaults < preset < flags given,
+remembering where each value came from (``--show-config`` prints that). A resumed run never re-applies a preset: it
+keeps its checkpoint's config (a3c/train.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from a3c.spec.config import Config
+from a3c.spec.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI (a dependency on 3.10 only)
+    import tomli as tomllib
+
+PRESETS_FILE = Path(__file__).with_name("presets.toml")
+NO_PRESET = "none"  # --preset none: the plain defaults, even for an env that has a preset
+
+# Settings that say which run this is or where it goes, not how it learns: a preset may not set them.
+NOT_PRESETTABLE: frozenset[str] = frozenset({"env", "preset", "run_dir", "resume", "exp_name", "seed", "tensorboard"})
+
+DEFAULT, PRESET, FLAG, CHECKPOINT = "default", "preset", "flag", "checkpoint"  # the sources --show-config names
+
+
+def flag_name(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+@functools.cache
+def load_presets(path: Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
+    """{preset name: {Config field: value}} from the TOML file, each value checked against the field's type and
+    each preset checked by Config.validate(); UserError naming the file, the table and the key otherwise."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise UserError(f"cannot read the presets file {path} ({err}); fix or restore it") from None
+    presets: dict[str, dict[str, Any]] = {}
+    for name, table in data.items():
+        if not isinstance(table, dict):
+            raise UserError(f"{path}: {name!r} must be a table ([{name}]) of settings")
+        presets[name] = {key.replace("-", "_"): _checked(path, name, key, value) for key, value in table.items()}
+        try:
+            Config(**presets[name]).validate()
+        except UserError as err:
+            raise UserError(f"{path} [{name}]: {err}") from None
+    return presets
+
+
+def _checked(path: Path, name: str, key: str, value: Any) -> Any:
+    """The TOML value of setting ``key`` converted to the Config field's type (int -> float, list -> tuple)."""
+    fields = {f.name: f for f in dataclasses.fields(Config)}
+    field_name = key.replace("-", "_")
+    where = f"{path} [{name}] {key}"
+    if field_name not in fields:
+        raise UserError(f"{where}: no such setting; use the flags of python -m a3c.train --help, without '--'")
+    if field_name in NOT_PRESETTABLE:
+        raise UserError(f"{where}: a preset cannot set {flag_name(field_name)}; give it on the command line")
+    hint = typing.get_type_hints(Config)[field_name]
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    origin = typing.get_origin(hint)
+    if origin is tuple and isinstance(value, list) and all(type(v) is int for v in value):
+        return tuple(value)
+    if origin is dict and isinstance(value, dict):
+        return dict(value)
+    if hint is float and type(value) in (int, float):
+        return float(value)
+    if origin is None and type(value) is hint:  # type(), not isinstance: a bool is not an int here
+        return value
+    raise UserError(f"{where} = {value!r}: expected {getattr(hint, '__name__', hint)}")
+
+
+ATARI_PRESET = "atari"  # the preset of every ALE/* id that has none of its own
+
+
+def preset_name(env: str, requested: str | None) -> str | None:
+    """The preset a new run uses: ``requested`` (--preset) if given, else the one named like ``env``, else for an
+    Atari game (ALE/...) the ``atari`` preset, if any."""
+    presets = load_presets()
+    if requested is None:
+        if env in presets:
+            return env
+        return ATARI_PRESET if env.startswith("ALE/") and ATARI_PRESET in presets else None
+    if requested.lower() == NO_PRESET:
+        return None
+    if requested not in presets:
+        raise UserError(
+            f"--preset {requested}: no such preset; use one of {', '.join(sorted(presets))}, or {NO_PRESET} "
+            f"(defined in {PRESETS_FILE})"
+        )
+    return requested
+
+
+def resolve_config(values: dict[str, Any], given: set[str]) -> tuple[Config, dict[str, str]]:
+    """A new run's Config from the parsed flags ``values`` (every field; defaults where not given) and the names of
+    the flags the user typed: defaults < the preset < flags given. Returns the validated Config (its ``preset`` the
+    name of the preset applied, or None) and {field: source} with source default, preset or flag."""
+    name = preset_name(values["env"], values.get("preset"))
+    preset = load_presets()[name] if name is not None else {}
+    resolved: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for f in dataclasses.fields(Config):
+        if f.metadata.get("internal"):  # resolved by the program later (e.g. workers_auto), never by a flag
+            continue
+        if f.name in given:
+            resolved[f.name], sources[f.name] = values[f.name], FLAG
+        elif f.name in preset:
+            resolved[f.name], sources[f.name] = preset[f.name], PRESET
+        else:
+            resolved[f.name], sources[f.name] = values[f.name], DEFAULT
+    resolved["preset"] = name
+    if name is not None and "preset" not in given:
+        sources["preset"] = PRESET  # chosen by --env
+    return Config(**resolved).validate(), sources
+
+
+def format_config(config: Config, sources: dict[str, str]) -> str:
+    """The resolved settings as flags a user could type, one per line, each with where its value came from."""
+    lines = [f"# python -m a3c.train: resolved config for --env {config.env}"]
+    if config.preset is not None:
+        lines.append(f"# preset {config.preset} from {PRESETS_FILE}")
+    elif config.resume is None:
+        lines.append(f"# no preset (presets: {', '.join(sorted(load_presets()))})")
+    else:
+        lines.append("# resumed run: its checkpoint's config, with the flags given on top")
+    rows = [
+        (flag_name(f.name), _show(getattr(config, f.name)), sources.get(f.name, DEFAULT))
+        for f in dataclasses.fields(Config)
+        if not f.metadata.get("internal")
+    ]
+    width = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+    lines += [f"{a:<{width[0]}}  {b:<{width[1]}}  {c}" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return str(value)

@@ -1,0 +1,212 @@
+"""Losses against slow loops written like the maths, one env and one step at a time."""
+
+import math
+
+import pytest
+import torch
+
+from a3c.learn.distributions import Categorical
+from a3c.learn.losses import (
+    actor_critic_loss,
+    actor_critic_loss_grads,
+    gae_advantages,
+    n_step_returns,
+    next_state_values,
+)
+
+
+def slow_gae(rewards, values, last_value, final_values, terminated, truncated, gamma, lam):
+    """Per-env, per-step GAE for ONE env, following the definitions literally."""
+    T = len(rewards)
+    adv = [0.0] * T
+    for t in reversed(range(T)):
+        if terminated[t]:
+            v_next = 0.0
+        elif truncated[t]:
+            v_next = final_values[t]  # V(final observation), not of the reset observation
+        elif t == T - 1:
+            v_next = last_value  # the rollout boundary
+        else:
+            v_next = values[t + 1]
+        delta = rewards[t] + gamma * v_next - values[t]
+        episode_goes_on = not (terminated[t] or truncated[t]) and t < T - 1
+        adv[t] = delta + (gamma * lam * adv[t + 1] if episode_goes_on else 0.0)
+    return adv, [a + v for a, v in zip(adv, values, strict=True)]
+
+
+def slow_n_step(rewards, values, last_value, final_values, terminated, truncated, gamma):
+    T = len(rewards)
+    out = [0.0] * T
+    for t in range(T):
+        # sum rewards until the episode ends or the rollout does, then bootstrap
+        g, discount, k = 0.0, 1.0, t
+        while True:
+            g += discount * rewards[k]
+            discount *= gamma
+            if terminated[k]:
+                break
+            if truncated[k]:
+                g += discount * final_values[k]
+                break
+            if k == T - 1:
+                g += discount * last_value
+                break
+            k += 1
+        out[t] = g
+    return out
+
+
+def col(x, k):
+    return x[:, k].tolist()
+
+
+def rollout_case(seed, T=7, K=3):
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.randn(T, K, generator=g, dtype=torch.float64)
+    values = torch.randn(T, K, generator=g, dtype=torch.float64)
+    last = torch.randn(K, generator=g, dtype=torch.float64)
+    final = torch.randn(T, K, generator=g, dtype=torch.float64)
+    terminated = torch.zeros(T, K, dtype=torch.float64)
+    truncated = torch.zeros(T, K, dtype=torch.float64)
+    terminated[2, 0] = 1  # termination mid-rollout
+    truncated[3, 1] = 1  # truncation mid-rollout
+    truncated[T - 1, 2] = 1  # truncation on the last step
+    terminated[5, 1] = 1
+    return rewards, values, last, final, terminated, truncated
+
+
+@pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (0.9, 1.0), (1.0, 0.0), (0.5, 0.5)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gae_matches_slow_loop_with_truncation_mid_rollout(gamma, lam, seed):
+    rewards, values, last, final, terminated, truncated = rollout_case(seed)
+    next_values = next_state_values(values, last, final, truncated)
+    dones = torch.maximum(terminated, truncated)
+    adv, ret = gae_advantages(rewards, values, next_values, terminated, dones, gamma, lam)
+    for k in range(rewards.shape[1]):
+        exp_adv, exp_ret = slow_gae(
+            col(rewards, k),
+            col(values, k),
+            float(last[k]),
+            col(final, k),
+            col(terminated, k),
+            col(truncated, k),
+            gamma,
+            lam,
+        )
+        assert adv[:, k].tolist() == pytest.approx(exp_adv, rel=1e-12, abs=1e-12)
+        assert ret[:, k].tolist() == pytest.approx(exp_ret, rel=1e-12, abs=1e-12)
+
+
+@pytest.mark.parametrize("gamma", [0.99, 0.7, 1.0])
+def test_n_step_returns_match_slow_loop_and_gae_lambda_one(gamma):
+    rewards, values, last, final, terminated, truncated = rollout_case(3)
+    next_values = next_state_values(values, last, final, truncated)
+    dones = torch.maximum(terminated, truncated)
+    returns = n_step_returns(rewards, next_values, terminated, dones, gamma)
+    for k in range(rewards.shape[1]):
+        expected = slow_n_step(
+            col(rewards, k), col(values, k), float(last[k]), col(final, k), col(terminated, k), col(truncated, k), gamma
+        )
+        assert returns[:, k].tolist() == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    _, gae_returns = gae_advantages(rewards, values, next_values, terminated, dones, gamma, 1.0)
+    torch.testing.assert_close(gae_returns, returns)
+
+
+def test_hand_computed_three_step_example():
+    # one env: r = 1, 2, 3; V = 0.5, 0.5, 0.5; episode truncated at t=1 with V(final) = 10; boundary V = 4
+    rewards = torch.tensor([[1.0], [2.0], [3.0]], dtype=torch.float64)
+    values = torch.full((3, 1), 0.5, dtype=torch.float64)
+    final = torch.tensor([[0.0], [10.0], [0.0]], dtype=torch.float64)
+    truncated = torch.tensor([[0.0], [1.0], [0.0]], dtype=torch.float64)
+    terminated = torch.zeros(3, 1, dtype=torch.float64)
+    nv = next_state_values(values, torch.tensor([4.0], dtype=torch.float64), final, truncated)
+    returns = n_step_returns(rewards, nv, terminated, truncated, 0.5)
+    # R2 = 3 + .5*4 = 5; R1 = 2 + .5*10 = 7 (bootstrap from the final obs); R0 = 1 + .5*R1 = 4.5
+    assert returns[:, 0].tolist() == [4.5, 7.0, 5.0]
+    # the same episode terminated instead: R1 = 2
+    returns = n_step_returns(rewards, nv, truncated, truncated, 0.5)
+    assert returns[:, 0].tolist() == [2.0, 2.0, 5.0]
+
+
+def test_actor_critic_loss_matches_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 4, generator=g, requires_grad=True)
+    values = torch.randn(6, generator=g, requires_grad=True)
+    actions = torch.randint(0, 4, (6,), generator=g)
+    adv = torch.randn(6, generator=g)
+    ret = torch.randn(6, generator=g)
+    terms = actor_critic_loss(Categorical(4), logits, values, actions, adv, ret, ent_coef=0.01, vf_coef=0.5)
+    dist = torch.distributions.Categorical(logits=logits)
+    policy = -(dist.log_prob(actions) * adv).mean()
+    value = 0.5 * ((ret - values) ** 2).mean()
+    entropy = dist.entropy().mean()
+    assert math.isclose(terms.policy.item(), policy.item(), rel_tol=1e-6)
+    assert math.isclose(terms.value.item(), value.item(), rel_tol=1e-6)
+    assert math.isclose(terms.entropy.item(), entropy.item(), rel_tol=1e-6)
+    assert math.isclose(terms.total.item(), (policy + 0.5 * value - 0.01 * entropy).item(), rel_tol=1e-6)
+    # advantages are constants for the policy term: no gradient reaches them through the loss
+    adv.requires_grad_(True)
+    actor_critic_loss(Categorical(4), logits, values, actions, adv, ret, 0.01, 0.5).total.backward()
+    assert adv.grad is None
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_closed_form_loss_gradients_match_autograd(seed):
+    g = torch.Generator().manual_seed(seed)
+    B, A = 12, 3
+    logits = torch.randn(B, A, generator=g, dtype=torch.float64, requires_grad=True)
+    values = torch.randn(B, generator=g, dtype=torch.float64, requires_grad=True)
+    actions = torch.randint(0, A, (B,), generator=g)
+    adv = torch.randn(B, generator=g, dtype=torch.float64)
+    ret = torch.randn(B, generator=g, dtype=torch.float64)
+    reference = actor_critic_loss(Categorical(A), logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7)
+    reference.total.backward()
+    terms, dlogits, dvalues = actor_critic_loss_grads(
+        Categorical(A), logits, values, actions, adv, ret, ent_coef=0.05, vf_coef=0.7
+    )
+    for ours, theirs in zip(terms, reference, strict=True):
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
+    torch.testing.assert_close(dlogits, logits.grad, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(dvalues, values.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_closed_form_gradients_reach_the_network_like_autograd():
+    from a3c.learn.model import flatten_parameters, mlp_actor_critic
+
+    torch.manual_seed(0)
+    model = mlp_actor_critic(4, 2, (16, 16)).double()
+    _, grads = flatten_parameters(model)
+    obs = torch.randn(10, 4, dtype=torch.float64)
+    actions = torch.randint(0, 2, (8,))
+    adv, ret = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+    dist = Categorical(2)
+    logits, values, _ = model(obs)  # the last 2 rows take no part in the loss (like the rollout's boundary row)
+    actor_critic_loss(dist, logits[:8], values[:8], actions, adv, ret, 0.01, 0.5).total.backward()
+    expected = grads.clone()
+    grads.zero_()
+    logits, values, _ = model(obs)
+    _, dlogits, dvalues = actor_critic_loss_grads(dist, logits[:8], values[:8], actions, adv, ret, 0.01, 0.5)
+    torch.autograd.backward((logits[:8], values[:8]), (dlogits, dvalues))
+    torch.testing.assert_close(grads, expected, rtol=1e-10, atol=1e-12)
+
+
+class NoClosedForm(Categorical):
+    """Categorical without its closed form: the loss falls back to autograd over the head's output."""
+
+    def policy_grad(self, params, actions, advantages, ent_coef):
+        return None
+
+
+def test_loss_gradients_without_a_closed_form_match_the_closed_form():
+    g = torch.Generator().manual_seed(4)
+    B, A = 10, 5
+    logits = torch.randn(B, A, generator=g, dtype=torch.float64)
+    values = torch.randn(B, generator=g, dtype=torch.float64)
+    actions = torch.randint(0, A, (B,), generator=g)
+    adv, ret = torch.randn(B, generator=g, dtype=torch.float64), torch.randn(B, generator=g, dtype=torch.float64)
+    closed = actor_critic_loss_grads(Categorical(A), logits, values, actions, adv, ret, 0.03, 0.5)
+    general = actor_critic_loss_grads(NoClosedForm(A), logits, values, actions, adv, ret, 0.03, 0.5)
+    for ours, theirs in zip(general[0], closed[0], strict=True):
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
+    torch.testing.assert_close(general[1], closed[1], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(general[2], closed[2])

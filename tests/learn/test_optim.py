@@ -1,0 +1,73 @@
+"""SharedAdam / SharedRMSprop: same numbers as torch.optim on the same gradients; state shared across processes."""
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from a3c.learn.optim import SharedAdam, SharedRMSprop, make_optimizer
+
+
+def _gradients(n, steps, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(n, generator=g) for _ in range(steps)]
+
+
+@pytest.mark.parametrize(
+    "ours,theirs",
+    [
+        (lambda p: SharedAdam(p, lr=1e-2, slots=3), lambda p: torch.optim.Adam([p], lr=1e-2, foreach=False)),
+        (
+            lambda p: SharedRMSprop(p, lr=1e-2, alpha=0.99, eps=1e-5, slots=3),
+            lambda p: torch.optim.RMSprop([p], lr=1e-2, alpha=0.99, eps=1e-5, foreach=False),
+        ),
+    ],
+)
+def test_matches_torch_optim_on_same_gradients(ours, theirs):
+    start = torch.randn(50, generator=torch.Generator().manual_seed(1))
+    mine = start.clone().share_memory_()
+    reference = start.clone().requires_grad_(True)
+    opt, ref_opt = ours(mine).share_memory_(), theirs(reference)
+    for i, grad in enumerate(_gradients(50, 25)):
+        opt.step(grad, slot=i % 3)  # the slot (worker) does not change the maths, only who counts the step
+        reference.grad = grad.clone()
+        ref_opt.step()
+        torch.testing.assert_close(mine, reference.detach(), rtol=1e-5, atol=1e-6)
+    assert opt.step_count() == 25
+    assert opt.steps.tolist() == [9, 8, 8]
+
+
+def test_state_is_created_eagerly_and_shared():
+    p = torch.zeros(10).share_memory_()
+    opt = make_optimizer("adam", p, lr=1e-3, slots=2)
+    assert opt.steps.is_shared() and opt.state["exp_avg"].is_shared() and opt.state["exp_avg_sq"].is_shared()
+    assert opt.step_count() == 0
+
+
+def _child_step(opt, grad):
+    opt.step(grad, slot=1)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_state_updated_in_a_child_is_seen_by_the_parent(method):
+    params = torch.ones(8).share_memory_()
+    opt = make_optimizer("adam", params, lr=0.1, slots=2)
+    grad = torch.arange(8, dtype=torch.float32)
+    proc = mp.get_context(method).Process(target=_child_step, args=(opt, grad))
+    proc.start()
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert opt.steps.tolist() == [0, 1]
+    torch.testing.assert_close(opt.state["exp_avg"], 0.1 * grad)
+    assert params[1:].lt(1.0).all()  # the parent sees the child's parameter update
+
+
+def test_load_state_dict_keeps_sharing_and_total_step():
+    p = torch.zeros(4).share_memory_()
+    opt = make_optimizer("adam", p, lr=1e-3, slots=2)
+    opt.step(torch.ones(4), slot=0)
+    opt.step(torch.ones(4), slot=1)
+    state = opt.state_dict()
+    other = make_optimizer("adam", torch.zeros(4).share_memory_(), lr=1e-3, slots=5)
+    other.load_state_dict(state)
+    assert other.step_count() == 2 and other.state["exp_avg"].is_shared()
+    torch.testing.assert_close(other.state["exp_avg_sq"], opt.state["exp_avg_sq"])

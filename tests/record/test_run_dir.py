@@ -1,0 +1,198 @@
+"""The run directory's plain files: config.json holds every setting as resolved; the final line a run prints."""
+
+import json
+import os
+import subprocess
+
+import pytest
+from procs import train_cmd
+
+from a3c.record.run_dir import RunDirectory, final_line, round_return
+from a3c.spec.config import Config
+
+BASE = {
+    "total_steps": 206_840,
+    "wall_time_s": 27.71,
+    "steps_per_s": 7697.4,
+    "episodes": 2071,
+    "mean_return_100": 475.09,
+    "solved_at_step": 203_752,
+    "solved_at_s": 27.23,
+    "stop_reason": "solved",
+    "resumed_from_step": None,
+}
+
+
+def test_config_json_holds_resolved_run_dir_and_start_method(tmp_path):
+    run = RunDirectory(tmp_path)
+    run.write_config(Config(workers=3, run_dir=None, start_method=None))
+    data = json.loads(run.config_json.read_text())
+    assert data["run_dir"] == str(tmp_path)
+    assert data["start_method"] == Config().resolved_start_method() and data["start_method"] is not None
+    assert data["workers"] == 3 and data["workers_auto"] is None
+
+
+def test_the_mean_is_rounded():
+    assert round_return(-165.92100780778622) == -165.92
+    assert round_return(None) is None
+    line = final_line({**BASE, "mean_return_100": round_return(-165.92100780778622), "stop_reason": "total_steps"}, "r")
+    assert "mean return (last 100) -165.92;" in line
+
+
+def test_solved_says_at_which_step_and_when():
+    line = final_line(BASE, "runs/x")
+    assert line.startswith("a3c: solved at step 203,752 (27.2 s); ")
+    assert "206,840 steps in 27.7 s (7,697 steps/s), 2,071 episodes, mean return (last 100) 475.09; runs/x" in line
+
+
+def test_total_steps_and_interrupted():
+    done = final_line({**BASE, "stop_reason": "total_steps"}, "r")
+    assert done.startswith("a3c: reached --total-steps 206,840; ") and "solved" not in done
+    stopped = final_line({**BASE, "stop_reason": "interrupted"}, "r")
+    assert stopped.startswith("a3c: stopped: interrupted; ")
+
+
+def test_after_a_resume_this_session_is_told_apart_from_the_run():
+    s = {**BASE, "stop_reason": "total_steps", "resumed_from_step": 150_000, "total_steps": 200_000}
+    line = final_line(s, "r")
+    assert "this session: steps 150,000 -> 200,000 (50,000 steps) in 27.7 s (7,697 steps/s)" in line
+    assert "the run: 200,000 steps, 2,071 episodes" in line
+    # the run's wall time goes on across sessions: this session's part of it is session_wall_time_s
+    resumed = {**s, "wall_time_s": 40.0, "session_wall_time_s": 12.5, "solved_at_s": 35.0, "stop_reason": "solved"}
+    line = final_line({**resumed, "solved_at_step": 180_000}, "r")
+    assert line.startswith("a3c: solved at step 180,000 (7.5 s into this session); ")
+    assert "(50,000 steps) in 12.5 s (7,697 steps/s)" in line
+    solved_now = final_line({**BASE, "resumed_from_step": 150_000}, "r")
+    assert solved_now.startswith("a3c: solved at step 203,752 (27.2 s into this session); ")
+    solved_before = final_line({**BASE, "resumed_from_step": 250_000, "total_steps": 260_000}, "r")
+    assert solved_before.startswith("a3c: solved at step 203,752 (in an earlier session); ")
+
+
+def test_no_episode_yet():
+    line = final_line({**BASE, "mean_return_100": None, "episodes": 0, "stop_reason": "total_steps"}, "r")
+    assert "no episode finished" in line and "None" not in line
+
+
+EASY_MODULE = """
+import gymnasium as gym
+
+# CartPole with a threshold a random policy reaches (its mean return is about 22): a run solves within seconds
+gym.register(
+    "EasyCartPole-v0",
+    entry_point="gymnasium.envs.classic_control:CartPoleEnv",
+    max_episode_steps=500,
+    reward_threshold=15.0,
+)
+"""
+
+
+@pytest.mark.timeout(200)
+def test_the_real_final_line_when_solved_and_after_a_resume(tmp_path):
+    (tmp_path / "a3c_test_easy.py").write_text(EASY_MODULE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    run_dir = tmp_path / "run"
+    flags = ("--env", "a3c_test_easy:EasyCartPole-v0", "--stop-when-solved", "--total-steps", "200000")
+    first = subprocess.run(train_cmd(run_dir, *flags), capture_output=True, text=True, timeout=90, env=env)
+    assert first.returncode == 0, first.stderr
+    s1 = json.loads((run_dir / "summary.json").read_text())
+    assert s1["stop_reason"] == "solved" and s1["total_steps"] < 200_000
+    assert s1["mean_return_100"] == round(s1["mean_return_100"], 2)
+    last = first.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"a3c: solved at step {s1['solved_at_step']:,} ({s1['solved_at_s']:.1f} s); ")
+    assert f"{s1['total_steps']:,} steps in " in last and f"mean return (last 100) {s1['mean_return_100']:g}" in last
+
+    # resumed (--stop-when-solved is kept from the checkpoint): it stops at once, solved in the earlier session
+    target = s1["total_steps"] + 100_000
+    second = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(target)),
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
+    assert second.returncode == 0, second.stderr
+    s2 = json.loads((run_dir / "summary.json").read_text())
+    last = second.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"a3c: solved at step {s1['solved_at_step']:,} (in an earlier session); ")
+    session = s2["total_steps"] - s1["total_steps"]
+    assert f"this session: steps {s1['total_steps']:,} -> {s2['total_steps']:,} ({session:,} steps) in " in last
+    assert f"the run: {s2['total_steps']:,} steps, {s2['episodes']:,} episodes" in last
+
+
+def _config_json_cannot_be_written(monkeypatch) -> None:
+    """config.json's temporary file is on a full disk (the first write of a new run)."""
+    import builtins
+    import errno
+
+    from a3c.record import files
+
+    def fake_open(path, *args, **kwargs):
+        if os.path.basename(path) == "config.json.tmp":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(files, "open", fake_open, raising=False)
+
+
+@pytest.mark.parametrize("existed", [False, True], ids=["new-dir", "empty-dir"])
+def test_a_new_run_that_cannot_write_config_json_leaves_its_directory_as_it_found_it(tmp_path, monkeypatch, existed):
+    """Bug (review of issue 22): when config.json could not be written for a new run with an explicit --run-dir,
+    RunDirectory.create had already made checkpoints/ and plots/, so the advice "start the run again" failed (the
+    directory is "not empty"). The failed start removes what it made, and only that."""
+    from a3c.record.run_dir import RunDirWriteError
+    from a3c.run.resolve import check_new_run_dir
+
+    path = tmp_path / "runs" / "mine"
+    if existed:
+        path.mkdir(parents=True)
+    _config_json_cannot_be_written(monkeypatch)
+    run = RunDirectory.create(Config(run_dir=str(path)))
+    assert run.checkpoints.is_dir() and run.plots.is_dir()
+    with pytest.raises(RunDirWriteError) as err:
+        run.write_config(Config(run_dir=str(path)))
+    assert path.is_dir() == existed and (not existed or list(path.iterdir()) == [])
+    assert (tmp_path / "runs").is_dir() == existed  # (a parent it made too)
+    line = err.value.line(path, resumable=False)
+    assert line.endswith("then start the run again (it has no checkpoint to resume from)"), line
+    check_new_run_dir(path)  # what starting again checks: passes
+    # a directory that holds something else is left alone
+    other = tmp_path / "other"
+    run = RunDirectory.create(Config(run_dir=str(other)))
+    (run.plots / "mine.png").write_bytes(b"")
+    with pytest.raises(RunDirWriteError):
+        run.write_config(Config(run_dir=str(other)))
+    assert sorted(p.name for p in other.iterdir()) == ["plots"] and (other / "plots" / "mine.png").is_file()
+
+
+def test_the_advice_after_a_failed_write_names_the_directory_to_remove_when_it_holds_files(tmp_path):
+    """A run that wrote files before a write failed, and has no checkpoint: starting it again in the same --run-dir
+    is refused ("not empty"), so the last line says to remove it (or to give another --run-dir) first."""
+    import errno
+
+    from a3c.record.run_dir import RunDirWriteError
+
+    err = RunDirWriteError("episodes.csv", OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+    (tmp_path / "episodes.csv").write_text("worker\n")
+    line = err.line(tmp_path, resumable=False)
+    assert f"then remove {tmp_path} (or give another --run-dir) and start the run again" in line, line
+    assert err.line(tmp_path, resumable=True).endswith(f"then --resume {tmp_path}")
+
+
+def test_start_the_run_again_works_after_config_json_could_not_be_written(tmp_path, monkeypatch, capfd):
+    """The command line: the failed start ends with one line whose advice, followed (the same command again once
+    the disk has room), starts the run."""
+    from a3c.spec.errors import run_cli
+    from a3c.train import main as train_main
+
+    run_dir = tmp_path / "run"
+    argv = ["--backend", "serial", "--workers", "1", "--envs-per-worker", "2", "--total-steps", "200"]
+    argv += ["--eval-every", "0", "--run-dir", str(run_dir)]
+    with monkeypatch.context() as patch:
+        _config_json_cannot_be_written(patch)
+        assert run_cli(train_main, argv, prog="a3c.train") == 1
+    last = capfd.readouterr().err.strip().splitlines()[-1]
+    assert last.endswith(
+        "while writing config.json; free space, then start the run again (it has no checkpoint to resume from)"
+    ), last
+    assert run_cli(train_main, argv, prog="a3c.train") == 0, capfd.readouterr().err
+    assert (run_dir / "config.json").is_file() and (run_dir / "checkpoints" / "latest.pt").is_file()

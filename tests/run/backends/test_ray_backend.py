@@ -1,0 +1,352 @@
+"""--backend ray: the same run directory and tags as the shared-memory backend (workers on the server's node reaching
+it through shared memory, and by actor calls), checkpoints that resume on either backend, no shared memory left
+behind (the run's own names: other runs on the machine make theirs; also after a SIGKILLed driver), a same-node
+straggler ended by SIGTERM rather than a kill, workers spread over a (local, two-node) Ray cluster with each node's
+own way to the server, a node lost mid-run with its workers restarted on the other and exact counts, and Ctrl-C
+leaving no Ray process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+from procs import (
+    DESIGN_TAGS,
+    Run,
+    alive,
+    descendants,
+    episode_rows,
+    episodes_started,
+    indexes_contiguous,
+    run_backends,
+    run_files,
+    scalar_tags,
+    shm_entries,
+    summary,
+    train_cmd,
+    wait_for,
+)
+
+ray = pytest.importorskip("ray", reason="--backend ray needs the [ray] extra (.ci/run installs it)")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+RAY = ("--backend", "ray", "--eval-every", "0")
+PLACEMENT = re.compile(r"a3c: worker (\d+) on Ray node ([0-9a-f]+) \(reaches the parameter server by ([a-z ]+)\)")
+
+
+def _nodes(output: str) -> dict[int, str]:
+    """Each rank's node, as the run printed it (the latest actor of the rank)."""
+    return {int(rank): node for rank, node, _ in PLACEMENT.findall(output)}
+
+
+def _paths(output: str) -> dict[int, str]:
+    """How each rank reaches the parameter server (shared memory, actor calls), as the run printed it."""
+    return {int(rank): path for rank, _, path in PLACEMENT.findall(output)}
+
+
+def _torch_shm() -> set[str]:
+    """torch's shared memory segments on this machine (the parameter server's are among them while a run lasts)."""
+    return {e for e in shm_entries() if e.startswith("torch_")}
+
+
+class RunShm:
+    """The torch shared memory that a run's processes create while this watches them (a context manager): every
+    POLL_S, /dev/shm and the processes below ``root``; a torch_<pid>_... name counts when its pid (the process that
+    made it) is one of them. Other runs on this machine (other tests, other sessions) make names of their own, which
+    come and go as they please: a test of what this run leaves must look at this run's names only."""
+
+    POLL_S = 0.1
+
+    def __init__(self, root: int) -> None:
+        self.root, self.names, self._done = root, set(), threading.Event()
+        self._before = _torch_shm()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.POLL_S):
+            self.poll()
+
+    def poll(self) -> None:
+        pids = {str(p) for p in descendants(self.root)}
+        self.names |= {n for n in _torch_shm() - self._before if n.split("_")[1] in pids}
+
+    def left(self) -> set[str]:
+        """The run's names still in /dev/shm."""
+        return self.names & _torch_shm()
+
+    def __enter__(self) -> RunShm:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+SAME_NODE_PROBE = """
+import json, os, pickle, subprocess, sys
+from a3c.run.backends.ray.backend import remove_shared_memory
+from a3c.run.backends.ray.server import ParameterServer
+from a3c.spec.config import Config
+from a3c.spec.environment import describe_env
+
+config = Config(workers=2, eval_every=0)
+server = ParameterServer(describe_env(config.env, {}), config)  # no Ray needed to build one: its state, in this process
+before = server.coordinator.params.clone()
+names = server.shared_memory_names()
+# another process, not a child sharing this one's descriptors (close_fds): what a worker actor on this node is
+worker = (
+    "import pickle, sys, torch; channel = pickle.loads(sys.stdin.buffer.read()); "
+    "channel.push(torch.ones_like(channel.params), 0); channel.publish(7, [], channel.load_stats())"
+)
+subprocess.run([sys.executable, "-c", worker], input=server.shared_channel(1), check=True, close_fds=True)
+c = server.coordinator
+on_disk = [os.path.exists("/dev/shm/" + n.lstrip("/")) for n in names]
+remove_shared_memory(names)
+print(json.dumps({
+    "moved": bool((c.params != before).all()),
+    "updates": c.optimizer.step_count(),
+    "global_step": c.global_step(),
+    "names": len(names),
+    "on_disk": on_disk,
+    "left": [os.path.exists("/dev/shm/" + n.lstrip("/")) for n in names],
+}))
+"""
+
+
+def test_a_worker_on_the_server_s_node_updates_the_server_s_state_in_place_and_the_names_are_removed():
+    """ParameterServer.shared_channel, unpickled in an unrelated process, maps the server's own memory (its update and
+    its steps land in the server's tensors); remove_shared_memory removes every name the run used. In a subprocess:
+    the server switches its process to torch's file_system sharing."""
+    done = subprocess.run([sys.executable, "-c", SAME_NODE_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["moved"] and result["updates"] == 1 and result["global_step"] == 7
+    # params, 2 Adam moments, the step slots, the board's rows, counters, steps and stats, the control
+    assert result["names"] >= 9 and all(result["on_disk"]) and not any(result["left"])
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("same_node", ["shared-memory", "ray"])
+def test_ray_backend_writes_the_same_run_directory_and_tags_and_resumes_on_shared_memory(tmp_path, same_node):
+    flags = ("--total-steps", "6000", "--checkpoint-every", "3000")
+    ray_run = f"ray --ray-same-node {same_node}"
+    outputs: dict[str, str] = {}
+    dirs = run_backends(tmp_path, ("shared-memory",), *flags, timeout=200)
+    with RunShm(os.getpid()) as shm:  # the Ray run's processes are this test's descendants
+        dirs["ray"] = run_backends(tmp_path, (ray_run,), *flags, timeout=200, outputs=outputs)[ray_run]
+    assert _paths(outputs[ray_run]) == dict.fromkeys(
+        range(2), "shared memory" if same_node == "shared-memory" else "actor calls"
+    )
+    # the server's state (parameters, optimizer, board, control) was in named shared memory, and none of it is left
+    # once the driver has exited: RayBackend.close removes it before it returns (no wait here, none needed)
+    assert len(shm.names) >= 9, shm.names
+    assert not shm.left(), "the parameter server's shared memory outlived the run"
+    assert run_files(dirs["ray"]) == run_files(dirs["shared-memory"])
+    tags = scalar_tags(dirs["ray"])
+    assert tags == scalar_tags(dirs["shared-memory"]) and DESIGN_TAGS <= tags
+    for rank in range(2):  # the per-worker streams too
+        workers = [dirs[b] / "workers" / str(rank) for b in ("ray", "shared-memory")]
+        assert scalar_tags(workers[0]) == scalar_tags(workers[1])
+    s = summary(dirs["ray"])
+    assert set(s) == set(summary(dirs["shared-memory"]))
+    assert s["total_steps"] >= 6000 and s["updates"] > 0 and s["lost_episodes"] == 0
+    rows = episode_rows(dirs["ray"])
+    assert indexes_contiguous(rows) and {int(r["worker"]) for r in rows} == {0, 1} and s["episodes"] == len(rows)
+    ckpt = torch.load(dirs["ray"] / "checkpoints" / "latest.pt", weights_only=True)
+    assert ckpt["global_step"] == s["total_steps"] == int(ckpt["worker_steps"].sum())
+    assert int(ckpt["optimizer"]["steps"].sum()) == s["updates"]  # every update applied once (server or worker)
+
+    # a run started on Ray goes on under the shared-memory backend from its checkpoint (its Ray-only settings left)
+    resumed = subprocess.run(
+        train_cmd(dirs["ray"], "--resume", str(dirs["ray"]), "--total-steps", "9000", "--backend", "shared-memory"),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    s2 = summary(dirs["ray"])
+    assert s2["resumed_from_step"] == s["total_steps"] and s2["total_steps"] >= 9000
+    resumed_config = json.loads((dirs["ray"] / "config.json").read_text())
+    assert resumed_config["backend"] == "shared-memory" and resumed_config["ray_same_node"] == "shared-memory"
+    assert indexes_contiguous(episode_rows(dirs["ray"]))
+
+
+def test_an_unreachable_cluster_is_one_line_and_exit_2_and_leaves_no_run_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        train_cmd(run_dir, *RAY, "--ray-address", "127.0.0.1:9", "--total-steps", "1000"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("a3c.train: error: --ray-address 127.0.0.1:9: cannot connect to Ray"), done.stderr
+    assert "Traceback" not in done.stderr and not run_dir.exists()
+
+
+@pytest.mark.timeout(240)
+def test_ctrl_c_stops_a_ray_run_cleanly_and_leaves_no_ray_process(tmp_path):
+    run_dir = tmp_path / "run"
+    run = Run(train_cmd(run_dir, *RAY, "--total-steps", "100000000"), tmp_path / "log.txt")
+    try:
+        with RunShm(run.pid) as shm:
+            assert wait_for(lambda: episodes_started(run_dir, 20), timeout=120), run.output()
+            shm.poll()
+        assert len(shm.names) >= 9, shm.names  # the server's state, in named shared memory
+        started = descendants(run.pid)  # the local Ray instance (GCS, raylet) and its worker processes
+        assert len(started) >= 4, run.output()
+        t0 = time.monotonic()
+        run.signal_group(signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+        code = run.wait(timeout=30)
+        took = time.monotonic() - t0
+        assert code == 128 + signal.SIGINT, run.output()
+        assert took < 10, f"took {took:.1f} s to stop"
+        assert wait_for(lambda: not alive(started), timeout=10), f"left running: {alive(started)}"
+        assert not shm.left(), "the parameter server's shared memory outlived the run"
+    finally:
+        run.cleanup()
+    s = summary(run_dir)
+    assert s["stop_reason"] == "interrupted" and s["episodes"] == len(episode_rows(run_dir))
+    assert (run_dir / "checkpoints" / "latest.pt").is_file()
+
+
+@pytest.mark.timeout(300)
+def test_a_sigkilled_driver_leaves_none_of_the_server_s_shared_memory(tmp_path):
+    """A driver killed by SIGKILL runs no close(): its reaper (a3c.run.backends.ray.shm_reaper, in its own session)
+    removes the parameter server's names once the driver is gone."""
+    run_dir = tmp_path / "run"
+    run = Run(train_cmd(run_dir, *RAY, "--total-steps", "100000000"), tmp_path / "log.txt")
+    started: set[int] = set()
+    try:
+        with RunShm(run.pid) as shm:
+            assert wait_for(lambda: episodes_started(run_dir, 20), timeout=120), run.output()
+            shm.poll()
+        started = descendants(run.pid)
+        assert len(shm.names) >= 9, shm.names  # the server's state: params, optimizer, board, control
+        os.kill(run.pid, signal.SIGKILL)  # the driver alone, as the OOM killer would: it runs nothing more
+        run.wait(timeout=30)
+        assert wait_for(lambda: not shm.left(), timeout=60), f"left in /dev/shm: {shm.left()}"
+    finally:
+        run.cleanup()
+        for pid in alive(started):  # re-parented when the driver died: no longer below run.pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+STRAGGLER_PROBE = """
+import json, time
+from a3c.run.backends.ray.backend import RayBackend
+from a3c.run.backends.ray.launcher import RayLauncher
+from a3c.record.rows import Stat
+from a3c.spec.config import Config
+from a3c.spec.environment import describe_env
+
+config = Config(workers=1, envs_per_worker=1, total_steps=10**9, eval_every=0, backend="ray")
+spec = describe_env(config.env, {})
+backend = RayBackend.start(config, spec)
+try:
+    c, log = backend.coordinator, []
+    launcher = RayLauncher(
+        lambda rank: (rank, c.channel(rank), config, spec, time.time(), 0), 1.0, log.append, c.shared_memory_node
+    )
+    launcher.start(0, 0)
+    deadline = time.monotonic() + 240
+    while launcher.exitcode(0) is None and time.monotonic() < deadline:
+        c.drain()
+        if c.stats()[0, Stat.UPDATES] >= 3:  # running, on shared memory (the server's node is this one)
+            break
+        time.sleep(0.1)
+    launcher.join(0.1)  # no stop was asked for: only the launcher can end it
+    snap = c.snapshot()
+    print(json.dumps({
+        "code": launcher.exitcode(0),
+        "log": log,
+        "applied": int(snap["optimizer"]["steps"].sum()),
+        "counted": int(snap["worker_stats"][0, Stat.UPDATES]),
+    }))
+finally:
+    backend.close()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_same_node_straggler_is_sigtermed_and_finishes_its_update_before_any_kill():
+    """A worker actor on the server's node applies its updates to the shared parameters itself: the launcher's join
+    ends it as ProcessLauncher ends a worker process (SIGTERM: the loop stops at its top), not by a kill that could
+    land inside an update. Here it never sees a stop (none was asked for), so only the SIGTERM can end it: it returns
+    (exit code 0), with every update it counted applied."""
+    done = subprocess.run([sys.executable, "-c", STRAGGLER_PROBE], capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert any("on Ray node" in line and "by shared memory" in line for line in result["log"]), result
+    assert any("did not stop within 0.1 s; terminating it" in line for line in result["log"]), result
+    assert not any("killing it" in line for line in result["log"]), result
+    assert result["code"] == 0, result
+    assert result["applied"] == result["counted"] >= 3, result
+
+
+@pytest.fixture
+def cluster():
+    """Two Ray nodes on this machine (a head and one more), 4 CPUs each, on 127.0.0.1."""
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 4, "node_ip_address": "127.0.0.1", "include_dashboard": False},
+    )
+    other = c.add_node(num_cpus=4, node_ip_address="127.0.0.1")
+    c.wait_for_nodes()
+    try:
+        yield c, other
+    finally:
+        c.shutdown()
+
+
+@pytest.mark.timeout(600)
+def test_a_lost_node_s_workers_restart_on_the_other_and_the_counts_stay_exact(tmp_path, cluster):
+    c, other = cluster
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir, *RAY, "--ray-address", c.address, "--workers", "4", "--total-steps", "60000", "--max-restarts", "2"
+    )
+    run = Run(cmd, tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: len(_nodes(run.output())) == 4, timeout=300), run.output()
+        placed = _nodes(run.output())
+        assert len(set(placed.values())) == 2, f"workers not spread over both nodes: {placed}"
+        on_other = {rank for rank, node in placed.items() if node == other.node_id}
+        assert on_other and on_other != set(placed)
+        # the head node's workers (the server's node) through shared memory, the other's by actor calls
+        paths = _paths(run.output())
+        assert all(paths[rank] == ("actor calls" if rank in on_other else "shared memory") for rank in placed), paths
+        assert wait_for(lambda: episodes_started(run_dir, 50), timeout=120), run.output()
+        c.remove_node(other)  # the node is lost: its worker actors die with it
+        code = run.wait(timeout=300)
+        out = run.output()
+    finally:
+        run.cleanup()
+    assert code == 0, out
+    for rank in on_other:
+        assert f"worker {rank} was killed by signal SIGKILL (its Ray actor died" in out
+    after = _nodes(out)
+    assert all(node != other.node_id for node in after.values())  # restarted on the head node
+    assert set(_paths(out).values()) == {"shared memory"}  # ... where they reach the server through shared memory
+    s = summary(run_dir)
+    assert s["restarts"] == len(on_other) and s["total_steps"] >= 60000
+    rows = episode_rows(run_dir)
+    assert indexes_contiguous(rows) and s["episodes"] == len(rows) and s["lost_episodes"] == 0
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert ckpt["global_step"] == s["total_steps"] == int(ckpt["worker_steps"].sum())  # no step counted twice
+    assert json.loads((run_dir / "config.json").read_text())["backend"] == "ray"
+    # the cluster is healthy after the run: every process of its head node still runs
+    assert c.head_node.remaining_processes_alive()

@@ -1,0 +1,251 @@
+"""--resume RUN_DIR: the global step, the optimizer state and the episode indexes go on; episodes.csv is appended;
+TensorBoard shows no step twice, even after a crash between the last checkpoint and the end (kill -9)."""
+
+import csv
+import json
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+from procs import (
+    Run,
+    alive,
+    descendants,
+    episode_rows,
+    episodes_started,
+    indexes_contiguous,
+    summary,
+    train_cmd,
+    wait_for,
+)
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import a3c
+import a3c.run.backends.shared_memory
+from a3c.plot import main as plot_main
+from a3c.plot import read_episodes
+from a3c.record.figures import comparison_figure
+
+
+def _scalar_steps(run_dir, tag):
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})  # purge_orphaned_data=True, as TensorBoard
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)]
+
+
+@pytest.mark.timeout(120)
+def test_resume_continues_the_step_count(tmp_path):
+    run_dir = tmp_path / "run"
+    first = subprocess.run(train_cmd(run_dir, "--total-steps", "2000"), capture_output=True, text=True, timeout=100)
+    assert first.returncode == 0, first.stderr
+    s1 = summary(run_dir)
+    ckpt1 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    rows1 = episode_rows(run_dir)
+
+    second = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "4000"),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert second.returncode == 0, second.stderr
+    assert f"resuming {run_dir} at step {s1['total_steps']:,}" in second.stderr
+    s2 = summary(run_dir)
+    assert s2["resumed_from_step"] == s1["total_steps"]
+    assert 4000 <= s2["total_steps"] <= 4000 + 2 * 2 * 5
+    ckpt2 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    # the optimizer's step counts (Adam's bias correction) went on from the checkpoint, not from zero
+    assert ckpt2["optimizer"]["steps"].sum() > ckpt1["optimizer"]["steps"].sum()
+    assert s2["updates"] == int(ckpt2["optimizer"]["steps"].sum())
+    assert (ckpt1["session"], ckpt2["session"]) == (0, 1)  # the resumed session's workers draw fresh seeds
+    rows2 = episode_rows(run_dir)
+    assert rows2[: len(rows1)] == rows1  # appended, the first session's rows untouched
+    assert indexes_contiguous(rows2)
+    assert s2["episodes"] == len(rows2)
+    assert all(int(r["global_step"]) > s1["total_steps"] - 20 for r in rows2[len(rows1) :])
+    steps = _scalar_steps(run_dir, "charts/SPS")
+    assert steps == sorted(set(steps)) and steps[-1] > s1["total_steps"]
+
+
+# three-step episodes by the thousand: many end in the rollout during which a checkpoint is taken
+# (every episode a TensorBoard point, to compare TensorBoard with episodes.csv one to one)
+SHORT_EPISODES = ("--env", "envs/Classify-v0", "--env-kwargs", "episode_length=3", "--tb-episode-points-per-s", "0")
+
+
+@pytest.mark.timeout(150)
+def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    # checkpoints far apart (several dashboard ticks), so that the kill lands between two of them
+    run = Run(
+        train_cmd(run_dir, *SHORT_EPISODES, "--total-steps", "100000000", "--checkpoint-every", "15000"),
+        tmp_path / "log.txt",
+    )
+    latest = run_dir / "checkpoints" / "latest.pt"
+
+    def orphans_logged() -> bool:
+        """Episodes and TensorBoard points exist past the newest checkpoint (what the crash will orphan)."""
+        ckpt = torch.load(latest, weights_only=True)
+        return (
+            len(episode_rows(run_dir)) > int(ckpt["episodes_written"].sum()) + 20
+            and max(_scalar_steps(run_dir, "charts/SPS"), default=0) > ckpt["global_step"]
+        )
+
+    try:
+        assert wait_for(latest.exists, timeout=60), run.output()
+        assert wait_for(orphans_logged, timeout=60)
+        children = descendants(run.pid)
+        run.proc.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        assert wait_for(lambda: not alive(children), timeout=5)
+    finally:
+        run.cleanup()
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)  # maybe a later one by now
+    step = ckpt["global_step"]
+    # (orphaned points existed when the kill was sent: orphans_logged; a checkpoint may have landed since)
+    resumed = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + 3000)),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    s = summary(run_dir)
+    assert s["resumed_from_step"] == step and s["total_steps"] >= step + 3000
+    assert json.loads((run_dir / "config.json").read_text())["tb_episode_points_per_s"] == 0
+    rows = episode_rows(run_dir)
+    assert indexes_contiguous(rows)  # no (worker, index) twice, none missing
+    steps = _scalar_steps(run_dir, "charts/SPS")
+    assert steps == sorted(set(steps)), "TensorBoard would show a step twice"
+    # Bug (f374bab): episodes were stamped with the step read at their rollout's start, so some logged after the
+    # checkpoint carried steps below it and survived the purge: TensorBoard kept episodes that episodes.csv dropped
+    # (16,670 points against 16,540 rows in the review's run). Now TensorBoard holds exactly the rows' episodes.
+    episode_steps = _scalar_steps(run_dir, "charts/episodic_return")
+    assert sorted(episode_steps) == sorted(int(r["global_step"]) for r in rows)
+
+
+def _by_step(rows):
+    """episodes.csv's rows in the run's order: by global step, then worker, then index."""
+    return sorted(rows, key=lambda r: [int(float(r[k])) for k in ("global_step", "worker", "index")])
+
+
+def _latest(run_dir):
+    return torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+
+
+@pytest.mark.timeout(300)
+def test_resumes_with_2_1_1_2_workers_keep_the_record_append_only_and_ordered_by_step(tmp_path):
+    """Issue 22, items 2 and 4, as the README's tour goes (train, Ctrl-C, resume, plot), with the worker count changed
+    between sessions: 2 workers stopped by Ctrl-C, resumed with 1, again with 1, then with 2. Bugs: the resume with
+    fewer workers forgot rank 1's episode counter, so the next resume dropped rank 1's rows and the one with 2
+    workers repeated its indexes; wall time began at 0 in each session and the resume took "the last 100 episodes"
+    in wall-time order (mean_return_100 over interleaved sessions) and a3c.plot drew the sessions interleaved. Now
+    episodes.csv only grows, no (worker, index) repeats, wall time runs on across sessions (eval.csv's too), and
+    mean_return_100 is the mean of the last 100 episodes by global step."""
+    run_dir = tmp_path / "run"
+    flags = ("--total-steps", "100000000", "--eval-every", "1500", "--eval-episodes", "2")
+    first = Run(train_cmd(run_dir, *flags, workers=2), tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: episodes_started(run_dir, 150), timeout=120), first.output()
+        first.signal_group(signal.SIGINT)
+        assert first.wait(timeout=60) == 128 + signal.SIGINT, first.output()
+    finally:
+        first.cleanup()
+    rows, ckpt = episode_rows(run_dir), _latest(run_dir)
+    assert {int(r["worker"]) for r in rows} == {0, 1}
+    sessions = [(rows, ckpt)]
+    for workers, more in ((1, 3000), (1, 600), (2, 600)):
+        step = ckpt["global_step"]
+        cmd = train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + more), workers=workers)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        before, before_ckpt = rows, ckpt
+        rows, ckpt = episode_rows(run_dir), _latest(run_dir)
+        assert rows[: len(before)] == before  # appended: no row removed, none rewritten
+        assert len(rows) > len(before) and indexes_contiguous(rows)  # no (worker, index) twice, none missing
+        assert len(ckpt["episodes_written"]) == 2 and int(ckpt["episodes_written"].sum()) == len(rows)
+        new_wall = [float(r["wall_time"]) for r in rows[len(before) :]]
+        assert min(new_wall) > before_ckpt["wall_time_s"] >= max(float(r["wall_time"]) for r in before)
+        sessions.append((rows, ckpt))
+        if len(sessions) == 3:  # two resumes
+            last_100 = [float(r["return"]) for r in _by_step(rows)[-100:]]
+            assert summary(run_dir)["mean_return_100"] == round(float(np.mean(last_100)), 2)
+    s = summary(run_dir)
+    assert s["episodes"] == len(rows) and s["wall_time_s"] >= max(float(r["wall_time"]) for r in rows)
+    assert s["mean_return_100"] == round(float(np.mean([float(r["return"]) for r in _by_step(rows)[-100:]])), 2)
+    with open(run_dir / "eval.csv") as f:
+        evals = sorted(csv.DictReader(f), key=lambda r: float(r["global_step"]))
+    assert len(evals) >= 2 and np.all(np.diff([float(r["wall_time"]) for r in evals]) > 0)
+    # the plot (the tour's last step): both axes of the curves run forward, the wall-time axis to the run's end
+    assert plot_main([str(run_dir)]) == 0
+    episodes = read_episodes(run_dir)
+    assert np.all(np.diff(episodes.columns["global_step"]) >= 0)
+    fig = comparison_figure([episodes.curve("return")], "return")
+    for ax in fig.axes[:2]:
+        assert all(np.all(np.diff(line.get_xdata()) >= 0) for line in ax.lines)
+    assert fig.axes[1].lines[-1].get_xdata()[-1] == max(float(r["wall_time"]) for r in rows)
+
+
+def test_the_linear_lr_schedule_goes_on_from_the_run_s_global_step(tmp_path, monkeypatch):
+    """What a resume means for --lr-schedule linear (docs/design.md): the lr at global step s is lr * (1 - s / T), T
+    the run's --total-steps as now configured. A resume with the same --total-steps goes on with the same schedule;
+    one with a larger budget spreads the rest of the decay over it (the lr a run started with that budget would have
+    at s), so an extended run still ends at 0. Read off the pushes themselves (the serial backend, in this process)."""
+    seen = []
+    original = a3c.run.backends.shared_memory.scheduled_lr
+
+    def spy(lr, schedule, progress):
+        seen.append(progress)
+        return original(lr, schedule, progress)
+
+    monkeypatch.setattr(a3c.run.backends.shared_memory, "scheduled_lr", spy)
+    settings = dict(env="CartPole-v1", backend="serial", workers=1, envs_per_worker=2, eval_every=0)
+    first = a3c.train(**settings, lr_schedule="linear", total_steps=2000, run_dir=str(tmp_path / "run"))
+    reached = first.summary["total_steps"]
+    assert seen[0] == 0.0 and seen[-1] == pytest.approx((reached - 10) / 2000)
+    seen.clear()
+    a3c.train(resume=str(tmp_path / "run"), total_steps=4000)
+    # the first push after the resume: the run's step over the run's budget, not 0 (a restarted schedule)
+    assert seen[0] == reached / 4000 and seen == sorted(seen)
+    assert seen[-1] == pytest.approx((summary(tmp_path / "run")["total_steps"] - 10) / 4000)
+
+
+def test_a_resume_that_moves_the_linear_schedule_s_end_says_so(tmp_path):
+    """A resume with another --total-steps moves a linear schedule's end, so the lr jumps: one line says from what
+    to what (and the resume line says how many workers the session runs). Same total, or a constant lr: no line."""
+    run_dir = tmp_path / "run"
+    first = subprocess.run(
+        train_cmd(run_dir, "--total-steps", "2000", "--lr-schedule", "linear", "--lr", "0.001"),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert first.returncode == 0, first.stderr
+    step = summary(run_dir)["total_steps"]
+    second = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "4000", workers=1),
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert second.returncode == 0, second.stderr
+    assert f"resuming {run_dir} at step {step:,} with 1 worker\n" in second.stderr
+    before, after = 0.001 * max(0.0, 1 - step / 2000), 0.001 * (1 - step / 4000)  # the first run reached its end
+    assert (
+        f"--lr-schedule linear now ends at --total-steps 4,000 (was 2,000): the lr at step {step:,} goes from "
+        f"{before:.3g} to {after:.3g}" in second.stderr
+    )
+
+
+def test_the_lr_schedule_note_is_only_for_a_moved_linear_end():
+    from a3c.run.trainer import lr_schedule_note
+    from a3c.spec.config import Config
+
+    def linear(total):
+        return Config(env="CartPole-v1", lr=0.01, lr_schedule="linear", total_steps=total)
+
+    assert lr_schedule_note(linear(1000), previous_total=1000, step=500) is None
+    assert lr_schedule_note(Config(env="CartPole-v1", total_steps=1000), previous_total=500, step=400) is None
+    note = lr_schedule_note(linear(4000), previous_total=2000, step=1000)
+    assert note is not None and "the lr at step 1,000 goes from 0.005 to 0.0075" in note

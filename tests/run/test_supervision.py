@@ -1,0 +1,271 @@
+"""Supervision: a worker killed, crashed or hung is restarted (same rank, episode indexes going on) up to
+--max-restarts; past that the run stops with exit 1, the rank, the cause and the worker's own traceback. Non-finite
+updates are skipped and counted, and too many in a row stop the run. Uses envs/Faulty-v0 (envs/faulty.py)."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from procs import (
+    START_METHODS,
+    Run,
+    alive,
+    episode_rows,
+    indexes_by_worker,
+    indexes_contiguous,
+    summary,
+    train_cmd,
+    wait_for,
+)
+
+from a3c.record.rows import Stat
+from a3c.run.backends.shared_memory import ProcessLauncher
+from a3c.run.supervisor import Supervisor
+from a3c.run.worker import _cut_to_bytes
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_worker_killed_with_sigkill_is_restarted_and_the_run_completes(tmp_path, start_method):
+    run_dir, pids = tmp_path / "run", tmp_path / "pids"
+    pids.mkdir()
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        f"pid_dir={pids}",
+        "--total-steps",
+        "8000",
+        start_method=start_method,
+    )
+    run = Run(cmd, tmp_path / "log.txt")
+    try:
+        pid_file = pids / "rank-1.pid"
+        assert wait_for(pid_file.exists, timeout=60), run.output()
+        victim = int(pid_file.read_text())
+        assert wait_for(lambda: (run_dir / "episodes.csv").exists(), timeout=60)
+        os.kill(victim, signal.SIGKILL)  # mid-run: in a rollout or in the middle of an update
+        assert wait_for(lambda: int(pid_file.read_text()) != victim, timeout=60), run.output()
+        code = run.wait(timeout=120)
+        out = run.output()
+        assert code == 0, out
+        assert "worker 1 was killed by signal SIGKILL; restarting it" in out
+        s = summary(run_dir)
+        assert s["restarts"] >= 1 and s["total_steps"] >= 8000
+        rows = episode_rows(run_dir)
+        by_worker = indexes_by_worker(rows)
+        assert indexes_contiguous(rows), {w: idx[:5] for w, idx in by_worker.items()}  # rank 1 went on counting
+        # the board's counters and the stats the worker publishes stayed consistent through the kill
+        ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+        assert int(ckpt["episodes_written"][1]) == len(by_worker[1])
+        assert int(ckpt["worker_steps"].sum()) == s["total_steps"]
+        assert s["updates"] == int(ckpt["worker_stats"][:, Stat.UPDATES].sum())
+    finally:
+        run.cleanup()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_crash_past_the_restart_limit_exits_1_with_the_traceback(tmp_path, start_method):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "crash_at=7",
+        "crash_ranks=1",
+        "--max-restarts",
+        "1",
+        "--total-steps",
+        "10000000",
+        start_method=start_method,
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr
+    assert err.count("restarting it") == 1
+    assert "a3c: error: worker 1 exited with code 1" in err and "--max-restarts" in err
+    # the worker's own traceback, sent over its pipe: down to the line of the env that raised
+    assert "worker 1's traceback:\nTraceback (most recent call last):" in err
+    assert 'envs/faulty.py", line' in err
+    assert "RuntimeError: envs/Faulty-v0: injected crash at step 7 on rank 1" in err
+    s = summary(run_dir)
+    assert s["restarts"] == 1 and s["stop_reason"] == "worker 1 exited with code 1"
+    assert (run_dir / "checkpoints" / "latest.pt").is_file()  # final checkpoint even on failure
+
+
+@pytest.mark.timeout(120)
+def test_hung_worker_is_killed_and_restarted(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "hang_at=40",
+        "hang_ranks=0",
+        "--worker-timeout",
+        "1.5",
+        "--max-restarts",
+        "1",
+        "--total-steps",
+        "10000000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 1, proc.stderr
+    assert "worker 0 hung: no heartbeat for" in proc.stderr and "restarting it (restart 1 of 1" in proc.stderr
+    assert "a3c: error: worker 0 hung" in proc.stderr
+    assert summary(run_dir)["restarts"] == 1
+
+
+@pytest.mark.timeout(120)
+def test_one_nan_observation_skips_updates_and_the_run_goes_on(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir, "--env", "envs/Faulty-v0", "--env-kwargs", "nan_at=30", "nan_for=1", "--total-steps", "4000"
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr
+    s = summary(run_dir)
+    assert s["skipped_updates"] >= 1 and s["updates"] > 0
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert torch.isfinite(ckpt["model"]).all()  # the NaN never reached the shared model
+
+
+@pytest.mark.timeout(120)
+def test_one_nan_observation_never_reaches_the_normalisation_statistics(tmp_path):
+    """The same fault with --normalize-obs: the run goes on as without it (before, the NaN made the shared mean NaN
+    and every later update was skipped until the run stopped), the NaN samples are counted, and the checkpoint's
+    statistics are finite (a resume or a3c.load applies them)."""
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "nan_at=20",
+        "nan_for=1",
+        "--normalize-obs",
+        "--max-skipped-in-row",
+        "10",
+        "--total-steps",
+        "3000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 0, proc.stderr
+    s = summary(run_dir)
+    assert s["nonfinite_samples"] == 4  # 2 workers x 2 envs, one NaN observation each
+    assert 1 <= s["skipped_updates"] <= 4 and s["updates"] > s["skipped_updates"]
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert torch.isfinite(ckpt["model"]).all()
+    assert all(torch.isfinite(value).all() for value in ckpt["obs_stats"].values())
+    assert ckpt["obs_stats"]["count"] > 1000  # every other observation counted
+
+
+@pytest.mark.timeout(120)
+def test_non_finite_updates_in_a_row_stop_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "nan_at=30",
+        "nan_for=0",  # NaN forever from step 30
+        "nan_ranks=1",
+        "--max-skipped-in-row",
+        "20",
+        "--total-steps",
+        "10000000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert proc.returncode == 1, proc.stderr
+    assert "worker 1 skipped" in proc.stderr and "updates in a row for a non-finite loss" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    s = summary(run_dir)
+    assert s["skipped_updates"] >= 20
+    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+    assert torch.isfinite(ckpt["model"]).all()
+
+
+# -- the Supervisor on its own, with trivial targets (fork: fast) -----------------------------------------------------
+def _exit_with(rank, code, incarnation, errors):
+    errors.close()
+    sys.exit(code)
+
+
+def _sleep(rank, seconds, incarnation, errors):
+    import time
+
+    time.sleep(seconds)
+
+
+@pytest.mark.timeout(60)
+def test_supervisor_stops_restarting_at_the_limit_and_counts_incarnations():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    stats = np.zeros((1, len(Stat)))
+    launcher = ProcessLauncher(ctx, _exit_with, lambda rank: (rank, 3))
+    sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=30.0, max_restarts=2, log=lambda line: None)
+    sup.start_all()
+    assert wait_for(lambda: sup.poll(stopping=False) is not None or sup.failure is not None, timeout=30)
+    failure = sup.failure
+    assert failure is not None and failure.rank == 0 and failure.cause == "exited with code 3"
+    assert sup.restarts == 2 and list(sup.incarnations()) == [3]
+
+
+@pytest.mark.timeout(60)
+def test_supervisor_kills_a_worker_without_heartbeat():
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    stats = np.zeros((1, len(Stat)))
+    launcher = ProcessLauncher(ctx, _sleep, lambda rank: (rank, 60))
+    sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=0.5, max_restarts=0, log=lambda line: None)
+    sup.start_all()
+    stats[0, Stat.HEARTBEAT] = sup.slots[0].started_at + 0.01  # one heartbeat, then silence
+    pid = sup.pids()[0]
+    assert wait_for(lambda: sup.poll(stopping=False) is not None, timeout=10)
+    assert sup.failure.cause.startswith("hung: no heartbeat")
+    assert not alive({pid})
+
+
+@pytest.mark.timeout(120)
+def test_a_crash_with_a_huge_non_ascii_message_is_reported_as_a_crash(tmp_path):
+    """Risk closed (f374bab): the traceback was cut to 16,000 characters, but the pipe's buffer (64 KiB) holds
+    bytes; cut to bytes now, a crash whose text is mostly 4-byte characters still reaches the supervisor at once
+    (a blocked send would have shown as a hang after --worker-timeout)."""
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/Faulty-v0",
+        "--env-kwargs",
+        "crash_at=7",
+        "crash_ranks=0",
+        "crash_pad=40000",
+        "--max-restarts",
+        "0",
+        "--worker-timeout",
+        "30",
+        "--total-steps",
+        "10000000",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "a3c: error: worker 0 exited with code 1" in proc.stderr and "hung" not in proc.stderr
+    assert "worker 0's traceback:" in proc.stderr and "\N{GRINNING FACE}" in proc.stderr
+
+
+def test_traceback_is_cut_to_bytes_at_a_character_boundary():
+    text = "Traceback\n" + "\N{GRINNING FACE}" * 10_000 + "\nRuntimeError: end"
+    cut = _cut_to_bytes(text, 16_000)
+    assert len(cut.encode()) <= 16_000 and cut.endswith("RuntimeError: end")
+    assert _cut_to_bytes("short", 16_000) == "short"

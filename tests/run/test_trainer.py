@@ -1,0 +1,351 @@
+"""End to end: a real training run in a subprocess, its run directory, its episodes and its TensorBoard tags."""
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from procs import (
+    DESIGN_TAGS,
+    Run,
+    episode_rows,
+    episodes_started,
+    indexes_by_worker,
+    indexes_contiguous,
+    train_cmd,
+    wait_for,
+)
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import a3c
+from a3c.record.checkpoint import load_checkpoint, step_checkpoints
+from a3c.run.backends.serial import SerialLauncher
+from a3c.run.backends.shared_memory import SharedMemoryCoordinator
+from a3c.spec.errors import run_cli
+from a3c.train import main as train_main
+
+WORKERS, N_STEPS, ENVS = 3, 5, 2
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("runs") / "smoke"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "CartPole-v1",
+        "--workers",
+        str(WORKERS),
+        "--envs-per-worker",
+        str(ENVS),
+        "--n-steps",
+        str(N_STEPS),
+        "--total-steps",
+        "6000",
+        "--seed",
+        "3",
+        "--checkpoint-every",
+        "3000",
+        start_method="forkserver",
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    return run_dir
+
+
+def test_run_directory_holds_everything(finished_run):
+    for name in ("config.json", "episodes.csv", "summary.json", "checkpoints/latest.pt", "plots/loss_history.png"):
+        assert (finished_run / name).is_file(), name
+    assert list(finished_run.glob("events.out.tfevents.*"))
+    assert list((finished_run / "checkpoints").glob("step-*.pt"))
+    config = json.loads((finished_run / "config.json").read_text())
+    assert config["workers"] == WORKERS and config["env"] == "CartPole-v1"
+
+
+def test_summary_counts_steps_exactly(finished_run):
+    summary = json.loads((finished_run / "summary.json").read_text())
+    for key in (
+        "env",
+        "workers",
+        "total_steps",
+        "wall_time_s",
+        "steps_per_s",
+        "episodes",
+        "mean_return_100",
+        "solved_at_step",
+        "solved_at_s",
+        "startup_s",
+        "restarts",
+        "skipped_updates",
+    ):
+        assert key in summary, key
+    rollout = N_STEPS * ENVS
+    # every worker stops before a rollout once the target is reached: at most one rollout each past it
+    assert 6000 <= summary["total_steps"] <= 6000 + WORKERS * rollout
+    assert summary["total_steps"] % rollout == 0
+    assert summary["startup_s"] > 0 and summary["steps_per_s"] > 0
+
+
+def test_episodes_csv_contiguous_per_worker(finished_run):
+    rows = episode_rows(finished_run)
+    summary = json.loads((finished_run / "summary.json").read_text())
+    assert len(rows) == summary["episodes"] > 0
+    assert sorted(indexes_by_worker(rows)) == list(range(WORKERS))
+    assert indexes_contiguous(rows)  # none missing, none twice
+    assert all(float(r["length"]) >= 1 and float(r["return"]) >= 1 for r in rows)
+
+
+def test_event_file_holds_the_tags(finished_run):
+    acc = EventAccumulator(str(finished_run), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert DESIGN_TAGS <= tags, DESIGN_TAGS - tags
+    for r in range(WORKERS):  # each worker's tags in its own event stream (a TensorBoard run, a colour, of its own)
+        worker = EventAccumulator(str(finished_run / "workers" / str(r)), size_guidance={"scalars": 0})
+        worker.Reload()
+        assert {f"workers/{r}/episodic_return", f"workers/{r}/episode_loss"} <= set(worker.Tags()["scalars"])
+    summary = json.loads((finished_run / "summary.json").read_text())
+    # per-episode points are a rate-limited sample; every episode counts once in the interval aggregates
+    assert 0 < len(acc.Scalars("charts/episodic_return")) <= summary["episodes"]
+    assert sum(e.value for e in acc.Scalars("charts/episodes")) == summary["episodes"]
+
+
+def test_sixteen_workers_on_few_cores(tmp_path):
+    """Oversubscribed (16 processes, however many cores): finishes, counts steps exactly, every worker reports."""
+    run_dir = tmp_path / "w16"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "CartPole-v1",
+        "--envs-per-worker",
+        "1",
+        "--n-steps",
+        "5",
+        "--total-steps",
+        "4000",
+        start_method="forkserver",
+        workers=16,
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert 4000 <= summary["total_steps"] <= 4000 + 16 * 5
+    rows = episode_rows(run_dir)
+    assert sorted(indexes_by_worker(rows)) == list(range(16))
+    assert indexes_contiguous(rows)
+
+
+@pytest.mark.timeout(150)
+def test_a_checkpoint_that_cannot_be_written_stops_the_run_with_one_line(tmp_path):
+    """A failed mid-run checkpoint once raised out of the main loop (a traceback, no summary.json), then was
+    reported while training went on without checkpoints; now it ends the run as every failed write to the run
+    directory does (issue 22, item 7): exit code 1, summary.json, and a last line naming the file and the fix. The
+    real command with worker processes; the checkpoints directory turns into a file mid-run: every write fails."""
+    run_dir = tmp_path / "run"
+    run = Run(train_cmd(run_dir, "--total-steps", "60000", "--checkpoint-every", "2000"), tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: episodes_started(run_dir), timeout=60), run.output()
+        shutil.rmtree(run_dir / "checkpoints")
+        (run_dir / "checkpoints").write_text("not a directory")
+        code = run.wait(timeout=120)
+    finally:
+        run.cleanup()
+    output = run.output()
+    assert code == 1, output
+    assert "Traceback" not in output
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("a3c: error: cannot write checkpoints/") and f".pt in {run_dir} (" in last, last
+    # (the same --run-dir again would be refused as not empty: the line says to remove it first)
+    fix = f"; make it writable again, then remove {run_dir} (or give another --run-dir) and start the run again"
+    assert last.endswith(f"{fix} (it has no checkpoint to resume from)"), last
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["stop_reason"].startswith("cannot write checkpoints/")
+
+
+def test_step_files_are_named_from_the_step_their_snapshot_holds(tmp_path, monkeypatch):
+    """Bug (issue 22, item 9): step-N.pt was named from the step the main loop read before the snapshot, and worker
+    processes run on in between, so step-N.pt could hold another step than N. Here (the serial backend, in this
+    process) every snapshot finds 7 more steps than the loop read, as if the workers had run on: each file's name is
+    its own global step."""
+    original = SharedMemoryCoordinator.snapshot
+
+    def late_snapshot(self):
+        self.board.add_steps(0, 7)  # the workers ran on after the main loop read the step
+        return original(self)
+
+    monkeypatch.setattr(SharedMemoryCoordinator, "snapshot", late_snapshot)
+    # one round of worker steps per tick (10 env steps), whatever the machine's speed: a tick of the real wait runs
+    # for TICK_S, and on a fast or a loaded machine its step count (so the number of checkpoints) varies
+    monkeypatch.setattr(SerialLauncher, "wait", lambda self, seconds: self.step_round())
+    result = a3c.train(
+        env="CartPole-v1",
+        backend="serial",
+        workers=1,
+        envs_per_worker=2,
+        total_steps=2000,
+        checkpoint_every=400,
+        checkpoint_every_s=0,
+        keep_checkpoints=100,
+        eval_every=0,
+        run_dir=str(tmp_path / "run"),
+    )
+    files = step_checkpoints(result.run_dir / "checkpoints")
+    assert len(files) == 5  # steps 400, 800, ..., 2000 (+7 each): the schedule met each multiple once
+    for step, path in files:
+        assert load_checkpoint(path)["global_step"] == step, path.name
+
+
+def _enospc() -> OSError:
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+class _FillsUpFile:
+    """A file of the run directory on a disk that fills up once ``full()`` is true: from then on every write
+    raises ENOSPC; everything else is the real file's."""
+
+    def __init__(self, file, full) -> None:
+        self._file, self._full, self.writes = file, full, 0
+
+    def write(self, data):
+        if self._full(self):
+            raise _enospc()
+        self.writes += 1
+        return self._file.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._file.close()
+
+
+def _fill_up_file(monkeypatch, name: str, writes: int) -> None:
+    """The run directory's ``name`` (episodes.csv, eval.csv: opened by a3c.record.run_dir) fills the disk once the run
+    has a checkpoint and the file has had ``writes`` writes (its header is one, each row one)."""
+    import builtins
+
+    from a3c.record import run_dir
+
+    def fake_open(path, *args, **kwargs):
+        file = builtins.open(path, *args, **kwargs)
+        if Path(path).name != name:
+            return file
+        latest = Path(path).parent / "checkpoints" / "latest.pt"
+        return _FillsUpFile(file, lambda f: f.writes >= writes and latest.is_file())
+
+    monkeypatch.setattr(run_dir, "open", fake_open, raising=False)
+
+
+def _fill_up_event_files(monkeypatch, n: int) -> None:
+    """TensorBoard's writer threads fill the disk at their n-th record (counted over all of them)."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    real, records = RecordWriter.write, []
+
+    def write(self, data):
+        records.append(len(data))
+        if len(records) >= n:
+            raise _enospc()
+        return real(self, data)
+
+    monkeypatch.setattr(RecordWriter, "write", write)
+
+
+def _fill_up_checkpoints(monkeypatch, n: int) -> None:
+    """The n-th checkpoint fills the disk part of the way through (some bytes reach the file, then ENOSPC)."""
+    import torch
+
+    real, saves = torch.save, []
+
+    def save(obj, f, *args, **kwargs):
+        saves.append(1)
+        if len(saves) < n:
+            return real(obj, f, *args, **kwargs)
+        f.write(b"PK\x03\x04 part of a checkpoint")
+        raise _enospc()
+
+    monkeypatch.setattr(torch, "save", save)
+
+
+def _fill_up_figure(monkeypatch, n: int) -> None:
+    """plots/loss_history.png cannot be written (the run's last figure, at its end): its temporary file, opened by
+    the real writer (a3c.record.files.atomic_write), fills the disk at its first write."""
+    import builtins
+
+    from a3c.record import files
+
+    def fake_open(path, *args, **kwargs):
+        file = builtins.open(path, *args, **kwargs)
+        if Path(path).name != "loss_history.png.tmp":
+            return file
+        return _FillsUpFile(file, lambda f: True)
+
+    monkeypatch.setattr(files, "open", fake_open, raising=False)
+
+
+FULL_DISK = {  # the writer that fills the disk -> (how, what the last line names, extra flags)
+    "episodes.csv": (lambda mp: _fill_up_file(mp, "episodes.csv", 2), "episodes.csv", []),
+    "events": (lambda mp: _fill_up_event_files(mp, 6), "its TensorBoard event files", []),
+    "checkpoint": (lambda mp: _fill_up_checkpoints(mp, 3), "checkpoints/step-", []),
+    "eval.csv": (
+        lambda mp: _fill_up_file(mp, "eval.csv", 3),
+        "eval.csv",
+        ["--eval-every", "20", "--eval-episodes", "1"],
+    ),
+    "figure": (lambda mp: _fill_up_figure(mp, 1), "plots/loss_history.png", ["--total-steps", "300"]),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("writer", FULL_DISK)
+def test_a_full_disk_ends_the_run_with_one_line(tmp_path, monkeypatch, capfd, writer):
+    """Bug (issue 22, item 7): the run directory's disk filling up mid-run ended in a chained OSError traceback.
+    Now every writer of the main process (episodes.csv, TensorBoard, checkpoints, eval.csv, the figure) ends the
+    run through the one shutdown: exit code 1, no traceback, a last line naming the disk, the file and the fix,
+    summary.json written, and checkpoints/latest.pt loadable (the last one the disk took). The command line, in
+    this process (serial backend), with one writer made to fail with ENOSPC from its n-th write on."""
+    fill_up, what, flags = FULL_DISK[writer]
+    fill_up(monkeypatch)
+    run_dir = tmp_path / "run"
+    argv = ["--backend", "serial", "--workers", "1", "--envs-per-worker", "2", "--total-steps", "50000"]
+    argv += ["--checkpoint-every", "10", "--checkpoint-every-s", "0", "--eval-every", "0", "--run-dir", str(run_dir)]
+    code = run_cli(train_main, [*argv, *flags], prog="a3c.train")
+    err = capfd.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err and "Exception in thread" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"a3c: error: the disk of {run_dir} is full (No space left on device) while writing {what}")
+    assert last.endswith(f"; free space, then --resume {run_dir}"), last
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["total_steps"] < 50000
+    if writer != "figure":  # (the figure fails at the end of a finished run)
+        assert summary["stop_reason"].startswith(f"cannot write {what}")
+        assert summary["stop_reason"].endswith("(No space left on device)")
+    agent = a3c.load(run_dir)  # the last checkpoint written stays loadable ...
+    assert 0 < agent.global_step <= summary["total_steps"]
+    # ... and a failed write leaves no temporary file behind: a checkpoint's, the figure's, or the run directory's own
+    for folder in (run_dir, run_dir / "checkpoints", run_dir / "plots"):
+        assert not [p.name for p in folder.iterdir() if ".tmp" in p.name], folder
+
+
+def test_a_full_disk_makes_a3c_train_raise_runtime_error(tmp_path, monkeypatch):
+    """a3c.train's documented failure: RuntimeError naming the stop reason (the run directory keeps what was done)."""
+    _fill_up_checkpoints(monkeypatch, 3)  # the second checkpoint's step-N.pt (each writes step-N.pt and latest.pt)
+    with pytest.raises(RuntimeError, match=r"training failed \(cannot write checkpoints/step-\d+\.pt \(No space"):
+        a3c.train(
+            backend="serial",
+            workers=1,
+            envs_per_worker=2,
+            total_steps=50_000,
+            checkpoint_every=10,
+            checkpoint_every_s=0,
+            eval_every=0,
+            run_dir=str(tmp_path / "run"),
+        )
+    assert a3c.load(tmp_path / "run").global_step > 0

@@ -1,0 +1,450 @@
+"""The worker loop, run in this process (no other processes): what a rollout records, where episodes end by
+termination and by truncation, what reaches the board, that an update moves the shared parameters, and that the
+gradient it pushes is the A3C gradient (against a slow reference written like the maths)."""
+
+from __future__ import annotations
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from a3c.learn.distributions import DiagGaussian, MultiCategorical
+from a3c.learn.model import build_model, flatten_parameters, model_shape
+from a3c.learn.optim import make_optimizer
+from a3c.learn.running_stats import SharedMoments
+from a3c.record.checkpoint import load_checkpoint, save_checkpoint
+from a3c.record.resume import check_compatible
+from a3c.record.rows import FIELD, Stat
+from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun
+from a3c.run.board import BoardReader, EpisodeBoard
+from a3c.run.worker import RANK_ENV, Worker
+from a3c.spec.config import Config
+from a3c.spec.environment import LIFE_LOST, describe_env
+from a3c.spec.seeding import WorkerSeeds
+
+ENV_ID = "ScriptedForWorkerTest-v0"
+
+
+class ScriptedEnv(gym.Env):
+    """obs = [step within the episode, episode number]; reward 1 per step. Even episodes terminate after 3 steps,
+    odd ones run into the time limit (4 steps, registered below) and are truncated."""
+
+    observation_space = gym.spaces.Box(0.0, 100.0, shape=(2,), dtype=np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.episode, self.t = -1, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode, self.t = self.episode + 1, 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.episode % 2 == 0 and self.t == 3
+        return self._obs(), 1.0, terminated, False, {}
+
+    def _obs(self):
+        return np.array([self.t, self.episode], dtype=np.float32)
+
+
+gym.register(ENV_ID, entry_point=ScriptedEnv, max_episode_steps=4)
+
+
+class ScriptedBoxEnv(ScriptedEnv):
+    """The same script with Box actions (ignored)."""
+
+    action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
+
+
+BOX_ENV_ID = "ScriptedBoxForWorkerTest-v0"
+gym.register(BOX_ENV_ID, entry_point=ScriptedBoxEnv, max_episode_steps=4)
+
+
+def make_worker(envs_per_worker=2, n_steps=8, env=ENV_ID, seed=1, **settings):
+    cfg = Config(env=env, workers=1, envs_per_worker=envs_per_worker, n_steps=n_steps, total_steps=10**6, seed=seed)
+    for key, value in settings.items():
+        setattr(cfg, key, value)
+    spec = describe_env(cfg.env, cfg.env_kwargs)
+    params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
+    optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, slots=1)
+    stats = {
+        "obs_stats": SharedMoments(spec.obs_shape, 1) if cfg.normalize_obs else None,
+        "reward_stats": SharedMoments((), 1) if cfg.normalize_reward else None,
+    }
+    coordinator = SharedMemoryCoordinator(SharedRun(params, optimizer, EpisodeBoard(1), cfg.total_steps, **stats))
+    worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
+    return worker, coordinator
+
+
+def test_rollout_records_termination_truncation_and_final_observation():
+    worker, store = make_worker()
+    worker.rollout()
+    worker.publish()
+    for k in range(2):  # both envs follow the same script
+        # episode 0: steps t=0,1,2, terminated at t=2; episode 1: t=3..6, truncated at t=6 (time limit 4)
+        assert worker.terminated[:, k].tolist() == [0, 0, 1, 0, 0, 0, 0, 0]
+        assert worker.truncated[:, k].tolist() == [0, 0, 0, 0, 0, 0, 1, 0]
+        # the final observation of the truncated episode is kept (for the bootstrap), not the reset one
+        assert worker.final_obs[6, k].tolist() == [4.0, 1.0]
+        # the observation after a step that ended an episode is the next episode's first
+        assert worker.obs[3, k].tolist() == [0.0, 1.0]
+        assert worker.obs[7, k].tolist() == [0.0, 2.0]
+        assert worker.obs[8, k].tolist() == [1.0, 2.0]  # the boundary observation, after the last step
+    assert worker.rewards.eq(1.0).all()
+    assert store.board.global_step() == 16
+    episodes = BoardReader(store.board).drain()
+    assert [(e.index, e["return"], e["length"]) for e in episodes] == [
+        (0, 3.0, 3),
+        (1, 3.0, 3),
+        (2, 4.0, 4),
+        (3, 4.0, 4),
+    ]
+    assert all(np.isnan(e["loss"]) for e in episodes)  # no update yet: no loss to report
+    assert [e["global_step"] for e in episodes] == [6, 6, 14, 14]
+
+
+def test_update_moves_the_shared_parameters_and_records_losses():
+    worker, store = make_worker()
+    before = store.params.clone()
+    worker.step()  # pull, rollout, update, publish
+    assert store.optimizer.step_count() == 1
+    assert not torch.equal(store.params, before)
+    assert np.isfinite(worker.last_loss).all()
+    worker.rollout()  # the episode that ends now was partly trained on: its row carries the update's losses
+    worker.publish()
+    rows = BoardReader(store.board).drain()
+    assert np.isfinite(rows[-1].values[FIELD["loss"]])
+
+
+def test_rollouts_continue_across_the_boundary():
+    worker, _ = make_worker(envs_per_worker=1, n_steps=2)
+    worker.rollout()
+    assert worker.obs[0, 0].tolist() == [0.0, 0.0]  # the reset observation
+    assert worker.obs[2, 0].tolist() == [2.0, 0.0]
+    worker.rollout()  # starts from where the last one stopped: t=2 terminates episode 0
+    assert worker.obs[0, 0].tolist() == [2.0, 0.0]
+    assert worker.terminated[:, 0].tolist() == [1, 0]
+    assert worker.obs[2, 0].tolist() == [1.0, 1.0]
+
+
+def test_first_rollout_starts_from_the_reset_observations():
+    """Bug (f374bab): the reset observations went to obs[0], then the first rollout copied obs[T] (zeros) over them,
+    so every worker incarnation's first rollout acted and trained on all-zero observations."""
+    worker, _ = make_worker(env="CartPole-v1", envs_per_worker=3, n_steps=4)
+    envs = [gym.make("CartPole-v1") for _ in range(3)]
+    expected = [env.reset(seed=worker_seeds().env(k))[0] for k, env in enumerate(envs)]
+    worker.rollout()
+    np.testing.assert_array_equal(worker.obs[0].numpy(), np.stack(expected))
+    assert worker.obs[0].abs().sum() > 0
+
+
+def worker_seeds(seed=1):
+    return WorkerSeeds(seed, 0, 0, 0)
+
+
+def test_action_sampler_is_independent_of_the_env_streams():
+    """Bug (f374bab): the sampler and env 0 were both seeded with seed + rank, so they drew the same numbers: the
+    first action was "right" exactly when the cart started right of centre. Independent streams agree ~50%."""
+    agree = 0
+    n = 400
+    for seed in range(n):
+        seeds = WorkerSeeds(seed, 0, 0, 0)
+        env = gym.make("CartPole-v1")
+        x = env.reset(seed=seeds.env(0))[0][0]
+        u = seeds.rng.random()  # what the sampler draws first (a near-uniform policy: right when u >= 0.5)
+        agree += (u >= 0.5) == (x > 0)
+    assert 0.4 < agree / n < 0.6
+
+
+# -- the pushed gradient against a slow reference ---------------------------------------------------------------
+class RecordingChannel:
+    """A WorkerChannel that keeps what is pushed instead of applying it."""
+
+    rank = 0
+
+    def __init__(self, inner):
+        self.inner, self.pushed = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def push(self, grad, pulled_at):
+        self.pushed.append(grad.clone())
+        return 0
+
+
+def slow_reference_gradient(worker, gamma, lam, ent_coef, vf_coef):
+    """The A3C gradient of the worker's last rollout, computed the slow way: the model stepped one observation at a
+    time from the state stored at the rollout's start (reset where an episode ended), per env and step GAE written
+    like the maths (terminated: no bootstrap; truncated: V(final observation, from the episode's state); rollout
+    end: V(boundary observation)), the loss with torch.distributions, and autograd through a fresh copy of the
+    model."""
+    model = build_model(worker_spec(worker), worker.config)[0].double()
+    torch.nn.utils.vector_to_parameters(worker.params.double(), model.parameters())
+    T, K = worker.terminated.shape
+    state = tuple(s.double() for s in worker.start_state)
+    outputs, values, final_v = [], [], torch.zeros(T, K, dtype=torch.float64)
+    for t in range(T + 1):
+        p, v, state = model(worker.obs[t].double(), state)
+        outputs.append(p)
+        values.append(v)
+        if t == T:
+            break
+        with torch.no_grad():
+            final_v[t] = model(worker.final_obs[t].double(), tuple(s.detach() for s in state))[1]
+        ended = torch.maximum(worker.terminated[t], worker.truncated[t]).double()
+        state = tuple(s * (1 - ended).unsqueeze(-1) for s in state)
+    values = torch.stack(values)
+    v = values.detach()
+    advantages = torch.zeros(T, K, dtype=torch.float64)
+    for k in range(K):
+        running = 0.0
+        for t in reversed(range(T)):
+            term, trunc = bool(worker.terminated[t, k]), bool(worker.truncated[t, k])
+            if term:
+                v_next = 0.0
+            elif trunc:
+                v_next = float(final_v[t, k])
+            else:
+                v_next = float(v[t + 1, k])  # inside the rollout, or the boundary observation at t = T - 1
+            delta = float(worker.rewards[t, k]) + gamma * v_next - float(v[t, k])
+            goes_on = not (term or trunc) and t < T - 1
+            running = delta + (gamma * lam * running if goes_on else 0.0)
+            advantages[t, k] = running
+    returns = advantages + v[:T]
+    log_prob, entropy = torch_log_prob_entropy(worker.dist, torch.stack(outputs[:T]), worker.actions)
+    policy = -(log_prob * advantages).mean()
+    value = 0.5 * ((returns - values[:T]) ** 2).mean()
+    loss = policy + vf_coef * value - ent_coef * entropy.mean()
+    loss.backward()
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def torch_log_prob_entropy(dist, params, actions):
+    """log pi(a) and H from torch.distributions, for the worker's distribution family (params [T, K, P])."""
+    if isinstance(dist, DiagGaussian):
+        mean, log_std = params.split(dist.dim, -1)
+        normal = torch.distributions.Independent(torch.distributions.Normal(mean, log_std.exp()), 1)
+        return normal.log_prob(actions.double().flatten(2)), normal.entropy()
+    if isinstance(dist, MultiCategorical):
+        parts = [torch.distributions.Categorical(logits=p) for p in params.split(dist.sizes, -1)]
+        flat = actions.flatten(2)
+        return sum(c.log_prob(flat[..., j]) for j, c in enumerate(parts)), sum(c.entropy() for c in parts)
+    categorical = torch.distributions.Categorical(logits=params)
+    return categorical.log_prob(actions), categorical.entropy()
+
+
+def worker_spec(worker):
+    return describe_env(worker.config.env, worker.config.env_kwargs)
+
+
+@pytest.mark.parametrize(
+    "env, lstm", [(ENV_ID, 0), (BOX_ENV_ID, 0), (ENV_ID, 6), (BOX_ENV_ID, 5)], ids=["mlp", "gaussian", "lstm", "both"]
+)
+@pytest.mark.parametrize("shared_torso", [False, True])
+@pytest.mark.parametrize("gae_lambda", [1.0, 0.9])
+def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env, lstm):
+    worker, coordinator = make_worker(
+        env=env,
+        envs_per_worker=3,
+        n_steps=9,
+        gae_lambda=gae_lambda,
+        max_grad_norm=1e9,
+        shared_torso=shared_torso,
+        lstm=lstm,
+        log_std_init=-0.3,
+    )
+    worker.channel = RecordingChannel(worker.channel)
+    worker.step()
+    worker.step()  # the second rollout starts mid-episode, from the first's boundary observation
+    assert worker.terminated.sum() > 0 and worker.truncated.sum() > 0  # both kinds of episode end are in it
+    cfg = worker.config
+    expected = slow_reference_gradient(worker, cfg.gamma, gae_lambda, cfg.ent_coef, cfg.vf_coef)
+    torch.testing.assert_close(worker.channel.pushed[-1].double(), expected, rtol=2e-4, atol=1e-6)
+
+
+def test_normalised_observations_and_scaled_rewards_reach_the_loss_while_returns_stay_raw():
+    worker, coordinator = make_worker(
+        env="CartPole-v1", envs_per_worker=4, n_steps=16, normalize_obs=True, normalize_reward=True
+    )
+    worker.step()
+    worker.step()
+    obs = worker.obs[1:].reshape(-1, 4).numpy()
+    assert np.abs(obs.mean(0)).max() < 1.0 and 0.2 < obs.std(0).min() < 3.0  # ~ zero mean, unit variance
+    assert not np.allclose(worker.rewards.numpy(), 1.0)  # CartPole's reward 1, divided by the return's std
+    assert coordinator.run.obs_stats.merged().count == 4 * (1 + 2 * 16)  # resets + every step, counted once
+    rows = BoardReader(coordinator.board).drain()
+    assert all(r["return"] == r["length"] for r in rows)  # episode returns in CartPole's own units
+    snapshot = coordinator.snapshot()
+    assert set(snapshot["obs_stats"]) >= {"count", "mean"} and "reward_stats" in snapshot
+
+
+def test_a_nan_observation_skips_its_update_and_never_reaches_the_normalisation_statistics(monkeypatch):
+    """envs/Faulty-v0 gives a NaN observation at each env's 3rd step: with --normalize-obs the model sees NaN there
+    (its update skipped, as without normalisation), the shared statistics see every other observation and stay
+    finite, and the two left-out samples are counted in the worker's stats row."""
+    monkeypatch.setenv(RANK_ENV, "0")  # the worker sets it for its envs; undone after the test
+    worker, coordinator = make_worker(
+        env="envs/Faulty-v0", env_kwargs={"nan_at": 3, "nan_for": 1}, n_steps=8, normalize_obs=True
+    )
+    worker.step()
+    assert torch.isnan(worker.obs[3]).all() and worker.stats[Stat.SKIPPED] == 1
+    worker.step()  # no NaN in this rollout: applied
+    assert worker.stats[Stat.UPDATES] == 1 and worker.stats[Stat.NONFINITE_SAMPLES] == 2
+    merged = coordinator.run.obs_stats.merged()
+    assert merged.count == 2 * (1 + 2 * 8) - 2  # resets + every step of both envs, but the two NaN ones
+    assert np.isfinite(merged.mean).all() and np.isfinite(merged.var).all()
+    snapshot = coordinator.snapshot()
+    assert all(torch.isfinite(v).all() for v in snapshot["obs_stats"].values())  # what a checkpoint saves
+    assert snapshot["worker_stats"][0, Stat.NONFINITE_SAMPLES] == 2
+
+
+@pytest.mark.parametrize("normalize_obs", [False, True])
+def test_the_first_conv_sees_pixels_in_0_1_or_the_normalised_observations(normalize_obs):
+    """uint8 images: without --normalize-obs the model scales the worker's raw pixels by 1/255; with it the worker
+    feeds normalised floats, and the first conv sees them as they are (not divided by 255 a second time)."""
+    worker, _ = make_worker(env="envs/Spaces-v0", env_kwargs={"obs": "image"}, n_steps=4, normalize_obs=normalize_obs)
+    seen = []
+    conv = worker.model.actor.convs[0]
+    handle = conv.register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    try:
+        worker.step()
+    finally:
+        handle.remove()
+    fed = worker.obs[:4].reshape(-1, *worker.obs.shape[2:])  # [T * K, 10, 12, 3]: the rollout's acting inputs
+    expected = fed.float().permute(0, 3, 1, 2) / (1.0 if normalize_obs else 255.0)
+    torch.testing.assert_close(torch.cat(seen[:4]), expected)  # the first four forwards: acting, one per step
+    assert 0.9 < float(expected.abs().max()) <= (10.0 if normalize_obs else 1.0)  # pixels in [0, 1]; or ~N(0, 1)
+
+
+# -- every space combination; the recurrent state ------------------------------------------------------------------
+COMBINATIONS = [
+    (obs, action, lstm, False)
+    for obs in ("box", "dict", "tuple", "image", "image_chw")
+    for action in ("discrete", "multidiscrete", "box")
+    for lstm in (0, 4)
+] + [(obs, "box", lstm, True) for obs in ("box", "image") for lstm in (0, 4)]  # --gsde (Box actions)
+
+
+@pytest.mark.parametrize(
+    "obs, action, lstm, gsde",
+    COMBINATIONS,
+    ids=[f"{o}-{a}-lstm{n}" + ("-gsde" if g else "") for o, a, n, g in COMBINATIONS],
+)
+def test_every_space_combination_trains_and_round_trips_through_a_checkpoint(tmp_path, obs, action, lstm, gsde):
+    worker, store = make_worker(
+        env="envs/Spaces-v0",
+        env_kwargs={"obs": obs, "action": action},
+        n_steps=5,
+        lstm=lstm,
+        hidden_sizes=(8,),
+        gsde=gsde,
+    )
+    before = store.params.clone()
+    for _ in range(3):
+        worker.step()
+    assert store.optimizer.step_count() == 3 and not torch.equal(store.params, before)
+    assert np.isfinite(worker.last_loss).all()
+    spec = worker_spec(worker)
+    path = tmp_path / "latest.pt"
+    save_checkpoint(
+        path,
+        {
+            "model": store.params.clone(),
+            "obs_dim": spec.obs_dim,
+            "n_actions": worker.dist.param_dim,
+            "spaces": spec.describe(),
+            "config": worker.config.to_dict(),
+        },
+    )
+    payload = load_checkpoint(path)
+    loaded_config = Config.from_dict(payload["config"])
+    n_params, param_dim = model_shape(spec, loaded_config)
+    check_compatible(payload, spec, n_params, str(path), param_dim)
+    model, dist = build_model(spec, loaded_config)
+    torch.nn.utils.vector_to_parameters(payload["model"], model.parameters())
+    worker.model.load_state_dict(model.state_dict())  # the worker's copy, as pulled: the same network
+    worker.params.copy_(store.params)
+    obs_batch = worker.obs[0]
+    state = model.initial_state(obs_batch.shape[0])
+    ours, _, _ = model(obs_batch, state)
+    theirs, _, _ = worker.model(obs_batch, state)
+    torch.testing.assert_close(ours, theirs)
+    for action in dist.env_actions(dist.mode(ours.detach())):  # deterministic actions the env takes
+        assert spec.action_space.contains(np.asarray(action, dtype=spec.action_space.dtype))
+
+
+def test_lstm_state_is_reset_at_episode_ends_inside_a_rollout():
+    """Scripted episodes end at steps 2 (terminated) and 6 (truncated) of an 8-step rollout: the policy that acted
+    on obs[3] and obs[7] (first observations of new episodes) must be the one of a fresh state, and the update's
+    unroll must reproduce what acting computed."""
+    worker, _ = make_worker(lstm=8, hidden_sizes=(8,))
+    acted = []
+    policy = worker.model.policy
+
+    def recording_policy(obs, state):
+        params, new_state = policy(obs, state)
+        acted.append(params.clone())
+        return params, new_state
+
+    worker.model.policy = recording_policy
+    worker.rollout()
+    worker.rollout()  # the second rollout starts mid-episode, from the state the first left
+    T, K = worker.terminated.shape
+    model = worker.model
+    with torch.no_grad():
+        fresh = model.initial_state(K)
+        assert any(s.abs().sum() > 0 for s in worker.start_state)  # carried over, not reset, at the boundary
+        params, _, _ = model.unroll(worker.obs, worker.start_state, torch.maximum(worker.terminated, worker.truncated))
+    torch.testing.assert_close(params.view(T, K, -1), torch.stack(acted[T:]), rtol=1e-5, atol=1e-6)
+    # second rollout, env 0: steps 0..7 are t = 8..15 of the script; an episode ends at rollout steps 2 and 6
+    ends = torch.maximum(worker.terminated, worker.truncated)[:, 0].nonzero().flatten().tolist()
+    assert ends, "the script has episode ends in every 8-step rollout"
+    with torch.no_grad():
+        for end in ends:
+            if end + 1 < T:
+                expected, _ = model.policy(worker.obs[end + 1], fresh)  # a new episode: a fresh state
+                torch.testing.assert_close(acted[T + end + 1], expected)
+                carried, _ = model.policy(worker.obs[end + 1], worker.start_state)
+                assert not torch.allclose(acted[T + end + 1], carried)
+
+
+def test_atari_worker_trains_on_stacked_uint8_frames_and_reports_whole_games():
+    pytest.importorskip("ale_py")
+    worker, store = make_worker(env="ALE/Pong-v5", envs_per_worker=1, n_steps=5, lstm=16)
+    assert worker.obs.dtype == torch.uint8 and worker.obs.shape == (6, 1, 4, 84, 84)
+    assert worker.clip_rewards
+    worker.step()
+    assert store.optimizer.step_count() == 1 and np.isfinite(worker.last_loss).all()
+    assert worker.obs[-1].float().mean() > 0  # real frames, not zeros
+
+
+class LivesEnv(ScriptedEnv):
+    """Games of 6 steps, reward 1 each; the learner's episode ends (terminated, marked a lost life) at step 2 and 4."""
+
+    def step(self, action):
+        self.t += 1
+        info = {LIFE_LOST: True} if self.t in (2, 4) else {}
+        return self._obs(), 1.0, self.t in (2, 4, 6), False, info
+
+    def reset(self, *, seed=None, options=None):
+        if self.t in (2, 4):  # a lost life: the game goes on
+            return self._obs(), {}
+        return super().reset(seed=seed, options=options)
+
+
+gym.register("LivesForWorkerTest-v0", entry_point=LivesEnv)
+
+
+def test_lost_lives_end_the_learners_episode_but_games_are_reported_whole():
+    worker, store = make_worker(env="LivesForWorkerTest-v0", envs_per_worker=1, n_steps=12)
+    worker.rollout()
+    worker.publish()
+    assert worker.terminated[:, 0].tolist() == [0, 1, 0, 1, 0, 1] * 2  # three terminals per game for the learner
+    episodes = BoardReader(store.board).drain()
+    assert [(e["return"], e["length"]) for e in episodes] == [(6.0, 6), (6.0, 6)]

@@ -1,0 +1,165 @@
+"""--workers auto: the choice from injected timings (CPU-bound, I/O-bound, capped, noisy), the hint for a count above
+what helps, the measurement on envs of known cost, and config.json recording the choice and its reason."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from a3c.run import workers_auto
+from a3c.run.resolve import preflight
+from a3c.run.workers_auto import Timings, choose, hint, measure, memory_cap, resolve_workers
+from a3c.spec.config import Config
+
+# a worker's model costs as measured on the 2-core CI machine (K=8, n=5): ~0.2 ms per acting forward, ~1 ms an update
+ACT, UPDATE = 0.0002, 0.001
+
+
+def test_cpu_bound_env_gets_one_worker_per_core():
+    choice = choose(Timings(5e-5, 0.0, ACT, UPDATE), cores=4, n_steps=5, envs_per_worker=8, cap=1000)
+    assert choice.workers == 4 and choice.busy == 1.0
+    assert "one per core" in choice.reason and "\n" not in choice.reason
+
+
+def test_noise_does_not_add_a_worker_to_a_cpu_bound_env():
+    # 5% of a CPU-bound step measured as off the CPU (noise): still one per core
+    choice = choose(Timings(1e-3, 5e-5, ACT, UPDATE), cores=2, n_steps=5, envs_per_worker=8, cap=1000)
+    assert choice.workers == 2
+
+
+def test_slow_io_bound_env_gets_many_workers_per_core():
+    # the tutorial's case: 10 ms a step, nearly all of it waiting
+    choice = choose(Timings(2e-4, 0.01, ACT, UPDATE), cores=2, n_steps=5, envs_per_worker=8, cap=1000)
+    cycle_cpu = 5 * (8 * 2e-4 + ACT) + UPDATE
+    cycle_wall = cycle_cpu + 5 * 8 * 0.01
+    estimate = 2 / (cycle_cpu / cycle_wall)  # workers that keep 2 cores busy by the cost model
+    assert choice.workers == 2 + round((estimate - 2) * workers_auto.WAITING_HEADROOM)  # headroom on the extra ones
+    assert 50 < choice.workers < 400
+    assert "keep 2 cores busy" in choice.reason
+
+
+def test_more_waiting_means_more_workers():
+    counts = [
+        choose(Timings(1e-4, blocked, ACT, UPDATE), cores=2, n_steps=5, envs_per_worker=8, cap=10**6).workers
+        for blocked in (0.0, 1e-4, 1e-3, 1e-2)
+    ]
+    assert counts == sorted(counts) and counts[0] == 2 and counts[-1] > 10 * counts[1]
+
+
+def test_the_cap_limits_the_count_and_says_so():
+    choice = choose(Timings(2e-4, 0.01, ACT, UPDATE), cores=2, n_steps=5, envs_per_worker=8, cap=20)
+    assert choice.workers == 20 and choice.wanted > 20 and "capped at 20" in choice.reason
+
+
+def test_memory_cap():
+    # half of 3200 MB over 32 MB a worker (fork) + 0 MB of envs
+    assert memory_cap("fork", 0.0, available_mb=3200) == min(50, memory_cap("fork", 0.0, available_mb=10**9))
+    assert memory_cap("spawn", 0.0, available_mb=3200) == 8
+    assert memory_cap("fork", 0.0, available_mb=1) == 1  # never zero
+
+
+def test_hint_only_well_above_what_helps():
+    cpu_bound = choose(Timings(5e-5, 0.0, ACT, UPDATE), cores=2, n_steps=5, envs_per_worker=8, cap=1000)
+    message = hint(16, cpu_bound)
+    assert message is not None and "--workers 16" in message and "2 keep the 2 cores busy" in message
+    assert "\n" not in message
+    assert hint(2, cpu_bound) is None and hint(3, cpu_bound) is None
+    io_bound = choose(Timings(2e-4, 0.01, ACT, UPDATE), cores=2, n_steps=5, envs_per_worker=8, cap=1000)
+    assert hint(16, io_bound) is None  # 16 workers do help a slow env
+
+
+def _fake_choice(config, spec, cores=None):
+    return choose(Timings(5e-5, 0.0, ACT, UPDATE), cores or 2, config.n_steps, config.envs_per_worker, cap=1000)
+
+
+def test_resolve_records_the_choice(monkeypatch):
+    monkeypatch.setattr(workers_auto, "auto_choice", _fake_choice)
+    lines = []
+    config = Config()
+    assert config.workers == "auto"  # the default
+    resolved = resolve_workers(config, preflight(config), log=lines.append)
+    assert resolved.workers == 2 and resolved.workers_auto["reason"] == lines[0].removeprefix("a3c: --workers auto: ")
+    assert len(lines) == 1 and resolved.workers_auto["timings"]["update_s"] == UPDATE
+
+
+def test_resolve_hints_at_a_user_count_above_what_helps(monkeypatch):
+    monkeypatch.setattr(workers_auto, "auto_choice", _fake_choice)
+    monkeypatch.setattr(workers_auto, "usable_cores", lambda: 2)
+    lines = []
+    config = Config(workers=16)
+    assert resolve_workers(config, preflight(config), log=lines.append) is config  # kept, not refused
+    assert len(lines) == 1 and lines[0].startswith("a3c: hint: --workers 16")
+    lines.clear()
+    resolve_workers(Config(workers=2), preflight(config), log=lines.append)
+    assert lines == []
+
+
+def test_measure_tells_waiting_from_computing():
+    """A sleeping env measures as off-CPU time, a busy-looping one as CPU time."""
+    sleep = Config(env="envs/SlowCartPole-v1", env_kwargs={"latency": 0.004}, envs_per_worker=2)
+    timings, _ = measure(sleep, preflight(sleep))
+    assert 0.0035 < timings.env_blocked_s < 0.02 and timings.env_cpu_s < 0.002
+    cpu = Config(env="envs/SlowCartPole-v1", env_kwargs={"latency": 0.002, "mode": "cpu"}, envs_per_worker=2)
+    timings, _ = measure(cpu, preflight(cpu))
+    assert timings.env_cpu_s > 0.0018 and timings.env_blocked_s < 0.5 * timings.env_cpu_s
+    assert 0 < timings.act_s < 0.05 and 0 < timings.update_s < 0.2
+
+
+@pytest.mark.parametrize("shared_torso", [False, True])  # one LSTM core, or one per network (actor and critic)
+def test_measure_times_an_lstm_model_as_the_worker_calls_it(shared_torso, monkeypatch):
+    """--lstm under --workers auto: the model is timed with its recurrent state (it raised IndexError without one).
+    What is timed is the LSTM's path (its core stepped with an (h, c) state per core, for the K envs), and the
+    times are real durations; how long they are depends on the machine, so no bound is asserted."""
+    from a3c.model import ActorCritic
+
+    real, states = ActorCritic._core_step, []
+
+    def core_step(self, features, value_features, state):
+        states.append(tuple(s.shape for s in state))
+        return real(self, features, value_features, state)
+
+    monkeypatch.setattr(ActorCritic, "_core_step", core_step)
+    config = Config(lstm=8, shared_torso=shared_torso, envs_per_worker=2, n_steps=3)
+    timings, _ = measure(config, preflight(config))
+    assert states and set(states) == {((2, 8),) * (2 if shared_torso else 4)}  # (h, c) per core, K = 2 envs
+    assert all(math.isfinite(t) and t > 0 for t in (timings.act_s, timings.update_s))
+
+
+@pytest.mark.timeout(120)
+def test_lstm_trains_under_workers_auto_from_the_command_line(tmp_path):
+    """`--lstm 32` without --workers (the default auto) trains and exits 0."""
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--lstm", "32", "--envs-per-worker", "2"]
+    cmd += ["--total-steps", "400", "--eval-every", "0", "--run-dir", str(run_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr
+    assert "a3c: --workers auto:" in proc.stderr and "Traceback" not in proc.stderr
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["lstm"] == 32 and config["workers_auto"]["workers"] == config["workers"]
+
+
+@pytest.mark.timeout(120)
+def test_config_json_records_auto_and_the_resolved_settings(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "a3c.train",
+        "--envs-per-worker",
+        "2",
+        "--total-steps",
+        "400",
+        "--run-dir",
+        str(run_dir),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads((run_dir / "config.json").read_text())
+    assert isinstance(config["workers"], int) and config["workers"] >= 1
+    assert config["workers_auto"]["workers"] == config["workers"]
+    assert f"a3c: --workers auto: {config['workers_auto']['reason']}" in proc.stderr
+    assert config["run_dir"] == str(run_dir) and config["start_method"] in ("fork", "forkserver", "spawn")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["workers"] == config["workers"]

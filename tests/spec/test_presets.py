@@ -1,0 +1,155 @@
+"""Presets (a3c/spec/presets.toml): applied when --env matches, below any flag given, recorded in config.json, shown by
+--show-config, never re-applied over a resume; a broken presets file is one-line user error."""
+
+import json
+import subprocess
+import sys
+
+import gymnasium as gym
+import pytest
+from procs import train_cmd
+
+from a3c.spec.config import Config
+from a3c.spec.errors import UserError
+from a3c.spec.presets import ATARI_PRESET, load_presets, preset_name, resolve_config
+from a3c.train import build_parser, parse_cli, parse_config
+
+
+def test_every_shipped_preset_is_a_known_env_with_valid_settings():
+    import envs  # noqa: F401  (registers this project's envs/ ids)
+
+    presets = load_presets()
+    assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "envs/Memory-v0"} <= set(presets)
+    for name, settings in presets.items():
+        if name != ATARI_PRESET:  # the one preset named for a family of ids (every ALE/...), not for one id
+            gym.spec(name)  # a registered id (LunarLander needs box2d only to be made, not to be looked up)
+        assert settings, f"preset {name} sets nothing"
+        Config(**settings).validate()
+
+
+def test_the_atari_preset_applies_to_every_ale_id_and_a_flag_still_wins():
+    config, sources, _ = parse_cli(["--env", "ALE/Breakout-v5", "--lr", "1e-4"])
+    assert config.preset == ATARI_PRESET and config.optimizer == "rmsprop" and sources["optimizer"] == "preset"
+    assert config.lr == 1e-4 and sources["lr"] == "flag"
+    assert preset_name("CartPole-v1", None) == "CartPole-v1" and preset_name("ALE/Pong-v5", "none") is None
+
+
+def test_preset_applies_when_env_matches():
+    config, sources, show = parse_cli(["--env", "Acrobot-v1"])
+    preset = load_presets()["Acrobot-v1"]
+    assert config.preset == "Acrobot-v1" and not show
+    for key, value in preset.items():
+        assert getattr(config, key) == value and sources[key] == "preset"
+    assert config.normalize_obs and config.ent_coef == 0.0
+    assert sources["lr"] == "default" and config.lr == Config().lr
+    assert sources["env"] == "flag"
+
+
+def test_a_flag_given_beats_the_preset_even_when_it_equals_the_default():
+    # the preset sets ent_coef 0.0 and normalize_obs; the flags give the defaults back: typed, so they win
+    config, sources, _ = parse_cli(["--env", "Acrobot-v1", "--ent-coef", str(Config().ent_coef), "--no-normalize-obs"])
+    assert config.ent_coef == Config().ent_coef and sources["ent_coef"] == "flag"
+    assert config.normalize_obs is False and sources["normalize_obs"] == "flag"
+    assert config.normalize_reward is True and sources["normalize_reward"] == "preset"  # the rest of the preset stays
+    assert config.preset == "Acrobot-v1"
+
+
+def test_env_without_preset_and_preset_none_get_the_defaults():
+    defaults = Config(workers=2).to_dict()
+    for argv in (["--env", "envs/Classify-v0"], ["--env", "Acrobot-v1", "--preset", "none"]):
+        config, sources, _ = parse_cli([*argv, "--workers", "2"])
+        assert config.preset is None
+        got = config.to_dict()
+        assert {k: v for k, v in got.items() if k not in ("env", "preset")} == {
+            k: v for k, v in defaults.items() if k not in ("env", "preset")
+        }
+        assert "preset" not in sources.values()
+
+
+def test_preset_named_explicitly_applies_to_another_env():
+    config = parse_config(["--env", "envs/Classify-v0", "--preset", "LunarLander-v3"])
+    assert config.preset == "LunarLander-v3" and config.gamma == load_presets()["LunarLander-v3"]["gamma"]
+    with pytest.raises(UserError, match="no such preset; use one of .*Acrobot-v1"):
+        parse_config(["--env", "CartPole-v1", "--preset", "Acrobat-v1"])
+
+
+def test_resolve_config_precedence_is_default_preset_flag():
+    values = vars(build_parser().parse_args(["--env", "LunarLander-v3"]))
+    values.pop("show_config")
+    values["hidden_sizes"], values["env_kwargs"] = tuple(values["hidden_sizes"]), {}
+    values["gamma"] = 0.9  # as if typed: the flag wins only if it is in `given`
+    config, sources = resolve_config(values, {"env"})
+    assert config.gamma == 0.995 and sources["gamma"] == "preset"
+    config, sources = resolve_config(values, {"env", "gamma"})
+    assert config.gamma == 0.9 and sources["gamma"] == "flag"
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ("[X-v0]\nno-such-flag = 1\n", "no-such-flag: no such setting"),
+        ("[X-v0]\nlr = 'fast'\n", "lr = 'fast': expected float"),
+        ("[X-v0]\nnormalize-obs = 1\n", "normalize-obs = 1: expected bool"),
+        ("[X-v0]\nn-steps = 2.5\n", "n-steps = 2.5: expected int"),
+        ("[X-v0]\nseed = 3\n", "a preset cannot set --seed"),
+        ("[X-v0]\ngamma = 1.5\n", r"\[X-v0\]: --gamma must be in \(0, 1\]"),
+        ("[X-v0\n", "cannot read the presets file"),
+        ("lr = 0.1\n", "must be a table"),
+    ],
+)
+def test_a_broken_presets_file_is_a_user_error_naming_the_key(tmp_path, toml, message):
+    path = tmp_path / "presets.toml"
+    path.write_text(toml)
+    with pytest.raises(UserError, match=message):
+        load_presets(path)
+
+
+def test_presets_file_types_are_converted(tmp_path):
+    path = tmp_path / "presets.toml"
+    path.write_text("[X-v0]\nlr = 1\nhidden-sizes = [32, 16]\nenv-kwargs = { max_episode_steps = 50 }\n")
+    assert load_presets(path)["X-v0"] == {"lr": 1.0, "hidden_sizes": (32, 16), "env_kwargs": {"max_episode_steps": 50}}
+    assert type(load_presets(path)["X-v0"]["lr"]) is float
+
+
+def test_show_config_prints_sources_and_exits_without_training(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "a3c.train", "--env", "Acrobot-v1", "--lr", "0.0003", "--show-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.startswith("--")}
+    assert lines["--lr"] == ["0.0003", "flag"]
+    assert lines["--ent-coef"] == ["0.0", "preset"]
+    assert lines["--normalize-obs"] == ["true", "preset"]
+    assert lines["--gamma"] == ["0.99", "default"]
+    assert lines["--preset"] == ["Acrobot-v1", "preset"]
+    assert "preset Acrobot-v1 from" in out.stdout
+    assert not (tmp_path / "runs").exists()  # nothing trained, no run directory
+
+
+@pytest.mark.timeout(120)
+def test_config_json_records_the_preset_and_resume_keeps_the_checkpoint_config(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(run_dir, "--env", "CartPole-v1", "--total-steps", "1000", "--workers", "1", "--lr", "0.002")
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=100)
+    assert first.returncode == 0, first.stderr
+    saved = json.loads((run_dir / "config.json").read_text())
+    preset = load_presets()["CartPole-v1"]
+    assert saved["preset"] == "CartPole-v1" and saved["lr_schedule"] == preset["lr_schedule"] and saved["lr"] == 0.002
+
+    # the run's checkpoint config is edited as if written with other settings: a resume must keep them, not the preset
+    import torch
+
+    ckpt_path = run_dir / "checkpoints" / "latest.pt"
+    ckpt = torch.load(ckpt_path, weights_only=True)
+    ckpt["config"] = {**ckpt["config"], "lr_schedule": "constant", "total_steps": 1000, "preset": None}
+    torch.save(ckpt, ckpt_path)
+    config, sources, _ = parse_cli(["--resume", str(run_dir), "--total-steps", "3000", "--ent-coef", "0.05"])
+    assert config.lr_schedule == "constant" and config.preset is None and config.lr == 0.002
+    assert config.total_steps == 3000 and config.ent_coef == 0.05
+    assert sources["total_steps"] == "flag" and sources["lr_schedule"] == "checkpoint"
+    with pytest.raises(UserError, match="--preset does not apply to --resume"):
+        parse_config(["--resume", str(run_dir), "--preset", "CartPole-v1"])
