@@ -37,7 +37,7 @@ from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_ch
 from a3c.record.dashboard import Dashboard
 from a3c.record.resume import elapsed_wall_time, trim_episode_log
 from a3c.record.rows import Stat
-from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return
+from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return, writing
 from a3c.record.tensorboard_server import TensorBoardServer
 from a3c.run.backends import Coordinator, Launcher
 from a3c.run.backends.serial import SerialLauncher
@@ -120,14 +120,16 @@ class _WriteFailures:
         print(self.first.line(run.path, resumable=(run.checkpoints / LATEST).is_file()), file=sys.stderr)
 
 
-def lr_schedule_note(config: Config, previous_total: int, step: int) -> str | None:
+def lr_schedule_note(config: Config, previous_total: int, step: int, previous_lr: float | None = None) -> str | None:
     """The line a resume prints when it moves a linear lr schedule's end: the schedule is a function of the run's global
     step and its --total-steps (a3c.learn.optim.scheduled_lr), so resumed with the same total it goes on exactly as if
     the run had never stopped, and with another total the lr becomes what a run planned with that total has at this step
-    (it jumps, then reaches 0 at the new end). None when nothing moves."""
-    if config.lr_schedule != "linear" or previous_total == config.total_steps:
+    (it jumps, then reaches 0 at the new end). ``previous_lr``: the checkpoint's --lr (default: this run's). None when
+    nothing moves."""
+    same_lr = previous_lr is None or previous_lr == config.lr
+    if config.lr_schedule != "linear" or (previous_total == config.total_steps and same_lr):
         return None
-    before = scheduled_lr(config.lr, "linear", step / previous_total)
+    before = scheduled_lr(config.lr if previous_lr is None else previous_lr, "linear", step / previous_total)
     after = scheduled_lr(config.lr, "linear", step / config.total_steps)
     return (
         f"a3c: --lr-schedule linear now ends at --total-steps {config.total_steps:,} (was {previous_total:,}): "
@@ -186,15 +188,21 @@ class Trainer:
             from a3c.run.backends.ray.backend import RayBackend
 
             self.ray = RayBackend.start(cfg, spec)
+        kept_episodes: list[dict[str, float]] = []
         if resume is None:
             run = RunDirectory.create(cfg)
-            kept_episodes: list[dict[str, float]] = []
         else:
             assert cfg.resume is not None, "a resume's checkpoint comes from --resume RUN_DIR"
             run = RunDirectory(Path(cfg.resume))
-            run.checkpoints.mkdir(exist_ok=True)
-            run.plots.mkdir(exist_ok=True)
-            kept_episodes = trim_episode_log(run.episodes_csv, resume["episodes_written"].numpy())
+            try:  # a resume onto a full disk ends here, in one line, before any process starts
+                with writing("checkpoints/ and plots/"):
+                    run.checkpoints.mkdir(exist_ok=True)
+                    run.plots.mkdir(exist_ok=True)
+                with writing("episodes.csv"):
+                    kept_episodes = trim_episode_log(run.episodes_csv, resume["episodes_written"].numpy())
+            except RunDirWriteError as err:
+                print(err.line(run.path, resumable=True), file=sys.stderr)
+                return EXIT_FAILED
         # The run's wall time goes on across sessions (episodes.csv's and eval.csv's wall_time, solved_at_s, the
         # checkpoints' wall_time_s): its origin is this session's start set back by the time the run had run by the
         # checkpoint. ``start`` stays this session's own (its wall time and steps/s in summary.json).
@@ -240,8 +248,12 @@ class Trainer:
                     f"{'s' if self.workers != 1 else ''}",
                     file=sys.stderr,
                 )
+                saved = resume["config"]
                 note = lr_schedule_note(
-                    cfg, int(resume["config"].get("total_steps", cfg.total_steps)), step=resume["global_step"]
+                    cfg,
+                    int(saved.get("total_steps", cfg.total_steps)),
+                    step=resume["global_step"],
+                    previous_lr=float(saved.get("lr", cfg.lr)),
                 )
                 if note is not None:
                     print(note, file=sys.stderr)

@@ -349,3 +349,28 @@ def test_a_full_disk_makes_a3c_train_raise_runtime_error(tmp_path, monkeypatch):
             run_dir=str(tmp_path / "run"),
         )
     assert a3c.load(tmp_path / "run").global_step > 0
+
+
+def test_a_resume_onto_a_full_disk_ends_in_one_line_and_keeps_the_record(tmp_path, monkeypatch, capfd):
+    """A resume rewrites episodes.csv (the rows its checkpoint counts) before any process starts: on a full disk that
+    ended in an OSError traceback. Now one line, exit 1, and episodes.csv as it was (the rewrite is atomic)."""
+    run_dir = tmp_path / "run"
+    argv = ["--backend", "serial", "--workers", "1", "--envs-per-worker", "2", "--eval-every", "0"]
+    assert run_cli(train_main, [*argv, "--total-steps", "2000", "--run-dir", str(run_dir)], prog="a3c.train") == 0
+    before = (run_dir / "episodes.csv").read_bytes()
+    capfd.readouterr()
+    import a3c.record.resume as resume
+
+    def full(path, write, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(resume, "atomic_write", full)
+    code = run_cli(train_main, [*argv, "--resume", str(run_dir), "--total-steps", "4000"], prog="a3c.train")
+    err = capfd.readouterr().err
+    assert code == 1, err
+    assert "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == (
+        f"a3c: error: the disk of {run_dir} is full (No space left on device) while writing episodes.csv; free "
+        f"space, then --resume {run_dir}"
+    )
+    assert (run_dir / "episodes.csv").read_bytes() == before
