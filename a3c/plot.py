@@ -1,6 +1,7 @@
 """`python -m a3c.plot RUN_DIR [RUN_DIR ...]`: figures drawn from runs' episodes.csv, at any time (during a run too).
 
-For each run: the tutorial's loss-history figure (each worker's loss history; all workers' losses in time order).
+For each run: the tutorial's loss-history figure (each worker's loss history; all workers' losses in global-step
+order).
 For all runs together: the episodic return and the episode loss against the global env step and against wall time,
 one line per run (e.g. 1 against 16 workers). With one run the figures go to RUN_DIR/plots/, with several to --out.
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from a3c.record.figures import RunCurve, comparison_figure, loss_history_figure, save_figure
+from a3c.record.figures import RunCurve, comparison_figure, draw_loss_history, save_figure
 from a3c.spec.errors import UserError, run_cli
 
 NEEDED = ("worker", "return", "loss", "global_step", "wall_time")
@@ -86,12 +87,11 @@ def draw(runs: Sequence[RunEpisodes], out: Path, window: int = 100) -> list[Path
         raise UserError(f"cannot create the output directory {out}: {err.strerror}; pass a writable --out") from None
     written: list[Path] = []
     for run in runs:
-        workers = run.columns["worker"].astype(int)
-        losses = {int(r): run.columns["loss"][workers == r] for r in np.unique(workers)}
-        position = np.arange(len(workers), dtype=float)  # the rows are in the run's order (read_episodes)
-        times = {int(r): position[workers == r] for r in np.unique(workers)}
+        workers, losses = run.columns["worker"].astype(int), run.columns["loss"]
+        per_worker = {int(r): (np.arange(int((workers == r).sum())), losses[workers == r]) for r in np.unique(workers)}
+        overall = (np.arange(len(losses)), losses)  # the rows are in the run's order, the global step's (read_episodes)
         name = "loss_history.png" if len(runs) == 1 else f"{run.path.name}__loss_history.png"
-        written.append(save_figure(loss_history_figure(losses, times, title=run.label), out / name))
+        written.append(save_figure(draw_loss_history(per_worker, overall, title=run.label), out / name))
     title = runs[0].label if len(runs) == 1 else f"{len(runs)} runs"
     for metric, name in (("return", "returns.png"), ("loss", "losses.png")):
         fig = comparison_figure([r.curve(metric) for r in runs], metric, window=window, title=title)

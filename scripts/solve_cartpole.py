@@ -20,7 +20,8 @@ from _common import markdown_table, run_train, save_results  # noqa: E402
 
 def rolling_mean_curve(run_dir: Path, window: int = 100) -> tuple[list[int], list[float]]:
     with open(run_dir / "episodes.csv") as f:
-        rows = sorted(csv.DictReader(f), key=lambda r: float(r["wall_time"]))
+        # the run's order (docs/design.md): by global step, then worker and index
+        rows = sorted(csv.DictReader(f), key=lambda r: (int(r["global_step"]), int(r["worker"]), int(r["index"])))
     steps, means, recent = [], [], []
     for r in rows:
         recent.append(float(r["return"]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from a3c.record.files import atomic_write
 from a3c.record.run_dir import CsvLog
 
 RESULT_FIELDS = ("mean_return", "std_return", "mean_length", "min_return", "max_return", "episodes", "eval_s")
@@ -41,13 +42,6 @@ def read_eval_log(path: Path, max_step: int | None = None) -> list[dict[str, flo
         if max_step is None or values["global_step"] <= max_step:
             kept.append(values)
     if max_step is not None:
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(CSV_COLUMNS)
-            for values in kept:
-                writer.writerow(
-                    [int(values[c]) if c in ("global_step", "episodes") else repr(values[c]) for c in CSV_COLUMNS]
-                )
-        tmp.replace(path)
+        lines = [[int(v[c]) if c in ("global_step", "episodes") else repr(v[c]) for c in CSV_COLUMNS] for v in kept]
+        atomic_write(path, lambda f: csv.writer(f).writerows([CSV_COLUMNS, *lines]))
     return kept

@@ -1,14 +1,15 @@
 """Matplotlib figures of a run: the tutorial's loss-history figure (each worker's curve on the left, all workers'
-losses in time order on the right) and the run-comparison figures of ``python -m a3c.plot`` (a metric against the
-global step and against wall time, one line per run).
+losses in the run's order, the global step's, on the right) and the run-comparison figures of ``python -m a3c.plot``
+(a metric against the global step and against wall time, one line per run).
 
 Figures are built on ``matplotlib.figure.Figure`` directly, never through pyplot's global state, so the dashboard
 can render them in a background thread while the main thread keeps ticking. Long histories are thinned to at most
 ``max_points`` points per line before drawing: a figure of a million episodes costs what one of a few thousand does.
 
 During a run the dashboard keeps the loss history in bounded form (``LossHistory``: per worker, and for all workers in
-time order, at most ``capacity`` bucket means, the buckets doubling in size as the run grows), so the main process's
-memory does not grow with the episode count; episodes.csv keeps every episode (``python -m a3c.plot`` draws from it).
+the run's order, at most ``capacity`` bucket means, the buckets doubling in size as the run grows), so the main
+process's memory does not grow with the episode count; episodes.csv keeps every episode (``python -m a3c.plot`` draws
+from it).
 
 Memory: a rendered Figure sits in reference cycles (figure <-> canvas <-> artists) that hold megabytes of C++ memory
 (the Agg buffer, paths) but few Python objects, so Python's cyclic GC, which is triggered by object counts, frees
@@ -80,7 +81,7 @@ class DownsampledSeries:
 
 class LossHistory:
     """The tutorial's loss history, bounded: each worker's per-episode loss in its own episode order, and all
-    workers' losses in the order they were added (the dashboard adds each tick's episodes in wall-time order)."""
+    workers' losses in the order they were added (the dashboard adds them in the run's order, the global step's)."""
 
     def __init__(self, workers: int, capacity: int = HISTORY_CAPACITY) -> None:
         self.capacity = capacity
@@ -133,13 +134,15 @@ def loss_history_figure(
     max_points: int = MAX_POINTS,
 ) -> Figure:
     """losses[rank] is worker rank's per-episode loss, in its episode order; times[rank] the matching wall times.
-    Left: each worker's loss against its own episode index. Right: all workers' losses in wall-time order."""
+    Left: each worker's loss against its own episode index. Right: all workers' losses in wall-time order (one
+    session's episodes, e.g. a benchmark's; a run's own figures are in global-step order: ``draw_loss_history``)."""
     ranks = sorted(losses)
     per_worker = {r: (np.arange(len(losses[r])), np.asarray(losses[r], dtype=float)) for r in ranks}
     all_t = np.concatenate([np.asarray(times[r], dtype=float) for r in ranks]) if ranks else np.zeros(0)
     all_l = np.concatenate([np.asarray(losses[r], dtype=float) for r in ranks]) if ranks else np.zeros(0)
     order = np.argsort(all_t, kind="stable")
-    return draw_loss_history(per_worker, (np.arange(len(order)), all_l[order]), title, max_points)
+    overall = (np.arange(len(order)), all_l[order])
+    return draw_loss_history(per_worker, overall, title, max_points, overall_order="in time order")
 
 
 def draw_loss_history(
@@ -147,9 +150,11 @@ def draw_loss_history(
     overall: tuple[np.ndarray, np.ndarray],
     title: str = "",
     max_points: int = MAX_POINTS,
+    overall_order: str = "by global step",
 ) -> Figure:
     """The loss-history figure from lines already laid out: per_worker[rank] = (episode index, loss) on the
-    left, overall = (episode index of all workers in time order, loss) on the right."""
+    left, overall = (episode index of all workers in the run's order, loss) on the right: the global step's (the
+    dashboard's and python -m a3c.plot's), or another that ``overall_order`` names on the axis."""
     fig = Figure(figsize=(11, 4), dpi=80)
     left, right = fig.subplots(1, 2)
     for rank in sorted(per_worker):
@@ -162,7 +167,7 @@ def draw_loss_history(
         left.legend(fontsize=6, ncol=2)
     x, y = overall
     right.plot(*thin(np.asarray(x), np.asarray(y, dtype=float), max_points), lw=0.6, color="black")
-    right.set_xlabel("episode (all workers, in time order)")
+    right.set_xlabel(f"episode (all workers, {overall_order})")
     right.set_title("all workers' losses")
     if title:
         fig.suptitle(title)

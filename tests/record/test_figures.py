@@ -131,6 +131,31 @@ def test_a_resumed_run_is_read_and_drawn_in_the_order_of_its_global_step(tmp_pat
     assert plot_main([str(old)]) == 0 and plot_main([str(new)]) == 0
 
 
+def test_a3c_plot_draws_the_loss_history_in_the_run_s_order_and_says_so(tmp_path, monkeypatch):
+    """The loss-history figure of python -m a3c.plot: each worker's losses in its episode order on the left, all
+    workers' in the run's order (the global step's, as read_episodes sorts the rows) on the right, whose axis says
+    so; a resumed run's sessions (wall time began at 0 again in the second) do not interleave."""
+    import a3c.plot
+
+    run = write_run(tmp_path / "old", workers=2, episodes=40)
+    append_session(run, episodes=30, wall_from=0.0)
+    figures = {}
+
+    def save_figure(fig, path):
+        figures[path.name] = (fig.axes[1].get_xlabel(), [list(line.get_ydata()) for line in fig.axes[0].lines])
+        figures[path.name] += (list(fig.axes[1].lines[0].get_ydata()),)
+        return path
+
+    monkeypatch.setattr(a3c.plot, "save_figure", save_figure)
+    episodes = read_episodes(run)
+    a3c.plot.draw([episodes], tmp_path / "out")
+    label, per_worker, overall = figures["loss_history.png"]
+    assert "global step" in label and "time" not in label
+    workers, losses = episodes.columns["worker"], episodes.columns["loss"]
+    assert overall == list(losses)  # the rows as read: in global-step order
+    assert per_worker == [list(losses[workers == 0]), list(losses[workers == 1])]
+
+
 def test_plot_one_run_writes_pngs_into_its_plots_dir(tmp_path):
     run = write_run(tmp_path / "one", workers=2, episodes=200)
     proc = subprocess.run(
