@@ -4,24 +4,22 @@ from the checkpoint with --resume, and the launcher), starts the workers under a
 restarts of dead or hung workers), streams what they publish to TensorBoard (a3c/record/dashboard.py), checkpoints, and
 shuts everything down. It reaches the workers only through the backend's interfaces.
 
-Shutdown is one path for every ending (total steps, solved, a fatal worker failure, too many non-finite updates,
-Ctrl-C, SIGTERM, a file of the run directory that cannot be written): tell the workers to stop, give them
-JOIN_TIMEOUT_S to finish their update, terminate the stragglers, then the final checkpoint, summary.json, TensorBoard
-and the figure. A second Ctrl-C (or SIGTERM) during that kills the workers and exits at once (see _Signals).
+Shutdown is one path for every ending (total steps, solved, a fatal worker failure, too many non-finite updates, Ctrl-C,
+SIGTERM, a file of the run directory that cannot be written): tell the workers to stop, give them JOIN_TIMEOUT_S to
+finish their update, terminate the stragglers, then the final checkpoint, summary.json, TensorBoard and the figure. A
+second Ctrl-C (or SIGTERM) during that kills the workers and exits at once (a3c/run/shutdown.py: Signals).
 
 A write to the run directory that fails (a full disk: a3c.record.run_dir.RunDirWriteError, raised by every writer of
 this process) ends the run: the shutdown above, whose own writes are each attempted and, where they fail too, reported
-(``_WriteFailures``), then one last line naming the file, the reason and the fix, and exit code 1. The checkpoints on
-disk stay loadable (they are written atomically), and the final one is not written after episodes.csv lost rows (it
-would count rows the file does not have).
+(``WriteFailures``, a3c/run/shutdown.py), then one last line naming the file, the reason and the fix, and exit code 1.
+The checkpoints on disk stay loadable (they are written atomically), and the final one is not written after episodes.csv
+lost rows (it would count rows the file does not have).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -45,6 +43,7 @@ from a3c.run.backends.shared_memory import ProcessLauncher, SharedMemoryCoordina
 from a3c.run.evaluation import Evaluation
 from a3c.run.evaluator import EvalChannel, Evaluator, evaluator_main
 from a3c.run.resolve import ResolvedRun, start_fork_server
+from a3c.run.shutdown import Signals, WriteFailures
 from a3c.run.supervisor import Supervisor
 from a3c.run.worker import Worker, worker_main
 from a3c.spec.config import Config
@@ -53,71 +52,6 @@ from a3c.spec.seeding import WorkerSeeds
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
 JOIN_TIMEOUT_S = 5.0  # for all workers together to finish their update after a stop; then they are terminated
 EXIT_FAILED = 1
-
-
-class _Signals:
-    """SIGINT and SIGTERM in the main process. The first one only sets ``received`` (the main loop then shuts down
-    in order: exit code 128 + signal number); a second one kills every worker and exits at once. Workers ignore
-    SIGINT (a3c.run.worker), so a Ctrl-C to the whole process group reaches only this process's handler."""
-
-    def __init__(self, emergency: Any) -> None:
-        self.received: int | None = None
-        self.emergency = emergency  # kills the children; called from the handler
-        self.previous: dict[int, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.received is None:
-            self.received = signum
-            name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-            os.write(2, f"\na3c: {name}: stopping after the current updates (Ctrl-C again to exit at once)\n".encode())
-            return
-        self.emergency()
-        os.write(2, b"a3c: second signal: workers killed, exiting without the final checkpoint\n")
-        os._exit(128 + signum)
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
-
-
-class _WriteFailures:
-    """The run directory's write failures of one run: the first ends it (its line is the run's last); the others,
-    met on the way out (the disk is still full), are named in one line before it."""
-
-    def __init__(self) -> None:
-        self.first: RunDirWriteError | None = None
-        self.later: list[str] = []  # what was not written after the first failure, as the user knows it
-
-    def add(self, err: RunDirWriteError, label: str | None = None) -> None:
-        if self.first is None:
-            self.first = err
-        elif (label or err.what) not in self.later:
-            self.later.append(label or err.what)
-
-    def attempt(self, label: str | None, write: Callable[..., Any], *args: Any) -> Any:
-        """``write(*args)``; a RunDirWriteError is recorded (under ``label``: what was being written; None: the file
-        the error names) instead of raised. Returns what ``write`` returned, or None after a failure."""
-        try:
-            return write(*args)
-        except RunDirWriteError as err:
-            self.add(err, label)
-            return None
-
-    def reason(self) -> str | None:
-        """summary.json's stop_reason for a run a failed write ended."""
-        err = self.first
-        return None if err is None else f"cannot write {err.what} ({err.error.strerror or err.error})"
-
-    def report(self, run: RunDirectory) -> None:
-        """The lines for stderr: what else could not be written, then the first failure with its fix, last."""
-        if self.first is None:
-            return
-        if self.later:
-            print(f"a3c: not written at the end either: {', '.join(self.later)}", file=sys.stderr)
-        print(self.first.line(run.path, resumable=(run.checkpoints / LATEST).is_file()), file=sys.stderr)
 
 
 def lr_schedule_note(config: Config, previous_total: int, step: int, previous_lr: float | None = None) -> str | None:
@@ -171,7 +105,7 @@ class Trainer:
 
     def run(self) -> int:
         """Train until total_steps (or solved, with --stop-when-solved); returns the process exit code."""
-        signals = _Signals(self._kill_children)
+        signals = Signals(self._kill_children)
         try:
             return self._run(signals)
         finally:
@@ -179,7 +113,7 @@ class Trainer:
             if self.ray is not None:
                 self.ray.close()  # after the final checkpoint: the server held the state it saved
 
-    def _run(self, signals: _Signals) -> int:
+    def _run(self, signals: Signals) -> int:
         cfg, spec, resume = self.config, self.spec, self.resume
         start = time.time()
         if cfg.backend == "ray":
@@ -236,7 +170,7 @@ class Trainer:
         dashboard: Dashboard | None = None
         summary: dict[str, Any] | None = None
         exit_code, reason = 0, "total_steps"
-        failures = _WriteFailures()
+        failures = WriteFailures()
         try:
             supervisor.start_all()
             self.evaluation = self._evaluation(run, self.run_start)
@@ -305,7 +239,7 @@ class Trainer:
         failures.report(run)  # the run's last line when a write failed
         return exit_code
 
-    def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: _Signals) -> tuple[int, str]:
+    def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: Signals) -> tuple[int, str]:
         """The main loop: publish, checkpoint, watch the workers; returns (exit code, stop reason)."""
         cfg, coordinator, run = self.config, self.coordinator, dashboard.run
         schedule = CheckpointSchedule.from_config(cfg, coordinator.global_step())  # steps or seconds, retention

@@ -112,7 +112,7 @@ def test_measure_times_an_lstm_model_as_the_worker_calls_it(shared_torso, monkey
     """--lstm under --workers auto: the model is timed with its recurrent state (it raised IndexError without one).
     What is timed is the LSTM's path (its core stepped with an (h, c) state per core, for the K envs), and the
     times are real durations; how long they are depends on the machine, so no bound is asserted."""
-    from a3c.model import ActorCritic
+    from a3c.learn.model import ActorCritic
 
     real, states = ActorCritic._core_step, []
 
