@@ -155,7 +155,9 @@ def test_resumes_with_2_1_1_2_workers_keep_the_record_append_only_and_ordered_by
     rows, ckpt = episode_rows(run_dir), _latest(run_dir)
     assert {int(r["worker"]) for r in rows} == {0, 1}
     sessions = [(rows, ckpt)]
-    for workers, more in ((1, 3000), (1, 600), (2, 600)):
+    # each session long enough that every env ends an episode even for a policy that already holds the pole: a
+    # CartPole episode ends by step 500 at the latest, and each of the session's envs takes `more / envs` steps
+    for workers, more in ((1, 3000), (1, 2400), (2, 2400)):
         step = ckpt["global_step"]
         cmd = train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + more), workers=workers)
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
