@@ -18,7 +18,10 @@ import numpy as np
 from a3c.record.rows import Stat
 from a3c.run.backends import Launcher
 
-STARTUP_GRACE_S = 60.0  # a new process may take this long (spawn imports on a loaded machine) to its first heartbeat
+STARTUP_GRACE_S = 60.0  # a running new process may take this long (imports, envs on a loaded machine) to its first beat
+# a worker whose process is not up yet (a Ray actor not yet placed: the cluster short of CPUs for a while, or a new
+# Ray worker process importing torch on a busy machine) has this long before it counts as failed to start
+PLACEMENT_GRACE_S = 600.0
 
 
 @dataclass
@@ -113,16 +116,20 @@ class Supervisor:
                 failure = Failure(rank, describe_exitcode(code), self.launcher.traceback(rank), self.role)
             else:
                 beat = float(stats[rank, Stat.HEARTBEAT])
+                running = self.launcher.running_since(rank)
                 if beat >= slot.started_at:
                     silent, limit = now - beat, self.worker_timeout
-                else:  # no heartbeat yet from this incarnation: it is still starting up
-                    silent, limit = now - slot.started_at, max(self.worker_timeout, STARTUP_GRACE_S)
+                    cause = f"hung: no heartbeat for {silent:.1f} s (--worker-timeout {limit:g})"
+                elif running is None:  # its process is not up yet: a slow start is not a hang
+                    silent, limit = now - slot.started_at, PLACEMENT_GRACE_S
+                    cause = f"did not start: its process was not up {silent:.0f} s after it was asked for"
+                else:  # running, no heartbeat yet from this incarnation: building its envs and model
+                    silent, limit = now - max(running, slot.started_at), max(self.worker_timeout, STARTUP_GRACE_S)
+                    cause = f"hung: no heartbeat for {silent:.1f} s after its process started (limit {limit:g} s)"
                 if silent <= limit:
                     continue
                 self.launcher.kill(rank)
-                failure = Failure(
-                    rank, f"hung: no heartbeat for {silent:.1f} s (--worker-timeout {limit:g})", role=self.role
-                )
+                failure = Failure(rank, cause, role=self.role)
             slot.done = True
             if stopping:
                 self.log(f"a3c: {failure.describe()} while the run was stopping")

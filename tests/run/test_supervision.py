@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -269,3 +270,66 @@ def test_traceback_is_cut_to_bytes_at_a_character_boundary():
     cut = _cut_to_bytes(text, 16_000)
     assert len(cut.encode()) <= 16_000 and cut.endswith("RuntimeError: end")
     assert _cut_to_bytes("short", 16_000) == "short"
+
+
+class _PendingLauncher:
+    """A launcher whose worker's process comes up only when the test says so (a Ray actor waiting to be placed)."""
+
+    def __init__(self):
+        self.up_at = None
+        self.killed = []
+
+    def start(self, rank, incarnation):
+        pass
+
+    def exitcode(self, rank):
+        return None
+
+    def running_since(self, rank):
+        return self.up_at
+
+    def traceback(self, rank):
+        return None
+
+    def kill(self, rank):
+        self.killed.append(rank)
+
+    def pids(self):
+        return []
+
+
+def test_a_worker_whose_process_is_not_up_yet_is_not_hung_and_its_grace_counts_from_when_it_is(monkeypatch):
+    """The loaded-machine failure of the Ray tests: actors placed more than --worker-timeout after they were asked
+    for were killed as 'hung' before they had run a line. Time is the test's own (the supervisor's clock patched)."""
+    import a3c.run.supervisor as supervisor
+
+    clock = [1000.0]
+    monkeypatch.setattr(supervisor, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    launcher = _PendingLauncher()
+    stats = np.zeros((1, len(Stat)))
+    sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=5.0, max_restarts=0, log=lambda line: None)
+    sup.start_all()
+    clock[0] += supervisor.PLACEMENT_GRACE_S - 1  # not up for minutes: still starting, not hung
+    assert sup.poll(stopping=False) is None and not launcher.killed
+    launcher.up_at = clock[0]  # its process is up now: the start-up grace counts from here
+    clock[0] += supervisor.STARTUP_GRACE_S - 1
+    assert sup.poll(stopping=False) is None and not launcher.killed
+    clock[0] += 2  # up, and silent past the start-up grace: hung
+    failure = sup.poll(stopping=False)
+    assert failure is not None and launcher.killed == [0]
+    assert failure.cause.startswith("hung: no heartbeat for 61.0 s after its process started")
+
+
+def test_a_worker_whose_process_never_comes_up_fails_to_start(monkeypatch):
+    import a3c.run.supervisor as supervisor
+
+    clock = [1000.0]
+    monkeypatch.setattr(supervisor, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    launcher = _PendingLauncher()
+    stats = np.zeros((1, len(Stat)))
+    sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=5.0, max_restarts=0, log=lambda line: None)
+    sup.start_all()
+    clock[0] += supervisor.PLACEMENT_GRACE_S + 1
+    failure = sup.poll(stopping=False)
+    assert failure is not None and launcher.killed == [0]
+    assert failure.describe() == "worker 0 did not start: its process was not up 601 s after it was asked for"

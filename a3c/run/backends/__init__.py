@@ -103,6 +103,11 @@ class Launcher(Protocol):
     def exitcode(self, rank: int) -> int | None:
         """None while rank's current worker runs; 0 when it finished; else its exit code (negative: signal)."""
 
+    def running_since(self, rank: int) -> float | None:
+        """When (time.time()) rank's current worker's process was known to run; None while it is not up yet (a Ray
+        actor waiting to be placed, or its new process still importing). The supervisor's start-up grace counts from
+        here, so a slow placement is not read as a hung worker."""
+
     def traceback(self, rank: int) -> str | None:
         """The exception text of rank's worker that exited with an error, if it sent one."""
 

@@ -34,9 +34,11 @@ class SerialLauncher:
         self.workers: dict[int, SteppableWorker | None] = {}
         self.codes: dict[int, int | None] = {}
         self.tracebacks: dict[int, str | None] = {}
+        self.started_at: dict[int, float] = {}
 
     def start(self, rank: int, incarnation: int) -> None:
         self.codes[rank], self.tracebacks[rank], self.workers[rank] = None, None, None
+        self.started_at[rank] = time.time()
         try:
             self.workers[rank] = self.make_worker(rank, incarnation)
         except Exception:
@@ -72,6 +74,9 @@ class SerialLauncher:
             except Exception:
                 self._fail(rank)
         return bool(running)
+
+    def running_since(self, rank: int) -> float | None:
+        return self.started_at.get(rank)
 
     def exitcode(self, rank: int) -> int | None:
         return self.codes[rank]

@@ -229,6 +229,7 @@ class SharedMemoryCoordinator:
 class _Process:
     process: Any  # multiprocessing BaseProcess
     errors: Connection  # read end of this incarnation's traceback pipe
+    started_at: float  # time.time() when start() returned
 
 
 class ProcessLauncher:
@@ -269,10 +270,13 @@ class ProcessLauncher:
         finally:
             _restore_sigint(previous_handler)
         write_end.close()  # the child has its own copy; ours would keep the pipe open forever
-        self.procs[rank] = _Process(process, read_end)
+        self.procs[rank] = _Process(process, read_end, time.time())
 
     def exitcode(self, rank: int) -> int | None:
         return self.procs[rank].process.exitcode
+
+    def running_since(self, rank: int) -> float | None:
+        return self.procs[rank].started_at  # a process runs once start() returns (its imports are start-up)
 
     def traceback(self, rank: int) -> str | None:
         errors = self.procs[rank].errors

@@ -120,6 +120,7 @@ class RayLauncher:
         self.tracebacks: dict[int, str | None] = {}
         self.nodes: dict[int, str] = {}  # the node of each rank's current actor, once it is known
         self.actor_pids: dict[int, int] = {}  # ... and its process id there
+        self.placed_at: dict[int, float] = {}  # ... and when its placement was answered (its process is up)
         self._placing: dict[int, Any] = {}  # rank -> the pending answer of its new actor's placement()
 
     def start(self, rank: int, incarnation: int) -> None:
@@ -133,6 +134,7 @@ class RayLauncher:
         self.codes[rank], self.tracebacks[rank] = None, None
         self.nodes.pop(rank, None)
         self.actor_pids.pop(rank, None)
+        self.placed_at.pop(rank, None)
 
     def _report_placement(self, rank: int, timeout: float = 0.0) -> None:
         """Once rank's actor is placed (within ``timeout``): one line naming its node (where its envs run, where to
@@ -145,6 +147,7 @@ class RayLauncher:
             self.nodes[rank], self.actor_pids[rank] = ray.get(ref)
         except RayError:
             return  # the actor died before it ran: exitcode() reports that
+        self.placed_at[rank] = time.time()
         path = "shared memory" if self.nodes[rank] == self.shared_memory_node else "actor calls"
         self.log(f"a3c: worker {rank} on Ray node {self.nodes[rank]} (reaches the parameter server by {path})")
 
@@ -168,6 +171,12 @@ class RayLauncher:
         self._report_placement(rank)
         self._settle(rank)
         return self.codes[rank]
+
+    def running_since(self, rank: int) -> float | None:
+        """From the placement's answer: until then the actor waits for a node with a free CPU, or its new process is
+        still importing torch (a minute or more on a busy machine), and is not hung."""
+        self._report_placement(rank)
+        return self.placed_at.get(rank)
 
     def traceback(self, rank: int) -> str | None:
         return self.tracebacks[rank]
