@@ -105,8 +105,10 @@ class CnnTorso(Torso):
 
 
 def is_image(space: gym.spaces.Box) -> bool:
-    """3-D observations, and 2-D ones of uint8, are images (a CNN torso); everything else is a vector (an MLP)."""
-    return len(space.shape) == 3 or (len(space.shape) == 2 and space.dtype == np.uint8)
+    """3-D observations, and 2-D ones of uint8 or bool (a grey frame, a grid), are images (a CNN torso, which takes
+    any size: the A3C paper's convolutions from 36x36 up, two small ones below); everything else is a vector (an
+    MLP)."""
+    return len(space.shape) == 3 or (len(space.shape) == 2 and space.dtype in (np.uint8, np.bool_))
 
 
 def input_scale(observation_space: gym.spaces.Box, config: Config) -> float:

@@ -50,9 +50,10 @@ class EnvSpec:
 
     @property
     def obs_dtype(self) -> np.dtype:
-        """The rollout buffers' dtype: uint8 observations (frames) stay uint8, scaled inside the model; the rest
-        float32."""
-        return np.dtype(np.uint8) if self.observation_space.dtype == np.uint8 else np.dtype(np.float32)
+        """The rollout buffers' dtype: uint8 observations (frames) stay uint8, scaled inside the model, and bool ones
+        (grids) stay bool (a byte each; the model turns them into 0.0/1.0); the rest float32."""
+        dtype = self.observation_space.dtype
+        return np.dtype(dtype) if dtype in (np.uint8, np.bool_) else np.dtype(np.float32)
 
     @property
     def obs_shape(self) -> tuple[int, ...]:
@@ -133,8 +134,8 @@ def space_from_data(data: dict[str, Any]) -> gym.Space:
     """The space ``space_to_data`` described; TypeError, ValueError or KeyError for anything else."""
     kind = data["type"]
     dtype = np.dtype(str(data["dtype"]))
-    if not np.issubdtype(dtype, np.number):
-        raise ValueError(f"dtype {dtype} is not numeric")
+    if not _numeric_or_bool(dtype):
+        raise ValueError(f"dtype {dtype} is neither numeric nor bool")
     if kind == "Box":
         shape = tuple(int(d) for d in data["shape"])
         # a bound stored as one number is that number everywhere
@@ -325,13 +326,19 @@ def spec_of(env: gym.Env, env_id: str) -> EnvSpec:
     )
 
 
+def _numeric_or_bool(dtype: Any) -> bool:
+    return dtype is not None and (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_))
+
+
 def check_spaces(obs_space: gym.Space, act_space: gym.Space, env_id: str) -> None:
-    """UserError unless the spaces are ones a3c trains on: Box observations (as make_env leaves them) and Discrete,
-    MultiDiscrete or float Box actions."""
-    if not isinstance(obs_space, gym.spaces.Box) or not np.issubdtype(obs_space.dtype, np.number):
+    """UserError unless the spaces are ones a3c trains on: Box observations of numbers or booleans, any shape (as
+    make_env leaves them: images of any size to a CNN, the rest flattened to an MLP) and Discrete, MultiDiscrete or
+    float Box actions."""
+    if not isinstance(obs_space, gym.spaces.Box) or not _numeric_or_bool(obs_space.dtype):
         raise UserError(
             f"env {env_id!r} has observation space {obs_space}, which is not supported; a3c supports Box "
-            "observations and Dict/Tuple spaces of Box, Discrete, MultiBinary and MultiDiscrete (flattened)"
+            "observations of numbers or booleans, and Dict/Tuple spaces of Box, Discrete, MultiBinary and "
+            "MultiDiscrete (flattened): wrap the env in a gymnasium.ObservationWrapper that returns one of those"
         )
     float_box = isinstance(act_space, gym.spaces.Box) and np.issubdtype(act_space.dtype, np.floating)
     if not isinstance(act_space, SUPPORTED_ACTION_SPACES) or (isinstance(act_space, gym.spaces.Box) and not float_box):

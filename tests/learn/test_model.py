@@ -193,6 +193,25 @@ def test_cnn_torso_on_images_of_several_sizes_and_layouts(shape, lstm):
     assert params.shape == (5, 4) and values.shape == (5,) and torch.isfinite(params).all()
 
 
+@pytest.mark.parametrize(
+    "dtype, high", [(np.bool_, 1), (np.uint8, 255), (np.int16, 9), (np.float32, 1.0)], ids=lambda v: str(v)
+)
+@pytest.mark.parametrize("shape", [(10, 10, 4), (10, 10), (3, 3, 2), (1, 1, 1)])
+def test_cnn_torso_takes_every_image_dtype_it_claims(dtype, high, shape):
+    """bool grids, uint8 frames, integer and float images, down to 1x1: a CNN (2-D: for bool and uint8 only; other
+    2-D arrays are vectors), finite outputs, and 0/1 cells read as 0.0/1.0 (only uint8 is scaled by 1/255)."""
+    space = gym.spaces.Box(0, high, shape, dtype)
+    model, _ = build_model(EnvSpec("Grid-v0", space, gym.spaces.Discrete(3), None, None), Config())
+    image = len(shape) == 3 or dtype in (np.bool_, np.uint8)
+    assert isinstance(model.actor, CnnTorso if image else MlpTorso)
+    assert model.actor.scale == pytest.approx(1 / 255 if dtype == np.uint8 else 1.0)
+    obs = torch.from_numpy(np.stack([space.sample() for _ in range(4)]))
+    params, values, _ = model(obs)
+    assert params.shape == (4, 3) and values.shape == (4,) and torch.isfinite(params).all()
+    if dtype == np.bool_:  # a bool grid is the same input as its 0/1 floats
+        torch.testing.assert_close(model(obs)[0], model(obs.float())[0])
+
+
 @pytest.mark.parametrize("channels_last", [True, False])
 def test_cnn_reads_channels_where_they_are_and_scales_uint8(channels_last):
     torch.manual_seed(0)

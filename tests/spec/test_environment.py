@@ -20,6 +20,8 @@ SPACES = {
         gym.spaces.Box(np.array([-2.0, -0.5], dtype=np.float32), np.array([2.0, 0.5], dtype=np.float32)),
     ),
     "multi": (gym.spaces.Box(-1.0, 1.0, (3, 2), np.float32), gym.spaces.MultiDiscrete([3, 4], start=[1, 0])),
+    "bool grid": (gym.spaces.Box(0, 1, (10, 10, 4), np.bool_), gym.spaces.Discrete(3)),
+    "int grid": (gym.spaces.Box(0, 7, (5, 6, 2), np.int16), gym.spaces.Discrete(3)),
 }
 
 
@@ -47,7 +49,7 @@ def test_one_valued_box_bounds_are_stored_as_one_number():
     [
         (lambda d: d.pop("action_space"), "KeyError"),
         (lambda d: d["observation_space"].update(type="Graph"), "unknown space type 'Graph'"),
-        (lambda d: d["observation_space"].update(dtype="object"), "is not numeric"),
+        (lambda d: d["observation_space"].update(dtype="object"), "is neither numeric nor bool"),
         (lambda d: d["observation_space"].update(shape=[5]), "ValueError"),
         (lambda d: d["observation_space"].update(dtype="int64"), "OverflowError"),  # its infinite bounds
         (
@@ -62,3 +64,23 @@ def test_a_malformed_env_description_is_a_user_error(edit, fragment):
     with pytest.raises(UserError, match=fragment) as err:
         EnvSpec.from_data(data, "ckpt.pt")
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint8, np.int8, np.int32, np.float16, np.float64])
+def test_box_observations_of_every_number_and_bool_dtype_are_accepted(dtype):
+    from a3c.spec.environment import check_spaces
+
+    check_spaces(gym.spaces.Box(0, 1, (10, 10, 4), dtype), gym.spaces.Discrete(2), "Grid-v0")
+    spec = EnvSpec("Grid-v0", gym.spaces.Box(0, 1, (10, 10, 4), dtype), gym.spaces.Discrete(2), None, None)
+    # frames and grids keep their byte per cell in the rollout buffers; everything else is float32
+    assert spec.obs_dtype == (np.dtype(dtype) if dtype in (np.bool_, np.uint8) else np.float32)
+
+
+def test_an_unsupported_observation_space_says_what_is_supported_and_what_to_do():
+    from a3c.spec.environment import check_spaces
+
+    with pytest.raises(UserError) as err:
+        check_spaces(gym.spaces.Text(5), gym.spaces.Discrete(2), "Words-v0")
+    message = str(err.value)
+    assert "has observation space Text(" in message and "not supported" in message
+    assert "Box observations of numbers or booleans" in message and "ObservationWrapper" in message
