@@ -142,8 +142,9 @@ class Dashboard:
         self.floor_step = max(self.floor_step, purge_step)
         self.restarts = restarts
         self.episodes = len(kept)
-        for row in sorted(kept, key=lambda r: episode_order(r["global_step"], r["worker"], r["index"])):
-            self.recent_returns.add(episode_order(row["global_step"], row["worker"], row["index"]), row["return"])
+        ordered = sorted(((episode_order(r["global_step"], r["worker"], r["index"]), r) for r in kept), key=lambda p: p[0])
+        for order, row in ordered:
+            self.recent_returns.add(order, row["return"])
             self.loss_history.add(int(row["worker"]), row["loss"])
             self._check_solved(int(row["global_step"]), row["wall_time"])
 
@@ -175,13 +176,15 @@ class Dashboard:
             if ep.values[FIELD["global_step"]] < self.floor_step:
                 ep.values[FIELD["global_step"]] = self.floor_step
         self.log.append(episodes)  # every episode, in board order
-        for ep in sorted(episodes, key=lambda e: episode_order(e["global_step"], e.worker, e.index)):  # the run's order
+        # the run's order (each key once: it is also the order recent_returns keeps)
+        ordered = sorted(((episode_order(e["global_step"], e.worker, e.index), e) for e in episodes), key=lambda p: p[0])
+        for order, ep in ordered:
             step = int(ep["global_step"])
             ret, loss = ep["return"], ep["loss"]
             for group, at, values in self.scalars.add(ep.worker, step, ep["wall_time"], ret, ep["length"], loss):
                 self.add_scalars(at, values, group)
             self.loss_history.add(ep.worker, loss)
-            self.recent_returns.add(episode_order(step, ep.worker, ep.index), ret)
+            self.recent_returns.add(order, ret)
             self.episodes += 1
             self._check_solved(step, ep["wall_time"])
         self._fold_lag_max()

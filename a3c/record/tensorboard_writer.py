@@ -94,10 +94,14 @@ class TensorBoardWriter:
     def __init__(self, path: Path, workers: int) -> None:
         self.path = Path(path)
         self._restore_excepthook = _quiet_event_writer_threads()
-        with writing(EVENT_FILES):
-            self.writer = SummaryWriter(log_dir=str(self.path), flush_secs=1)
-            self.worker_writers = {r: self._worker_writer(r) for r in range(workers)}
-            self.writer.add_custom_scalars(custom_scalars_layout())
+        try:
+            with writing(EVENT_FILES):
+                self.writer = SummaryWriter(log_dir=str(self.path), flush_secs=1)
+                self.worker_writers = {r: self._worker_writer(r) for r in range(workers)}
+                self.writer.add_custom_scalars(custom_scalars_layout())
+        except BaseException:
+            self._restore_excepthook()  # no writer to close later: the process's excepthook as it was
+            raise
         self._dirty: set[int] = set()  # groups written since the last flush
 
     def _worker_writer(self, rank: int) -> SummaryWriter:

@@ -419,3 +419,20 @@ def test_the_last_100_episodes_are_the_last_by_global_step_whatever_order_they_a
         assert dash.mean_return_100() == np.mean([float(r["return"]) for r in rows[-100:]])
     finally:
         dash.close()
+
+
+def test_a_tensorboard_writer_that_fails_to_open_puts_the_excepthook_back(tmp_path, monkeypatch):
+    """The writer quiets its event threads' OSErrors by replacing threading.excepthook; when its SummaryWriter cannot
+    be made (a full disk at the start) there is no writer to close, and the hook must be the process's again."""
+    import threading
+
+    import a3c.record.tensorboard_writer as tensorboard_writer
+
+    def refuse(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    before = threading.excepthook
+    monkeypatch.setattr(tensorboard_writer, "SummaryWriter", refuse)
+    with pytest.raises(Exception, match="No space left on device"):
+        tensorboard_writer.TensorBoardWriter(tmp_path / "tb", workers=2)
+    assert threading.excepthook is before

@@ -127,3 +127,6 @@ class Launcher(Protocol):
 
 
 BACKENDS = ("shared_memory", "serial", "ray")
+# a straggler SIGTERMed at a launcher's join has this long to finish the update in hand before it is killed (every
+# launcher that SIGTERMs: ProcessLauncher, and RayLauncher for the actors on the server's node)
+TERMINATE_GRACE_S = 2.0

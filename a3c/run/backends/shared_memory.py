@@ -26,6 +26,7 @@ from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.optim import _SharedOptimizer, make_optimizer, scheduled_lr
 from a3c.learn.running_stats import SharedMoments
 from a3c.record.rows import Episode, Stat
+from a3c.run.backends import TERMINATE_GRACE_S
 from a3c.run.board import BoardReader, EpisodeBoard
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
@@ -314,9 +315,9 @@ class ProcessLauncher:
             self.log(f"a3c: {p.name} did not stop within {timeout:g} s; terminating it")
             p.terminate()
         for p in stragglers:
-            p.join(timeout=2.0)
+            p.join(timeout=TERMINATE_GRACE_S)
             if p.is_alive():
-                self.log(f"a3c: {p.name} ignored SIGTERM for 2 s; killing it")
+                self.log(f"a3c: {p.name} ignored SIGTERM for {TERMINATE_GRACE_S:g} s; killing it")
                 p.kill()
                 p.join(timeout=1.0)
         for p in self.procs.values():

@@ -16,11 +16,11 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError, RayTaskError
 
 from a3c.record.rows import Episode
+from a3c.run.backends import TERMINATE_GRACE_S
 from a3c.run.backends.ray.channel import RayChannel, RayWorker
 from a3c.run.backends.ray.common import CALL_TIMEOUT_S, START_TIMEOUT_S
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")  # Ray colours the header of a remote traceback
-TERMINATE_GRACE_S = 2.0  # a straggler SIGTERMed at the join has this long to finish its update (as ProcessLauncher's)
 
 
 class RayCoordinator:
@@ -202,6 +202,10 @@ class RayLauncher:
         running = [rank for rank in self.refs if self.codes[rank] is None]
         self._wait(running, timeout)
         stragglers = [rank for rank in running if self.codes[rank] is None]
+        # where each straggler runs (answered before its run() began, so at once for one that runs): one wait for all
+        placing = [self._placing[rank] for rank in stragglers if rank in self._placing]
+        if placing:
+            ray.wait(placing, num_returns=len(placing), timeout=1.0)
         terminated = [rank for rank in stragglers if self._terminate(rank, timeout)]
         self._wait(terminated, TERMINATE_GRACE_S)
         for rank in stragglers:
@@ -223,7 +227,7 @@ class RayLauncher:
     def _terminate(self, rank: int, timeout: float) -> bool:
         """SIGTERM rank's actor if it runs on shared memory (on ``shared_memory_node``: the server's node, which is
         this driver's, so its pid is one here). Whether it was sent."""
-        self._report_placement(rank, timeout=1.0)  # answered before run() began, so at once if it runs
+        self._report_placement(rank)
         pid = self.actor_pids.get(rank)
         if self.shared_memory_node is None or self.nodes.get(rank) != self.shared_memory_node or pid is None:
             return False
