@@ -2,8 +2,8 @@
 
 A ball falls from the top row of a ``size`` x ``size`` grid, one row a step, in a random column, drifting one column
 left or right at random (``drift``: the probability a step); a paddle ``paddle`` cells wide moves along the bottom
-row (actions: 0 left, 1 stay, 2 right). When the ball reaches the bottom row: +1 if the paddle is under it, -1 if not, and the next ball
-starts at the top. An episode is ``balls`` drops, so returns lie in [-balls, balls].
+row (actions: 0 left, 1 stay, 2 right). When the ball reaches the bottom row: +1 if the paddle is under it, -1 if
+not, and the next ball starts at the top. An episode is ``balls`` drops, so returns lie in [-balls, balls].
 
 The observation is the grid drawn as an image, channels last, shape (size, size, 2): channel 0 the ball, channel 1
 the paddle. ``dtype`` "bool" (default: True where a thing is) or "uint8" (255 where a thing is, as a frame's pixels

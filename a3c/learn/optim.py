@@ -1,4 +1,4 @@
-"""Shared optimizers over one flat parameter tensor: SharedAdam and SharedRMSprop.
+"""Shared optimizers over one flat parameter tensor: SharedAdam, SharedRMSprop and SharedRMSpropTF.
 
 All state (moments and the step count) is created eagerly at construction and can be moved to shared memory, so a
 worker process that receives the optimizer updates the same state as every other worker (Hogwild: no lock).
@@ -107,9 +107,34 @@ class SharedRMSprop(_SharedOptimizer):
         self.params.addcdiv_(grad, square_avg.sqrt().add_(self.eps), value=-lr)
 
 
+class SharedRMSpropTF(SharedRMSprop):
+    """RMSprop as TensorFlow has it (and the A3C paper's and OpenAI baselines' A2C used it; Stable-Baselines3's
+    RMSpropTFLike): the mean square starts at ones, not zeros, and eps is added inside the square root. PyTorch's
+    RMSprop starts from zeros, so its first updates divide by sqrt((1 - alpha) g^2): steps of about 10 * lr in every
+    coordinate, whatever the gradient's scale, until the average has filled (~100 updates at alpha 0.99)."""
+
+    def __init__(
+        self, params: torch.Tensor, lr: float = 7e-4, alpha: float = 0.99, eps: float = 1e-5, slots: int = 1
+    ) -> None:
+        super().__init__(params, lr, alpha, eps, slots)
+        self.state["square_avg"].fill_(1.0)
+
+    def _update(self, grad: torch.Tensor, t: int, lr: float) -> None:
+        square_avg = self.state["square_avg"]
+        square_avg.mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
+        self.params.addcdiv_(grad, square_avg.add(self.eps).sqrt_(), value=-lr)
+
+
+OPTIMIZERS: dict[str, type[_SharedOptimizer]] = {
+    "adam": SharedAdam,
+    "rmsprop": SharedRMSprop,
+    "rmsprop-tf": SharedRMSpropTF,
+}
+
+
 def make_optimizer(name: str, params: torch.Tensor, lr: float, slots: int) -> _SharedOptimizer:
-    """The shared optimizer called ``name`` ('adam' or 'rmsprop'), its state in shared memory."""
-    optimizers = {"adam": SharedAdam, "rmsprop": SharedRMSprop}
+    """The shared optimizer called ``name`` (a key of OPTIMIZERS), its state in shared memory."""
+    optimizers = OPTIMIZERS
     return optimizers[name](params, lr=lr, slots=slots).share_memory_()
 
 

@@ -142,7 +142,9 @@ class Dashboard:
         self.floor_step = max(self.floor_step, purge_step)
         self.restarts = restarts
         self.episodes = len(kept)
-        ordered = sorted(((episode_order(r["global_step"], r["worker"], r["index"]), r) for r in kept), key=lambda p: p[0])
+        ordered = sorted(
+            ((episode_order(r["global_step"], r["worker"], r["index"]), r) for r in kept), key=lambda p: p[0]
+        )
         for order, row in ordered:
             self.recent_returns.add(order, row["return"])
             self.loss_history.add(int(row["worker"]), row["loss"])
@@ -177,7 +179,9 @@ class Dashboard:
                 ep.values[FIELD["global_step"]] = self.floor_step
         self.log.append(episodes)  # every episode, in board order
         # the run's order (each key once: it is also the order recent_returns keeps)
-        ordered = sorted(((episode_order(e["global_step"], e.worker, e.index), e) for e in episodes), key=lambda p: p[0])
+        ordered = sorted(
+            ((episode_order(e["global_step"], e.worker, e.index), e) for e in episodes), key=lambda p: p[0]
+        )
         for order, ep in ordered:
             step = int(ep["global_step"])
             ret, loss = ep["return"], ep["loss"]

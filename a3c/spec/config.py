@@ -13,6 +13,7 @@ from typing import Any
 from a3c.spec.errors import UserError
 
 LR_SCHEDULES = ("constant", "linear")
+OPTIMIZERS = ("adam", "rmsprop", "rmsprop-tf")  # a3c.learn.optim.OPTIMIZERS' keys (checked by a test)
 BACKENDS = ("shared-memory", "serial", "ray")
 RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
 # settings that validate() accepts away from their defaults only with --backend ray
@@ -91,7 +92,11 @@ class Config:
     ent_coef: float = flag(0.01, help="entropy bonus coefficient")
     vf_coef: float = flag(0.5, help="value loss coefficient")
     max_grad_norm: float = flag(1.0, help="clip each worker's gradient to this global L2 norm")
-    optimizer: str = flag("adam", help="shared optimizer", choices=("adam", "rmsprop"))
+    optimizer: str = flag(
+        "adam",
+        help="shared optimizer (rmsprop: PyTorch's; rmsprop-tf: TensorFlow's, as the A3C paper and SB3's A2C on Atari)",
+        choices=OPTIMIZERS,
+    )
     hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso(s)")
     shared_torso: bool = flag(
         False, help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs)"
@@ -278,7 +283,10 @@ class Config:
             ),
             (self.max_restarts >= 0, f"--max-restarts must be >= 0 (got {self.max_restarts})"),
             (self.max_skipped_in_row >= 1, f"--max-skipped-in-row must be at least 1 (got {self.max_skipped_in_row})"),
-            (self.optimizer in ("adam", "rmsprop"), f"--optimizer must be adam or rmsprop (got {self.optimizer!r})"),
+            (
+                self.optimizer in OPTIMIZERS,
+                f"--optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})",
+            ),
             (
                 self.backend in BACKENDS,
                 f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})",

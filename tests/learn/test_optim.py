@@ -71,3 +71,45 @@ def test_load_state_dict_keeps_sharing_and_total_step():
     other.load_state_dict(state)
     assert other.step_count() == 2 and other.state["exp_avg"].is_shared()
     torch.testing.assert_close(other.state["exp_avg_sq"], opt.state["exp_avg_sq"])
+
+
+def test_rmsprop_tf_starts_from_ones_with_eps_inside_the_root():
+    """TensorFlow's RMSprop (SB3's RMSpropTFLike), step by step on fixed gradients, against its formula; and unlike
+    PyTorch's, its first step is not ~10 * lr in every coordinate whatever the gradient's size."""
+    from a3c.learn.optim import OPTIMIZERS, SharedRMSpropTF
+    from a3c.spec.config import OPTIMIZERS as NAMES
+
+    assert tuple(OPTIMIZERS) == NAMES
+    torch.manual_seed(0)
+    start = torch.randn(5)
+    grads = [torch.randn(5) * 1e-3 for _ in range(4)]
+    params = start.clone()
+    opt = SharedRMSpropTF(params, lr=0.01, alpha=0.9, eps=1e-5)
+    expected, square_avg = start.clone(), torch.ones(5)
+    for g in grads:
+        opt.step(g)
+        square_avg = 0.9 * square_avg + 0.1 * g * g
+        expected -= 0.01 * g / torch.sqrt(square_avg + 1e-5)
+        torch.testing.assert_close(params, expected)
+    torch_style = start.clone()
+    make_optimizer("rmsprop", torch_style, lr=0.01, slots=1).step(grads[0])
+    assert (start - torch_style).abs().min() > 0.05  # PyTorch's: ~ lr / sqrt(1 - alpha) = 0.1 each
+    assert (start - params).abs().max() < 1e-3
+
+
+def test_rmsprop_tf_matches_sb3_s_rmsprop_tf_like_where_sb3_is_installed():
+    sb3 = pytest.importorskip("stable_baselines3.common.sb2_compat.rmsprop_tf_like")
+    from a3c.learn.optim import SharedRMSpropTF
+
+    torch.manual_seed(1)
+    start = torch.randn(7)
+    ours = start.clone()
+    theirs = torch.nn.Parameter(start.clone())
+    opt = SharedRMSpropTF(ours, lr=7e-4, alpha=0.99, eps=1e-5)
+    reference = sb3.RMSpropTFLike([theirs], lr=7e-4, alpha=0.99, eps=1e-5)
+    for _ in range(5):
+        g = torch.randn(7)
+        opt.step(g)
+        theirs.grad = g.clone()
+        reference.step()
+    torch.testing.assert_close(ours, theirs.detach())
