@@ -4,7 +4,8 @@ the settings: defaults < the env's preset (or --preset-file) < the trial's sampl
 tune command line. Its objective is the run's own evaluation (--eval-every, --eval-episodes): each result is reported
 to Optuna as it is recorded (the Trainer's ``on_eval``), and when the pruner says so the run stops as
 --stop-when-solved stops one (summary.json's stop_reason ``pruned``). The value of a finished trial is its last
-evaluation's mean return (as rl-zoo3's objective: the best would favour the luckiest evaluation).
+evaluation's mean return (as rl-zoo3's objective: the best would favour the luckiest evaluation). With --track, each
+trial is a W&B run of its own, in a group named after the study (unless --wandb-group is given).
 
 Reports are made at the evaluation's due step (a multiple of --eval-every) rather than at the step of the weights it
 scored (a snapshot's, a little past it and different in every run): Optuna's median pruner compares trials at equal
@@ -106,6 +107,9 @@ def run_trial(trial: optuna.Trial, base: TrialBase, space: Space, trials_dir: Pa
     run_dir = trials_dir / f"trial-{trial.number:04d}"
     sampled = space.sample(trial)
     values, given = trial_settings(base, sampled, run_dir)
+    if values.get("track") and "wandb_group" not in given:  # --track: a study's trials form one W&B group
+        values["wandb_group"] = trial.study.study_name
+        given.add("wandb_group")
     run = resolve_run(values, given)
     config = run.config
     trial.set_user_attr("run_dir", str(run_dir.resolve()))
