@@ -48,10 +48,11 @@ def test_the_test_command_is_what_ci_runs():
     test_line = next(b for b in quickstart if "pytest" in b).strip()
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_line.split("&& ")[-1] in ci.splitlines()  # the same pytest command
-    # the extras every test needs (video: test_evaluate_records_videos), which .ci/run then checks are importable
-    assert 'pip install torch==2.13.0 && pip install -e ".[dev,atari,ray,video]"' in test_line
-    assert "pip install -q torch==2.13.0" in ci and 'pip install -q -e ".[dev,atari,ray,video]"' in ci
-    assert 'python -c "import ray, ale_py, moviepy, pygame"' in ci.splitlines()
+    # the extras every test needs (video: test_evaluate_records_videos; tune, wandb: tests/tune, tests/record's
+    # --track), which .ci/run then checks are importable
+    assert 'pip install torch==2.13.0 && pip install -e ".[dev,atari,ray,video,tune,wandb]"' in test_line
+    assert "pip install -q torch==2.13.0" in ci and 'pip install -q -e ".[dev,atari,ray,video,tune,wandb]"' in ci
+    assert 'python -c "import ray, ale_py, moviepy, pygame, optuna, wandb"' in ci.splitlines()
     train_line = next(b for b in quickstart if "a3c.train" in b).strip()
     assert train_line.index("pip install torch==2.13.0") < train_line.index("pip install -e .")
     assert "--index-url https://download.pytorch.org/whl/cpu" in _section("Quickstart")

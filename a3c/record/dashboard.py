@@ -1,8 +1,8 @@
 """The main process's view of a running job: reads the new episodes and the per-worker stats from its source (an
 a3c.record.rows.EpisodeSource: the run layer's coordinator), and writes them to episodes.csv (every episode),
 TensorBoard (tags of docs/design.md, x axis = global env step; the event streams are a3c/record/tensorboard_writer.py's)
-and the progress bar (a3c/record/progress.py). Called about four times a second by the trainer; TensorBoard is flushed
-every tick.
+and the progress bar (a3c/record/progress.py); with --track, W&B as well (a3c/record/tracking.py). Called about four
+times a second by the trainer; TensorBoard is flushed every tick.
 
 Volume is bounded by time, not by the episode rate (a3c/record/episode_scalars.py): per-episode points per group of tags
 at most ``points_per_s`` a second, the interval's mean/min/max exact; the interval's aggregates and the perf scalars
@@ -37,6 +37,7 @@ from a3c.record.progress import ProgressBar
 from a3c.record.rows import FIELD, Episode, EpisodeSource, Stat
 from a3c.record.run_dir import EpisodeLog, RunDirectory, RunDirWriteError, writing
 from a3c.record.tensorboard_writer import TensorBoardWriter
+from a3c.record.tracking import WandbTracker
 
 PLOT_EVERY_S = 30.0
 POINTS_PER_S = 1.0  # per-episode TensorBoard points per group of tags per second (--tb-episode-points-per-s)
@@ -90,17 +91,20 @@ class Dashboard:
         plot_every_s: float = PLOT_EVERY_S,
         points_per_s: float = POINTS_PER_S,
         clock: Callable[[], float] = time.time,
+        tracker: WandbTracker | None = None,
     ) -> None:
         """``interval`` returns the logging interval the workers tag their lag maxima with (the store's
         ``interval``); the trainer advances it right after each tick, so at a tick the interval that is ending is
         the current one. Without it, the newest interval found in the stats is used. ``clock``: the time that
-        paces the TensorBoard intervals (a test passes its own)."""
+        paces the TensorBoard intervals (a test passes its own). ``tracker``: --track's W&B run
+        (a3c/record/tracking.py), handed every scalar written to TensorBoard and the summary; finished by close()."""
         self.run, self.source, self.start_time = run, source, start_time
         self.interval = interval
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
         self.clock = clock
         self.tensorboard = TensorBoardWriter(run.path, source.workers)
+        self.tracker = tracker
         self.scalars = EpisodeScalars(points_per_s)
         self._next_interval = clock() + self.scalars.period
         self._pending_lag_max: float | None = None
@@ -205,6 +209,8 @@ class Dashboard:
         """Several scalars at one step, as one event, in the stream of ``group`` (ALL: the run's own; a rank: that
         worker's): what the evaluation's eval/* tags go through too."""
         self.tensorboard.add_scalars(step, values, group)
+        if self.tracker is not None:
+            self.tracker.log(step, values)
 
     def _write_interval(self) -> None:
         """The interval that is ending: its episodes' aggregates, and the perf scalars since the last ones."""
@@ -301,12 +307,16 @@ class Dashboard:
         self._collect_plot(wait=True)
         png, step = self._render(*self._snapshot(), self.source.global_step(), collect=False)
         self.tensorboard.add_image(LOSS_HISTORY_TAG, png, step)
+        if self.tracker is not None:
+            self.tracker.image(step, LOSS_HISTORY_TAG, self.run.plots / "loss_history.png")
         return self.run.plots / "loss_history.png"
 
     # -- end of run --------------------------------------------------------------------------------------------
     def write_hparams(self, config: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
         """The resolved configuration with the final metrics, in the run's own event file (the HPARAMS tab)."""
         self.tensorboard.write_hparams(config, summary, self.source.global_step())
+        if self.tracker is not None:
+            self.tracker.summarize(summary)
 
     def close(self) -> None:
         """Write the last interval's aggregates and perf scalars, wait for the figure, close every writer and
@@ -330,5 +340,7 @@ class Dashboard:
         self.bar.close()
         attempt(self.tensorboard.close)
         attempt(self.log.close)
+        if self.tracker is not None:
+            self.tracker.finish()
         if failures:
             raise failures[0]

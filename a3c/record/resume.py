@@ -22,7 +22,7 @@ import torch
 from a3c.learn.distributions import make_distribution
 from a3c.record.checkpoint import INPUT_SCALE, LATEST, REQUIRED, check_trained_spaces, load_checkpoint, saved_settings
 from a3c.record.files import atomic_write
-from a3c.spec.config import RAY_ONLY_SETTINGS, Config
+from a3c.spec.config import RAY_ONLY_SETTINGS, WANDB_SETTINGS, Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
 
@@ -118,6 +118,12 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
         for key in RAY_ONLY_SETTINGS:
             if key not in overrides:
                 merged[key] = getattr(defaults, key)
+    if not merged.get("track", False):
+        # a tracked run resumed without --track: its W&B settings go back to their defaults (they would fail
+        # validation), unless given again; its W&B run id stays, for a later session with --track
+        for key in WANDB_SETTINGS:
+            if key not in overrides:
+                merged[key] = getattr(Config(), key)
     try:
         config = Config.from_dict({**merged, "run_dir": str(run_dir), "resume": str(run_dir)})
     except TypeError as err:

@@ -50,7 +50,11 @@ class Evaluation:
         inline: Evaluator | None = None,
         resumed: bool = False,
         print_line: Callable[[str], None] | None = None,
+        on_result: Callable[[EvalResult], None] | None = None,
     ) -> None:
+        """``on_result``: called with every result once it is recorded (a3c.run.trainer's on_eval: a3c.tune reports
+        it to Optuna's pruner)."""
+        self.on_result = on_result
         self.config, self.channel, self.checkpoints, self.run_start = config, channel, checkpoints, run_start
         self.supervisor, self.inline = supervisor, inline
         self.print_line = print_line or (lambda line: print(line, file=sys.stderr))
@@ -151,6 +155,8 @@ class Evaluation:
             self.best = row
             line += f"; new best: checkpoints/{BEST}"
         self.print_line(line)
+        if self.on_result is not None:
+            self.on_result(result)
 
     def finish(self, log: Callable[[int, dict[str, float]], None], wait: bool) -> None:
         """At the end of the run: record the evaluation in flight (``wait``: wait for it while the evaluator lives),

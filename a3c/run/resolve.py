@@ -4,8 +4,9 @@ settings again or reads the checkpoint again.
 
     resolve_settings   a new run: defaults < the env's preset < the settings given; --resume: the checkpoint's
                        config < the settings given (its checkpoints/latest.pt read here, once); then validated
-    preflight          what Config.validate cannot check alone: Ray installed for --backend ray, the env id and its
-                       spaces, --gsde on Box actions, the TensorBoard port, an empty run directory for a new run
+    preflight          what Config.validate cannot check alone: Ray installed for --backend ray, wandb for --track,
+                       the env id and its spaces, --gsde on Box actions, the TensorBoard port, an empty run
+                       directory for a new run
     check_compatible   --resume: the checkpoint's model fits the env and the model this run builds
     start_fork_server  a new run: the fork server starts now, so that it imports torch while this process does
     resolve_workers    --workers auto: the count measured (a3c/run/workers_auto.py)
@@ -30,6 +31,7 @@ import dataclasses
 import importlib.util
 import multiprocessing
 import multiprocessing.forkserver
+import secrets
 import signal
 from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
@@ -86,6 +88,8 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     else:
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
     config = resolve_workers(config, spec)  # --workers auto: measured now, while the fork server starts
+    if config.track and config.wandb_id is None:  # (a resumed run keeps its checkpoint's: the same W&B run)
+        config = dataclasses.replace(config, wandb_id=new_wandb_id())
     session = 0 if resume is None else int(resume.get("session", 0)) + 1
     return ResolvedRun(config, spec, settings.sources, resume, session)
 
@@ -113,11 +117,13 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     """--resume RUN_DIR: its checkpoint, read once, and its config with the settings given on top."""
     from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
 
-    if "preset" in given:
-        raise UserError(
-            "--preset does not apply to --resume: a resumed run keeps its checkpoint's config; drop --preset, and "
-            "give the flags you want to change"
-        )
+    for name in ("preset", "preset_file"):
+        if name in given:
+            flag = "--" + name.replace("_", "-")
+            raise UserError(
+                f"{flag} does not apply to --resume: a resumed run keeps its checkpoint's config; drop {flag}, and "
+                "give the flags you want to change"
+            )
     given = set(given) - {"resume"}
     overrides = {name: values[name] for name in given}
     if "workers" in overrides:  # a count given now replaces the one --workers auto chose before, and its reason
@@ -136,6 +142,11 @@ def preflight(config: Config) -> EnvSpec:
     the env's spec. Raises UserError."""
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise UserError("--backend ray needs Ray, which is not installed; pip install 'a3c[ray]' (or 'ray>=2.40')")
+    if config.track and importlib.util.find_spec("wandb") is None:
+        raise UserError(
+            '--track needs Weights & Biases (wandb), which is not installed; pip install -e ".[wandb]" '
+            "(or pip install 'a3c[wandb]'), or drop --track"
+        )
     spec = describe_env(config.env, config.env_kwargs)
     if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):
         raise UserError(
@@ -145,6 +156,11 @@ def preflight(config: Config) -> EnvSpec:
     if config.resume is None and config.run_dir:
         check_new_run_dir(Path(config.run_dir))
     return spec
+
+
+def new_wandb_id() -> str:
+    """A fresh W&B run id (recorded in config.json and the checkpoints: a resume logs to the same W&B run)."""
+    return secrets.token_hex(8)
 
 
 def check_resume_fits(payload: dict[str, Any], spec: EnvSpec, config: Config) -> None:

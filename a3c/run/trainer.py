@@ -4,10 +4,11 @@ from the checkpoint with --resume, and the launcher), starts the workers under a
 restarts of dead or hung workers), streams what they publish to TensorBoard (a3c/record/dashboard.py), checkpoints, and
 shuts everything down. It reaches the workers only through the backend's interfaces.
 
-Shutdown is one path for every ending (total steps, solved, a fatal worker failure, too many non-finite updates, Ctrl-C,
-SIGTERM, a file of the run directory that cannot be written): tell the workers to stop, give them JOIN_TIMEOUT_S to
-finish their update, terminate the stragglers, then the final checkpoint, summary.json, TensorBoard and the figure. A
-second Ctrl-C (or SIGTERM) during that kills the workers and exits at once (a3c/run/shutdown.py: Signals).
+Shutdown is one path for every ending (total steps, solved, a stop asked for by ``on_eval`` (a3c.tune's pruner), a fatal
+worker failure, too many non-finite updates, Ctrl-C, SIGTERM, a file of the run directory that cannot be written): tell
+the workers to stop, give them JOIN_TIMEOUT_S to finish their update, terminate the stragglers, then the final
+checkpoint, summary.json, TensorBoard and the figure. A second Ctrl-C (or SIGTERM) during that kills the workers and
+exits at once (a3c/run/shutdown.py: Signals).
 
 A write to the run directory that fails (a full disk: a3c.record.run_dir.RunDirWriteError, raised by every writer of
 this process) ends the run: the shutdown above, whose own writes are each attempted and, where they fail too, reported
@@ -40,7 +41,7 @@ from a3c.record.tensorboard_server import TensorBoardServer
 from a3c.run.backends import Coordinator, Launcher
 from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, create_shared_run
-from a3c.run.evaluation import Evaluation
+from a3c.run.evaluation import EvalResult, Evaluation
 from a3c.run.evaluator import EvalChannel, Evaluator, evaluator_main
 from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.shutdown import Signals, WriteFailures
@@ -71,13 +72,21 @@ def lr_schedule_note(config: Config, previous_total: int, step: int, previous_lr
     )
 
 
+# on_eval: (the global step of the weights evaluated, the result: mean_return, std_return, mean_length, episodes) ->
+# None to go on, or a reason to stop the run (summary.json's stop_reason; exit code 0)
+EvalCallback = Callable[[int, dict[str, float]], str | None]
+
+
 class Trainer:
-    def __init__(self, run: ResolvedRun, started_at: float | None = None) -> None:
+    def __init__(self, run: ResolvedRun, started_at: float | None = None, on_eval: EvalCallback | None = None) -> None:
         """``run``: the resolved run (a3c.run.resolve.resolve_run): its config with the worker count resolved, the
         env's spec, and the checkpoint a resumed run goes on from, all checked already; nothing is validated or read
         again here. ``started_at``: when the command started (time.time()), the origin of summary.json's startup_s;
-        by default, now."""
+        by default, now. ``on_eval``: called with each evaluation's result once it is recorded (eval.csv); a reason
+        returned stops the run as --stop-when-solved does (a3c.tune's pruner: "pruned")."""
         self.started_at = time.time() if started_at is None else started_at
+        self.on_eval = on_eval
+        self.stop_asked: str | None = None  # the reason on_eval gave to stop
         if not isinstance(run.config.workers, int):
             raise TypeError("the Trainer takes a resolved run: resolve --workers auto first (resolve_run)")
         self.config, self.spec, self.resume = run.config, run.spec, run.resume
@@ -148,6 +157,11 @@ class Trainer:
         except RunDirWriteError as err:  # before any process started: nothing to shut down
             print(err.line(run.path, resumable=resume is not None), file=sys.stderr)
             return EXIT_FAILED
+        tracker = None
+        if cfg.track:  # --track: W&B beside TensorBoard (a3c/record/tracking.py); a UserError before any process starts
+            from a3c.record.tracking import WandbTracker
+
+            tracker = WandbTracker.start(cfg, run.path)
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
         if self.ray is not None:
             self.model, self.dist = self.ray.model, self.ray.dist
@@ -199,6 +213,7 @@ class Trainer:
                 start,
                 interval=coordinator.interval,
                 points_per_s=cfg.tb_episode_points_per_s,
+                tracker=tracker,
             )
             if resume is not None:
                 # TensorBoard events from just past the checkpoint's step on are purged: they were written after
@@ -232,6 +247,8 @@ class Trainer:
                 failures.attempt(None, dashboard.close)  # (episodes.csv or the event files, whichever failed)
             if failures.first is not None and exit_code == 0:  # (a write after the summary, or before the dashboard)
                 exit_code = EXIT_FAILED
+            if dashboard is None and tracker is not None:  # (the dashboard finishes it otherwise)
+                tracker.finish()
             if self.tensorboard is not None:
                 self.tensorboard.stop()
         if summary is not None:
@@ -283,6 +300,9 @@ class Trainer:
                 return EXIT_FAILED, f"worker {failure.rank} {failure.cause}"
             if self.evaluation is not None:
                 self.evaluation.tick(step, lambda: self._payload(coordinator.snapshot()), dashboard.add_scalars)
+                if self.stop_asked is not None and reason != self.stop_asked:
+                    reason = self.stop_asked
+                    coordinator.request_stop()
             if supervisor.all_done():
                 return 0, reason
 
@@ -345,7 +365,15 @@ class Trainer:
             inline=inline,
             resumed=self.resume is not None,
             print_line=lambda line: tqdm.write(line, file=sys.stderr),
+            on_result=self._evaluated if self.on_eval is not None else None,
         )
+
+    def _evaluated(self, result: EvalResult) -> None:
+        """An evaluation recorded: on_eval's answer; the first reason to stop is kept (the main loop stops on it)."""
+        assert self.on_eval is not None
+        why = self.on_eval(result.step, dict(result.values))
+        if why is not None and self.stop_asked is None:
+            self.stop_asked = why
 
     # -- checkpoints -------------------------------------------------------------------------------------------
     def checkpoint(

@@ -18,6 +18,8 @@ BACKENDS = ("shared-memory", "serial", "ray")
 RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
 # settings that validate() accepts away from their defaults only with --backend ray
 RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")
+# settings that validate() accepts away from their defaults only with --track
+WANDB_SETTINGS = ("wandb_project", "wandb_entity", "wandb_group")
 
 
 def seed_check(seed: Any) -> tuple[bool, str]:
@@ -180,6 +182,23 @@ class Config:
         help="per-episode TensorBoard points per second for each worker and for all workers (0: every episode); "
         "the mean, min and max of each interval's episodes are exact, episodes.csv keeps every episode",
     )
+    # -- tracking and preset files (issue 28) --
+    preset_file: str | None = flag(
+        None,
+        help="take the preset from this TOML file instead of a3c/spec/presets.toml (the same format: a table named "
+        "like --env, or by --preset; e.g. the best.toml of python -m a3c.tune). Flags given override it",
+        metavar="FILE",
+    )
+    track: bool = flag(
+        False,
+        help="also log the run to Weights & Biases (scalars, config, final summary; pip install -e '.[wandb]'); "
+        "WANDB_MODE=offline keeps it on this machine (wandb sync RUN_DIR/wandb/offline-run-* later)",
+    )
+    wandb_project: str = flag("a3c", help="with --track: the W&B project", metavar="NAME")
+    wandb_entity: str | None = flag(
+        None, help="with --track: the W&B entity (team or user; default: yours)", metavar="NAME"
+    )
+    wandb_group: str | None = flag(None, help="with --track: the W&B group the run belongs to", metavar="NAME")
     resume: str | None = flag(
         None,
         help="continue the run in RUN_DIR from its checkpoints/latest.pt (flags given override); its env is made "
@@ -202,6 +221,8 @@ class Config:
     # not a flag: what the model multiplies its observations by (a3c.learn.model.input_scale); None: chosen from the
     # observation space. A resumed run or a loaded agent takes its checkpoint's (a3c.record.checkpoint.saved_settings)
     input_scale: float | None = flag(None, help="", internal=True)
+    # not a flag: the W&B run id of a run with --track (set by a3c.run.resolve; a resume goes on in the same W&B run)
+    wandb_id: str | None = flag(None, help="", internal=True)
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -308,6 +329,13 @@ class Config:
             (
                 math.isfinite(self.ray_cpus_per_worker) and self.ray_cpus_per_worker >= 0.0,
                 f"--ray-cpus-per-worker must be a number >= 0 (got {self.ray_cpus_per_worker})",
+            ),
+            *(
+                (
+                    self.track or getattr(self, name) == getattr(Config, name),
+                    f"--{name.replace('_', '-')} is for --track; add --track, or drop it",
+                )
+                for name in WANDB_SETTINGS
             ),
         ]
         for ok, message in checks:

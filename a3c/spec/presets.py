@@ -1,7 +1,8 @@
 """Per-environment hyperparameter presets: the data is a3c/spec/presets.toml (one table per env id, keys spelled like
-the CLI flags); this module loads and checks it, and resolves a run's settings as defaults < preset < flags given,
-remembering where each value came from (``--show-config`` prints that). A resumed run never re-applies a preset: it
-keeps its checkpoint's config (a3c/train.py)."""
+the CLI flags), or a user's file of the same format (--preset-file FILE, e.g. python -m a3c.tune's best.toml, which
+replaces presets.toml for that run); this module loads and checks it, and resolves a run's settings as defaults <
+preset < flags given, remembering where each value came from (``--show-config`` prints that). A resumed run never
+re-applies a preset: it keeps its checkpoint's config (a3c/train.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,10 @@ PRESETS_FILE = Path(__file__).with_name("presets.toml")
 NO_PRESET = "none"  # --preset none: the plain defaults, even for an env that has a preset
 
 # Settings that say which run this is or where it goes, not how it learns: a preset may not set them.
-NOT_PRESETTABLE: frozenset[str] = frozenset({"env", "preset", "run_dir", "resume", "exp_name", "seed", "tensorboard"})
+NOT_PRESETTABLE: frozenset[str] = frozenset(
+    {"env", "preset", "run_dir", "resume", "exp_name", "seed", "tensorboard"}
+    | {"preset_file", "track", "wandb_project", "wandb_entity", "wandb_group"}  # (where a run's record goes)
+)
 
 DEFAULT, PRESET, FLAG, CHECKPOINT = "default", "preset", "flag", "checkpoint"  # the sources --show-config names
 
@@ -37,16 +41,22 @@ def flag_name(field_name: str) -> str:
 @functools.cache
 def load_presets(path: Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
     """{preset name: {Config field: value}} from the TOML file, each value checked against the field's type and
-    each preset checked by Config.validate(); UserError naming the file, the table and the key otherwise."""
+    each preset checked by Config.validate(); UserError naming the file, the table and the key otherwise. Read once
+    per process (the shipped file); a user's --preset-file is read afresh by ``read_presets``."""
+    return read_presets(path)
+
+
+def read_presets(path: Path, fix: str = "fix or restore it") -> dict[str, dict[str, Any]]:
+    """``load_presets`` for any file, read now (--preset-file FILE: a user's file, which may change between runs)."""
     try:
         data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise UserError(f"cannot read the presets file {path} ({err}); fix or restore it") from None
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read the presets file {path} ({err}); {fix}") from None
     presets: dict[str, dict[str, Any]] = {}
     for name, table in data.items():
         if not isinstance(table, dict):
             raise UserError(f"{path}: {name!r} must be a table ([{name}]) of settings")
-        presets[name] = {key.replace("-", "_"): _checked(path, name, key, value) for key, value in table.items()}
+        presets[name] = {key.replace("-", "_"): checked_setting(path, name, key, value) for key, value in table.items()}
         try:
             Config(**presets[name]).validate()
         except UserError as err:
@@ -54,7 +64,7 @@ def load_presets(path: Path = PRESETS_FILE) -> dict[str, dict[str, Any]]:
     return presets
 
 
-def _checked(path: Path, name: str, key: str, value: Any) -> Any:
+def checked_setting(path: Path, name: str, key: str, value: Any) -> Any:
     """The TOML value of setting ``key`` converted to the Config field's type (int -> float, list -> tuple)."""
     fields = {f.name: f for f in dataclasses.fields(Config)}
     field_name = key.replace("-", "_")
@@ -83,30 +93,58 @@ def _checked(path: Path, name: str, key: str, value: Any) -> Any:
 ATARI_PRESET = "atari"  # the preset of every ALE/* id that has none of its own
 
 
-def preset_name(env: str, requested: str | None) -> str | None:
+def preset_name(env: str, requested: str | None, file: str | None = None) -> str | None:
     """The preset a new run uses: ``requested`` (--preset) if given, else the one named like ``env``, else for an
-    Atari game (ALE/...) the ``atari`` preset, if any."""
-    presets = load_presets()
+    Atari game (ALE/...) the ``atari`` preset, if any. ``file`` (--preset-file): the presets come from that file
+    instead of a3c/spec/presets.toml, and one must apply (a file given is meant to be used: UserError otherwise)."""
+    presets = preset_table(file)
+    where = PRESETS_FILE if file is None else file
     if requested is None:
         if env in presets:
             return env
-        return ATARI_PRESET if env.startswith("ALE/") and ATARI_PRESET in presets else None
+        if env.startswith("ALE/") and ATARI_PRESET in presets:
+            return ATARI_PRESET
+        if file is not None:
+            raise UserError(
+                f"--preset-file {file} has no preset for --env {env} (its presets: {', '.join(sorted(presets))}); "
+                "name one with --preset NAME, or add a table [" + toml_key(env) + "] to the file"
+            )
+        return None
     if requested.lower() == NO_PRESET:
+        if file is not None:
+            raise UserError(f"--preset {NO_PRESET} and --preset-file {file} contradict each other; drop one")
         return None
     if requested not in presets:
         raise UserError(
             f"--preset {requested}: no such preset; use one of {', '.join(sorted(presets))}, or {NO_PRESET} "
-            f"(defined in {PRESETS_FILE})"
+            f"(defined in {where})"
         )
     return requested
+
+
+def preset_table(file: str | None) -> dict[str, dict[str, Any]]:
+    """The presets a new run chooses from: a3c/spec/presets.toml's, or those of --preset-file ``file``."""
+    if file is None:
+        return load_presets()
+    return read_presets(Path(file), fix="fix it, or give another --preset-file")
+
+
+def toml_key(name: str) -> str:
+    """A table name as TOML writes it: bare when it can be, else quoted (envs/Memory-v0, ALE/Pong-v5)."""
+    return (
+        name
+        if name and all(c.isascii() and (c.isalnum() or c in "-_") for c in name)
+        else '"' + name.replace('"', '\\"') + '"'
+    )
 
 
 def resolve_config(values: dict[str, Any], given: set[str]) -> tuple[Config, dict[str, str]]:
     """A new run's Config from the parsed flags ``values`` (every field; defaults where not given) and the names of
     the flags the user typed: defaults < the preset < flags given. Returns the validated Config (its ``preset`` the
     name of the preset applied, or None) and {field: source} with source default, preset or flag."""
-    name = preset_name(values["env"], values.get("preset"))
-    preset = load_presets()[name] if name is not None else {}
+    file = values.get("preset_file")
+    name = preset_name(values["env"], values.get("preset"), file)
+    preset = preset_table(file)[name] if name is not None else {}
     resolved: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for f in dataclasses.fields(Config):
@@ -128,7 +166,7 @@ def format_config(config: Config, sources: dict[str, str]) -> str:
     """The resolved settings as flags a user could type, one per line, each with where its value came from."""
     lines = [f"# python -m a3c.train: resolved config for --env {config.env}"]
     if config.preset is not None:
-        lines.append(f"# preset {config.preset} from {PRESETS_FILE}")
+        lines.append(f"# preset {config.preset} from {config.preset_file or PRESETS_FILE}")
     elif config.resume is None:
         lines.append(f"# no preset (presets: {', '.join(sorted(load_presets()))})")
     else:

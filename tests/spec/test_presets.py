@@ -153,3 +153,61 @@ def test_config_json_records_the_preset_and_resume_keeps_the_checkpoint_config(t
     assert sources["total_steps"] == "flag" and sources["lr_schedule"] == "checkpoint"
     with pytest.raises(UserError, match="--preset does not apply to --resume"):
         parse_config(["--resume", str(run_dir), "--preset", "CartPole-v1"])
+
+
+def test_a_preset_file_replaces_presets_toml_and_the_flags_given_still_win(tmp_path):
+    path = tmp_path / "best.toml"
+    path.write_text("# a tuned preset\n[CartPole-v1]\nlr = 0.005\nn-steps = 16\nhidden-sizes = [128, 128]\n")
+    config, sources, _ = parse_cli(["--env", "CartPole-v1", "--preset-file", str(path), "--n-steps", "8"])
+    assert config.lr == 0.005 and sources["lr"] == "preset" and config.hidden_sizes == (128, 128)
+    assert config.n_steps == 8 and sources["n_steps"] == "flag"
+    # presets.toml's CartPole-v1 (linear lr schedule, 500k steps) is not applied under it
+    assert config.lr_schedule == Config().lr_schedule and config.total_steps == Config().total_steps
+    assert config.preset == "CartPole-v1" and config.preset_file == str(path)
+    named = parse_config(["--env", "Acrobot-v1", "--preset-file", str(path), "--preset", "CartPole-v1"])
+    assert named.lr == 0.005 and named.env == "Acrobot-v1"
+
+
+def test_show_config_names_the_preset_file(tmp_path):
+    path = tmp_path / "best.toml"
+    path.write_text("[CartPole-v1]\nlr = 0.005\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--preset-file", str(path), "--show-config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"# preset CartPole-v1 from {path}" in done.stdout
+    assert any(line.split() == ["--lr", "0.005", "preset"] for line in done.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    ("text", "argv", "message"),
+    [
+        ("[Acrobot-v1]\nlr = 0.005\n", [], "has no preset for --env CartPole-v1 (its presets: Acrobot-v1)"),
+        ("[CartPole-v1]\nlr = 0.005\n", ["--preset", "none"], "--preset none and --preset-file"),
+        ("[CartPole-v1]\nlr = 0.005\n", ["--preset", "Other"], "--preset Other: no such preset; use one of"),
+        ("[CartPole-v1]\nlr = 'fast'\n", [], "[CartPole-v1] lr = 'fast': expected float"),
+        ("[CartPole-v1]\ntrack = true\n", [], "a preset cannot set --track"),
+        ("[CartPole-v1]\nlr = -1.0\n", [], "--lr must be a positive number"),
+        ("[CartPole-v1\n", [], "cannot read the presets file"),
+    ],
+)
+def test_a_bad_or_unfitting_preset_file_is_one_user_error(tmp_path, text, argv, message):
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(UserError) as err:
+        parse_config(["--env", "CartPole-v1", "--preset-file", str(path), *argv])
+    assert message in str(err.value)
+    with pytest.raises(UserError, match="cannot read the presets file .*missing.toml"):
+        parse_config(["--preset-file", str(tmp_path / "missing.toml")])
+
+
+def test_a_resume_refuses_a_preset_file(tmp_path):
+    from a3c.run.resolve import resolve_settings
+    from a3c.train import parse_flags
+
+    values, given, _ = parse_flags(["--resume", str(tmp_path), "--preset-file", "x.toml"])
+    with pytest.raises(UserError, match="--preset-file does not apply to --resume"):
+        resolve_settings(values, given)

@@ -1,0 +1,87 @@
+"""The search space (a3c/tune/space.py, space.toml): the default space samples valid settings within its ranges, a
+setting given on the command line is not searched, the space survives study.json, and a bad space file is one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from a3c.spec.config import Config
+from a3c.spec.errors import UserError
+from a3c.tune.space import DEFAULT_SPACE, load_space, space_from_data
+
+optuna = pytest.importorskip("optuna")
+
+
+def sample(space, n: int, seed: int = 0) -> list[dict]:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    out = []
+    for _ in range(n):
+        trial = study.ask()
+        out.append(space.sample(trial))
+        study.tell(trial, 0.0)
+    return out
+
+
+def test_the_default_space_covers_every_family_and_samples_valid_settings_within_it():
+    space = load_space()
+    families = {d.family for d in space.dimensions}
+    assert families == {"optimisation", "returns", "loss", "network", "normalisation"}
+    fields = {d.field for d in space.dimensions}
+    expected = {"lr", "n_steps", "gamma", "gae_lambda", "ent_coef", "vf_coef", "hidden_sizes", "optimizer"}
+    assert expected | {"normalize_obs", "normalize_reward"} <= fields
+    samples = sample(space, 40)
+    for settings in samples:
+        Config(**settings).validate()
+        assert 1e-5 <= settings["lr"] <= 1e-2 and settings["n_steps"] in (5, 8, 16, 32, 64)
+        assert isinstance(settings["hidden_sizes"], tuple) and isinstance(settings["n_steps"], int)
+    assert len({s["hidden_sizes"] for s in samples}) > 1 and len({s["optimizer"] for s in samples}) == 2
+
+
+def test_choices_optuna_cannot_hold_are_stored_as_the_command_line_text():
+    space = load_space()
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    trial = study.ask()
+    settings = space.sample(trial)
+    assert trial.params["hidden-sizes"] == " ".join(map(str, settings["hidden_sizes"]))
+    assert space.settings(trial.params) == settings  # a stored trial's params read back as the settings
+
+
+def test_settings_given_are_not_searched_and_the_space_survives_study_json():
+    space = load_space()
+    fixed = space.without({"lr", "n_steps"})
+    assert {d.field for d in fixed.dimensions} == {d.field for d in space.dimensions} - {"lr", "n_steps"}
+    assert space_from_data(space.to_data(), space.source) == space
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[a]\nlearning-rate = { low = 1, high = 2 }", "[a] learning-rate: no such setting"),
+        ("seed = { choices = [1, 2] }", "--seed cannot be searched; give it on the command line"),
+        ("normalize-obs = { low = 0, high = 1 }", "a range needs low and high, and a number setting"),
+        ("lr = { low = 0.0, high = 0.1, log = true }", "a log range needs low > 0"),
+        ("lr = { low = 0.1, high = 0.01 }", "needs low < high"),
+        ("n-steps = { choices = [5, 8.5] }", "n-steps = 8.5: expected int"),
+        ("n-steps = { choices = [] }", "choices must be a non-empty list"),
+        ("n-steps = { values = [5] }", "give { low = A, high = B }"),
+        ("[returns]\nn-steps = { choices = [5] }\n[more]\nn-steps = { choices = [8] }", "n-steps appear more than"),
+        ("lr = ", "cannot read it"),
+    ],
+)
+def test_a_bad_space_file_is_one_user_error_naming_the_entry(tmp_path, text, message):
+    path = tmp_path / "space.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(UserError) as err:
+        load_space(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_space_of_ints_samples_ints_and_a_missing_file_is_a_user_error(tmp_path):
+    path = tmp_path / "space.toml"
+    path.write_text("[returns]\nn-steps = { low = 4, high = 40, log = true }\ngamma = { low = 0.9, high = 0.99 }\n")
+    for settings in sample(load_space(path), 10):
+        assert isinstance(settings["n_steps"], int) and 4 <= settings["n_steps"] <= 40
+        assert 0.9 <= settings["gamma"] <= 0.99
+    with pytest.raises(UserError, match="cannot read it"):
+        load_space(tmp_path / "missing.toml")
+    assert DEFAULT_SPACE.is_file()

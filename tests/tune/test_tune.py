@@ -1,0 +1,139 @@
+"""python -m a3c.tune (a3c/tune/cli.py, study.py): a study in its SQLite file, a trial below the median pruned
+(its run stopped early, its state in the database), a study interrupted by Ctrl-C and resumed without losing or
+repeating a finished trial, the best trial's settings as a preset block --preset-file applies, and the one-line errors
+(Optuna missing, a resume with other settings, a study directory in use)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from procs import Run, episodes_started, summary, wait_for
+
+from a3c.spec.errors import run_cli
+
+optuna = pytest.importorskip("optuna")
+
+# a trial of a few seconds: one serial worker, two envs, tiny evaluations
+TRIAL = ["--env", "CartPole-v1", "--backend", "serial", "--workers", "1", "--envs-per-worker", "2"]
+TRIAL += ["--eval-episodes", "1", "--checkpoint-every-s", "0"]
+
+
+def tune_cmd(*flags: str) -> list[str]:
+    return [sys.executable, "-m", "a3c.tune", *flags]
+
+
+def load(study_dir: Path, name: str | None = None):
+    return optuna.load_study(study_name=name or study_dir.name, storage=f"sqlite:///{study_dir / 'study.db'}")
+
+
+def test_a_trial_below_the_median_is_pruned_its_run_stopped_early(tmp_path):
+    """A study joined in its database (the way several machines share one): a finished trial that scored 1e6 at
+    every evaluation is there already, so the median pruner prunes the first real trial at its first evaluation past
+    the warm-up (the first third of its budget)."""
+    study_dir, db = tmp_path / "study", tmp_path / "shared.db"
+    storage = f"sqlite:///{db}"
+    shared = optuna.create_study(study_name="shared", storage=storage, direction="maximize")
+    steps = range(300, 3001, 300)  # the due steps of a 3,000-step trial with 10 evaluations
+    shared.add_trial(
+        optuna.trial.create_trial(value=1e6, intermediate_values={s: 1e6 for s in steps}, params={}, distributions={})
+    )
+    flags = ["--storage", storage, "--study-name", "shared", "--study-dir", str(study_dir), "--trials", "2"]
+    flags += ["--n-startup-trials", "1", "--sampler", "random", "--total-steps", "3000", *TRIAL]
+    done = subprocess.run(tune_cmd(*flags), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
+    assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"]
+    pruned = trials[1]
+    assert sorted(pruned.intermediate_values) == [300, 600, 900, 1200]  # reported at due steps; pruned at 1,200
+    assert "a3c.tune: trial 1 pruned at step 1,200" in done.stderr
+    run_dir = Path(pruned.user_attrs["run_dir"])
+    assert run_dir == (study_dir / "trials" / "trial-0001").resolve()
+    final = summary(run_dir)
+    assert final["stop_reason"] == "pruned" and final["total_steps"] < 3000  # the run stopped early
+    assert len((run_dir / "eval.csv").read_text().splitlines()) == 1 + 4  # its four evaluations, recorded
+    assert json.loads((study_dir / "study.json").read_text())["storage"] == storage
+
+
+def test_a_study_interrupted_and_resumed_keeps_its_finished_trials_and_its_best_applies(tmp_path):
+    study_dir = tmp_path / "cartpole"
+    flags = ["--study-dir", str(study_dir), "--trials", "2", "--total-steps", "1000", "--pruner", "none", *TRIAL]
+    first = Run(tune_cmd(*flags), tmp_path / "first.log")
+    try:
+        # Ctrl-C once the second trial's run is training (the first trial has finished)
+        assert wait_for(lambda: episodes_started(study_dir / "trials" / "trial-0001"), timeout=150), first.output()
+        first.signal_group(signal.SIGINT)
+        assert first.wait(timeout=60) == 130, first.output()
+    finally:
+        first.cleanup()
+    out = first.output()
+    assert "go on with: python -m a3c.tune --resume" in out and "Traceback" not in out
+    before = load(study_dir).get_trials()
+    assert [t.state.name for t in before] == ["COMPLETE", "FAIL"]  # read back from the SQLite file
+    kept = (study_dir / "trials" / "trial-0000" / "summary.json").read_bytes()
+
+    done = subprocess.run(tune_cmd("--resume", str(study_dir)), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert "1 of 2 trials finished" in done.stderr
+    after = load(study_dir).get_trials()
+    assert [t.state.name for t in after] == ["COMPLETE", "FAIL", "COMPLETE"]
+    assert after[0].value == before[0].value and after[0].datetime_complete == before[0].datetime_complete
+    assert after[0].params == before[0].params
+    assert (study_dir / "trials" / "trial-0000" / "summary.json").read_bytes() == kept  # its run untouched
+    assert after[2].params != after[0].params  # the resumed session's sampler did not start over
+
+    # the best trial's settings as a preset block: applied with --preset-file, they are the trial's
+    from a3c.run.resolve import resolve_settings
+    from a3c.spec.presets import read_presets
+    from a3c.train import parse_flags
+
+    best = max((t for t in after if t.value is not None), key=lambda t: t.value)
+    assert f"a3c.tune: best: trial {best.number}" in done.stdout
+    block = read_presets(study_dir / "best.toml")["CartPole-v1"]
+    trial_config = json.loads((Path(best.user_attrs["run_dir"]) / "config.json").read_text())
+    for name, value in block.items():
+        assert trial_config[name] == (list(value) if isinstance(value, tuple) else value), name
+    applied = resolve_settings(
+        *parse_flags(["--env", "CartPole-v1", "--preset-file", str(study_dir / "best.toml")])[:2]
+    ).config.to_dict()
+    differs = {k for k in applied if applied[k] != trial_config.get(k)}
+    assert differs <= {"run_dir", "preset_file", "start_method", "workers_auto", "input_scale"}, differs
+    assert (study_dir / "plots" / "history.png").is_file() and (study_dir / "plots" / "importance.png").is_file()
+
+
+def test_optuna_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
+    import a3c.tune.cli as cli
+
+    monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
+    assert run_cli(cli.main, ["--env", "CartPole-v1", "--trials", "2"], prog="a3c.tune") == 2
+    err = capsys.readouterr().err
+    assert err == 'a3c.tune: error: python -m a3c.tune needs Optuna, which is not installed; pip install -e ".[tune]"\n'
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--resume", "{dir}", "--lr", "0.1"], "--resume keeps the study's settings (its study.json), so --lr cannot"),
+        (["--resume", "{dir}", "--space", "x.toml"], "so --space cannot be given with it"),
+        (["--study-dir", "{dir}", "--trials", "2"], "is not empty; choose a new directory, or --resume"),
+        (["--study-dir", "{new}", "--run-dir", "x"], "--run-dir: each trial's run directory is STUDY_DIR/trials"),
+        (["--study-dir", "{new}", "--lr", "-1"], "--lr must be a positive number"),
+        (["--resume", "{new}"], "no such directory"),
+        (["--trials", "0"], "--trials must be at least 1"),
+    ],
+)
+def test_study_errors_are_one_line(tmp_path, capsys, argv, message):
+    from a3c.tune.cli import main
+
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "study.json").write_text("{}")
+    argv = [a.format(dir=used, new=tmp_path / "new") for a in argv]
+    assert run_cli(main, argv, prog="a3c.tune") == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "new").exists()
