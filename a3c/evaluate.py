@@ -1,7 +1,8 @@
 """`python -m a3c.evaluate RUN_DIR|CHECKPOINT`: score a trained policy on fresh episodes, optionally recording them.
 
-Prints one table line (mean ± std return, mean length, episodes) and writes the result as JSON (every episode's
-return and length too). By default the episodes are the run's own evaluation episodes (the same env seeds, the
+Prints one line (the checkpoint, its step, the return's mean ± std, the mean length, the episodes) on stdout and
+writes the result as JSON (every episode's return and length too), saying where on stderr.
+By default the episodes are the run's own evaluation episodes (the same env seeds, the
 deterministic policy, as many as --eval-episodes): evaluating checkpoints/best.pt (``--best``) reproduces the
 evaluation that made it best. ``--seed`` picks other start states, ``--stochastic`` samples actions from the policy,
 ``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video`` extra: moviepy).
@@ -19,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from a3c.spec.config import seed_check
-from a3c.spec.errors import UserError, run_cli
+from a3c.spec.errors import UserError, install_extra, run_cli
 
-VIDEO_EXTRA = "pip install 'a3c[video]'  (or: pip install moviepy)"
+VIDEO_EXTRA = f"{install_extra('video')} (or: pip install moviepy)"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -148,21 +149,21 @@ def _recording_env(config: Any, folder: Path, prefix: str) -> Any:
         raise UserError(f"--video: env {config.env!r} cannot be recorded ({err})") from None
 
 
-def table_line(result: dict[str, Any]) -> str:
-    """A markdown table: the header and the result's one line."""
-    step = "-" if result["global_step"] is None else f"{result['global_step']:,}"
+def result_line(result: dict[str, Any]) -> str:
+    """The one line python -m a3c.evaluate prints: the checkpoint, its step, the return (mean ± std), the mean
+    length, the episodes and how the actions were chosen."""
+    step = "?" if result["global_step"] is None else f"{result['global_step']:,}"
+    policy = "deterministic" if result["deterministic"] else "stochastic"
     return (
-        "| checkpoint | step | episodes | return (mean ± std) | mean length |\n"
-        "|---|---|---|---|---|\n"
-        f"| {result['checkpoint']} | {step} | {result['episodes']} | "
-        f"{result['mean_return']:.2f} ± {result['std_return']:.2f} | {result['mean_length']:.1f} |"
+        f"{result['checkpoint']} (step {step}): return {result['mean_return']:.2f} ± {result['std_return']:.2f}, "
+        f"mean length {result['mean_length']:.1f}, {result['episodes']} episodes ({policy}, seed {result['seed']})"
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     result = evaluate(args.path, args.episodes, args.stochastic, args.seed, args.video, args.best)
-    print(table_line(result))
+    print(result_line(result))
     out = args.json or default_json_path(Path(result["checkpoint"]))
     try:
         out.write_text(json.dumps(result, indent=2) + "\n")

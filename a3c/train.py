@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from a3c.run.resolve import resolve_run, resolve_settings
-from a3c.spec.config import Config, parse_env_kwargs
+from a3c.spec.config import FLAG_GROUPS, OTHER_GROUP, Config, parse_env_kwargs
 from a3c.spec.errors import UserError, run_cli
 from a3c.spec.presets import format_config
 
@@ -49,44 +49,53 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m a3c.train",
-        description="Train an A3C agent on a gymnasium environment.",
+        usage="%(prog)s [--env ID] [--workers N|auto] [--total-steps N] [--resume RUN_DIR] [FLAG ...]",
+        description="Train an A3C agent on a gymnasium environment (the flags below come in groups).",
         formatter_class=_HelpFormatter,
         epilog=EXAMPLES,
     )
     hints = typing.get_type_hints(Config)
     defaults = Config()
+    groups = {name: parser.add_argument_group(title, about or None) for name, title, about in FLAG_GROUPS}
     for f in dataclasses.fields(Config):
         if f.metadata["internal"]:
             continue
-        name = "--" + f.name.replace("_", "-")
-        hint = hints[f.name]
-        extra = dict(f.metadata["cli"])
-        default = getattr(defaults, f.name)
-        if hint is bool:  # --flag / --no-flag: a flag given must be able to turn off what a preset turned on
-            parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=f.metadata["help"])
-            continue
-        if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port)
-            parser.add_argument(
-                name, nargs="?", const=0, type=int, default=None, metavar="PORT", help=f.metadata["help"]
-            )
-            continue
-        if f.name == "env_kwargs":
-            # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored
-            parser.add_argument(name, nargs="*", default=None, metavar="KEY=VALUE", help=f.metadata["help"])
-            continue
-        origin = typing.get_origin(hint)
-        if origin is tuple:
-            parser.add_argument(name, nargs="+", type=int, default=list(default), help=f.metadata["help"])
-            continue
-        if origin in (typing.Union, types.UnionType):
-            hint = next(a for a in typing.get_args(hint) if a is not type(None))
-        parser.add_argument(name, type=extra.pop("type", hint), default=default, help=f.metadata["help"], **extra)
-    parser.add_argument(
+        group = f.metadata.get("group")
+        if group not in groups:  # a flag without a (known) group: still shown, under "other options", last
+            group = OTHER_GROUP[0]
+            if group not in groups:
+                groups[group] = parser.add_argument_group(OTHER_GROUP[1])
+        _add_flag(groups[group], f, hints[f.name], getattr(defaults, f.name))
+    groups["run"].add_argument(
         "--show-config",
         action="store_true",
         help="print the resolved settings and where each comes from (default, preset, flag), then exit",
     )
     return parser
+
+
+def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: Any, default: Any) -> None:
+    """Config field ``f`` (type ``hint``, default ``default``) as a flag of ``parser``, a group of the command line's
+    parser."""
+    name, help_text = "--" + f.name.replace("_", "-"), f.metadata["help"]
+    extra = dict(f.metadata["cli"])
+    if hint is bool:  # --flag / --no-flag: a flag given must be able to turn off what a preset turned on
+        parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        return
+    if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port)
+        parser.add_argument(name, nargs="?", const=0, type=int, default=None, metavar="PORT", help=help_text)
+        return
+    if f.name == "env_kwargs":
+        # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored
+        parser.add_argument(name, nargs="*", default=None, metavar="KEY=VALUE", help=help_text)
+        return
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        parser.add_argument(name, nargs="+", type=int, default=list(default), help=help_text)
+        return
+    if origin in (typing.Union, types.UnionType):
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+    parser.add_argument(name, type=extra.pop("type", hint), default=default, help=help_text, **extra)
 
 
 def parse_flags(argv: Sequence[str] | None = None) -> tuple[dict[str, Any], set[str], bool]:

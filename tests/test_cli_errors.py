@@ -300,3 +300,84 @@ def test_the_real_command_prints_one_line_and_exits_2(tmp_path, argv, expected):
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and expected in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stdout == "" and not run_dir.exists()
+
+
+# -- issue 27: each message names the fix ----------------------------------------------------------------------------
+def _one_line_error(argv, capsys):
+    code = run_cli(main, argv, prog="a3c.train")
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_discrete_observation_points_to_the_one_hot_recipe(tmp_path, capsys):
+    err = _one_line_error(["--env", "FrozenLake-v1", "--run-dir", str(tmp_path / "run")], capsys)
+    assert "observation space Discrete(16), which is not supported" in err
+    assert "FlattenObservation (one-hot)" in err and "'Your own environment'" in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "env_id, library, extra",
+    [
+        ("LunarLander-v3", "Box2D", "box2d"),
+        ("LunarLanderContinuous-v3", "Box2D", "box2d"),
+        ("Hopper-v5", "MuJoCo", "mujoco"),
+    ],
+)
+def test_an_env_whose_library_is_missing_names_the_extra(env_id, library, extra, capsys, monkeypatch):
+    """gymnasium's own message (for Box2D: 'pip install swig' first) replaced by the project's extra."""
+    import gymnasium as gym
+
+    def make(name, **kwargs):
+        raise gym.error.DependencyNotInstalled(
+            "Box2D is not installed, you can install it by run `pip install swig` followed by "
+            '`pip install "gymnasium[box2d]"`'
+        )
+
+    monkeypatch.setattr(gym, "make", make)
+    err = _one_line_error(["--env", env_id], capsys)
+    assert f'{env_id} needs {library}, which is not installed; install the extra: pip install -e ".[{extra}]"' in err
+    assert "swig" not in err
+
+
+def test_backend_ray_without_ray_names_the_extra(capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    err = _one_line_error(["--backend", "ray", "--workers", "1"], capsys)
+    assert 'needs Ray, which is not installed; pip install -e ".[ray]" in the a3c clone' in err
+
+
+def test_atari_without_ale_py_or_opencv_names_the_extra(capsys, monkeypatch):
+    import gymnasium as gym
+
+    from a3c.spec import environment
+
+    monkeypatch.setitem(sys.modules, "ale_py", None)  # import ale_py raises ImportError
+    assert 'ALE/Pong-v5 needs ale-py; install the extra: pip install -e ".[atari]"' in _one_line_error(
+        ["--env", "ALE/Pong-v5"], capsys
+    )
+    monkeypatch.delitem(sys.modules, "ale_py")
+    pytest.importorskip("ale_py")
+
+    def no_opencv(env, training=True):
+        raise gym.error.DependencyNotInstalled("opencv-python is not installed")
+
+    monkeypatch.setattr(environment, "atari_wrappers", no_opencv)
+    assert 'ALE/Pong-v5 needs OpenCV; install the extra: pip install -e ".[atari]"' in _one_line_error(
+        ["--env", "ALE/Pong-v5"], capsys
+    )
+
+
+def test_resume_of_a_missing_path_answers_before_torch_is_imported(tmp_path):
+    """Issue 27: it took 5 s (torch imported first); now the path is checked first (< 1 s on an idle machine)."""
+    probe = (
+        "import sys; from a3c.spec.errors import run_cli; from a3c.train import main; "
+        f"code = run_cli(main, ['--resume', {str(tmp_path / 'nope')!r}], prog='a3c.train'); "
+        "print(code, 'torch' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["2", "False"], proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and "no such directory" in proc.stderr

@@ -80,13 +80,17 @@ def test_evaluate_best_reproduces_the_runs_evaluation(run, tmp_path, capsys):
     """The evaluator and python -m a3c.evaluate play the same episodes (seeds of the run) with the same code."""
     out = tmp_path / "best.json"
     assert run_cli(evaluate_cli.main, [str(run), "--best", "--json", str(out)]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[0].startswith("| checkpoint | step | episodes | return (mean ± std) | mean length |")
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert len(lines) == 1, lines  # one line, as the README says (issue 27: it was a 3-line markdown table)
+    assert captured.err.strip() == f"a3c: wrote {out}"
     result = json.loads(out.read_text())
     best = max(_rows(run), key=lambda r: r["mean_return"])
     assert result["mean_return"] == best["mean_return"] and result["std_return"] == pytest.approx(best["std_return"])
     assert result["episodes"] == EPISODES and result["global_step"] == int(best["global_step"])
-    assert f"| {EPISODES} | {best['mean_return']:.2f} ± " in lines[2] and "best.pt" in lines[2]
+    step = f"(step {int(best['global_step']):,})"
+    assert lines[0].startswith(str(run / "checkpoints" / "best.pt") + f" {step}: return {best['mean_return']:.2f} ± ")
+    assert f", {EPISODES} episodes (deterministic, seed " in lines[0]
 
 
 def test_evaluate_latest_with_options(run, capsys):
@@ -115,7 +119,8 @@ def test_evaluate_user_errors(run, tmp_path, capsys, monkeypatch):
         assert err.startswith("a3c.evaluate: error: ") and message in err and err.count("\n") == 1, err
     monkeypatch.setattr(evaluate_cli.importlib.util, "find_spec", lambda name: None)  # moviepy not installed
     assert run_cli(evaluate_cli.main, [str(run), "--video", str(tmp_path / "v")], prog="a3c.evaluate") == 2
-    assert "--video needs moviepy, which is not installed; pip install 'a3c[video]'" in capsys.readouterr().err
+    expected = '--video needs moviepy, which is not installed; pip install -e ".[video]" in the a3c clone'
+    assert expected in capsys.readouterr().err
 
 
 def test_evaluate_records_videos(run, tmp_path):

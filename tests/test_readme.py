@@ -1,7 +1,10 @@
-"""The README's Quickstart and tour, run as written (with small step counts and a temporary run directory added):
-the train commands, the resume, the own-env example (its Python file written out as shown), and the test command
-agreeing with .ci/run."""
+"""The README's commands, run as written (with small step counts and a temporary run directory added): the
+Quickstart's and the tour's train commands, the resume, the own-env example (its Python file written out as shown),
+the evaluate commands of "Use a trained agent" (its Python example: tests/test_api.py), and the test command agreeing
+with .ci/run. Also: the README fits on a page, the flags and extras it and the docs it moved to name exist, its
+links and theirs point to files, and no doc is named after an issue."""
 
+import importlib.util
 import os
 import re
 import shlex
@@ -13,6 +16,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+# the docs that hold what the README used to (flags named there must exist too)
+MOVED_DOCS = (
+    "options.md",
+    "agents.md",
+    "spaces.md",
+    "workers.md",
+    "run_outputs.md",
+    "faults_and_resume.md",
+    "seeds.md",
+    "slow_envs.md",
+    "cluster.md",
+)
 SMALL = ["--total-steps", "3000", "--envs-per-worker", "2", "--checkpoint-every", "0"]
 
 
@@ -22,6 +37,21 @@ def _section(title: str) -> str:
 
 def _blocks(text: str, lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def _fenced(text: str) -> list[tuple[str, str]]:
+    """The fenced blocks of ``text`` as (language, body), fences paired in order."""
+    blocks, lang, body = [], None, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if lang is None:
+                lang, body = line[3:].strip(), []
+            else:
+                blocks.append((lang, "\n".join(body)))
+                lang = None
+        elif lang is not None:
+            body.append(line)
+    return blocks
 
 
 def _train_commands(text: str) -> list[list[str]]:
@@ -43,26 +73,62 @@ def _train(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.Compl
     return proc
 
 
+def _ci_lines() -> list[str]:
+    """.ci/run's commands, comments dropped."""
+    text = (ROOT / ".ci" / "run").read_text()
+    return [line.split("  #")[0].strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
 def test_the_test_command_is_what_ci_runs():
     quickstart = _blocks(_section("Quickstart"), "bash")
     test_line = next(b for b in quickstart if "pytest" in b).strip()
-    ci = (ROOT / ".ci" / "run").read_text()
-    assert test_line.split("&& ")[-1] in ci.splitlines()  # the same pytest command
+    assert "(what `.ci/run` runs)" in _section("Quickstart")
+    ci = _ci_lines()
+    # what comes after the install is .ci/run's own checks, in its order: lint, the import layers, mypy, the tests
+    checks = test_line.split('pip install -e ".[dev,atari,ray,video,tune,wandb]" && ')[1].split(" && ")
+    assert checks == ["ruff check .", "lint-imports", "mypy", "python -m pytest -q -x tests"]
+    assert [line for line in ci if line in checks] == checks
     # the extras every test needs (video: test_evaluate_records_videos; tune, wandb: tests/tune, tests/record's
     # --track), which .ci/run then checks are importable
     assert 'pip install torch==2.13.0 && pip install -e ".[dev,atari,ray,video,tune,wandb]"' in test_line
     assert "pip install -q torch==2.13.0" in ci and 'pip install -q -e ".[dev,atari,ray,video,tune,wandb]"' in ci
-    assert 'python -c "import ray, ale_py, moviepy, pygame, optuna, wandb"' in ci.splitlines()
+    assert 'python -c "import ray, ale_py, moviepy, pygame, optuna, wandb"' in ci
     train_line = next(b for b in quickstart if "a3c.train" in b).strip()
     assert train_line.index("pip install torch==2.13.0") < train_line.index("pip install -e .")
     assert "--index-url https://download.pytorch.org/whl/cpu" in _section("Quickstart")
+    assert len(quickstart) == 3  # the two commands, and the CPU build's install line
+
+
+def test_the_readme_fits_on_a_page_and_no_doc_is_named_after_an_issue():
+    assert len(README.splitlines()) <= 250
+    assert README.index("## Quickstart") < README.index("## A short tour") < README.index("## Use a trained agent")
+    assert README.index("## Use a trained agent") < README.index("## How well it learns")
+    assert README.count("\n| env ") == 1  # one results table
+    named = [p.name for p in (ROOT / "docs").iterdir() if re.search(r"issue_?\d", p.name)]
+    assert named == []
+
+
+def test_every_extra_the_readme_names_exists_and_is_spelled_one_way():
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    texts = [README] + [(ROOT / "docs" / name).read_text() for name in MOVED_DOCS]
+    named = {
+        e
+        for text in texts
+        for group in re.findall(r'pip install -e "\.\[([a-z0-9,]+)\]"', text)
+        for e in group.split(",")
+    }
+    assert {"box2d", "mujoco", "atari", "ray", "video", "dev"} <= named <= extras, named - extras
+    for text in texts:  # the one spelling: from the clone, -e ".[extra]" (a3c is not on PyPI)
+        assert "a3c[" not in text and "'.[" not in text
 
 
 @pytest.mark.timeout(400)
 def test_the_tour_runs_as_written(tmp_path):
     tour = _section("A short tour")
-    commands = _train_commands(tour)
-    assert len(commands) >= 4, commands  # train, watch, resume, own env
+    commands = _train_commands(_section("Quickstart")) + _train_commands(tour)
+    assert len(commands) >= 5, commands  # the Quickstart's; the tour's train, watch, resume, own env
     # the own env's module, written out as the README shows it, in the directory the command runs from
     (module,) = _blocks(tour, "python")
     (tmp_path / "my_envs.py").write_text(module)
@@ -89,21 +155,51 @@ def test_the_tour_runs_as_written(tmp_path):
         first_run = first_run or run_dir
 
 
+def test_the_evaluate_commands_run_as_written(tmp_path):
+    """The bash block of "Use a trained agent": train, then python -m a3c.evaluate three ways; each evaluate prints
+    one line on stdout, as the README says (and as its sample shows)."""
+    section = _section("Use a trained agent")
+    (block,) = _blocks(section, "bash")
+    lines = [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+    train, evaluations = shlex.split(lines[0]), [shlex.split(line) for line in lines[1:]]
+    assert train[:3] == ["python", "-m", "a3c.train"] and len(evaluations) == 3
+    _train([*train[3:], *SMALL, "--eval-every", "1500", "--eval-episodes", "2"], tmp_path)
+    for args in evaluations:
+        assert args[:3] == ["python", "-m", "a3c.evaluate"]
+        if "--video" in args and importlib.util.find_spec("moviepy") is None:
+            continue  # the video extra (.ci/run installs it)
+        proc = subprocess.run([sys.executable, *args[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        (line,) = proc.stdout.strip().splitlines()
+        assert re.fullmatch(
+            r"runs/cartpole/checkpoints/(latest|best)\.pt \(step [\d,]+\): return [\d.]+ ± [\d.]+, .*", line
+        )
+        assert proc.stderr.strip().splitlines()[-1].startswith("a3c: wrote runs/cartpole/evaluate-")
+    (sample,) = [body.splitlines() for lang, body in _fenced(section) if lang == ""]  # the sample output
+    assert re.fullmatch(
+        r"runs/cartpole/checkpoints/best\.pt \(step [\d,]+\): return .* episodes \(deterministic, seed 1\)", sample[0]
+    )
+
+
 def test_every_flag_the_readme_names_exists():
     from a3c.evaluate import build_parser as evaluate_parser
     from a3c.train import build_parser
 
-    parsers = (build_parser(), evaluate_parser())  # the tour names python -m a3c.evaluate's flags too
+    parsers = (build_parser(), evaluate_parser())  # the README names python -m a3c.evaluate's flags too
     known = {option for parser in parsers for action in parser._actions for option in action.option_strings}
-    text = "".join(_section(t) for t in ("A short tour", "Choosing the number of workers", "Options"))
+    known |= {"--out", "--window"}  # python -m a3c.plot's (docs/run_outputs.md)
+    texts = [README] + [(ROOT / "docs" / name).read_text() for name in MOVED_DOCS]
+    # (the benchmark scripts' own flags aside: python scripts/... commands)
+    text = re.sub(r"`python scripts/[^`]*`", "", "".join(texts))
     named = set(re.findall(r"`(--[a-z-]+)", text))
-    assert len(named) > 15
+    assert len(named) > 40
     assert named <= known, named - known
 
 
 def test_links_point_to_files():
     for target in re.findall(r"\]\(((?:docs/|LICENSE)[^)#]*)", README):
-        if target == "docs/long_runs.md" and not (ROOT / target).exists():
-            continue  # written in another branch (issue 14's long-runs page)
         assert (ROOT / target).exists(), target
+    for doc in (ROOT / "docs").glob("*.md"):  # the docs' relative links too
+        for target in re.findall(r"\]\((?![a-z]+:)([^)#]+)", doc.read_text()):
+            assert (doc.parent / target).exists(), f"{doc.name}: {target}"
     assert os.path.exists(ROOT / "LICENSE")

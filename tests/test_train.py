@@ -32,7 +32,69 @@ def test_no_flag_shows_its_default_twice():
 
 def test_run_directories_are_called_run_dir():
     usage = " ".join(build_parser().format_usage().split())
-    assert "[--resume RUN_DIR]" in usage and "[--run-dir RUN_DIR]" in usage and "RESUME" not in usage
+    assert "[--resume RUN_DIR]" in usage and "RESUME" not in _help()
+    assert "--run-dir RUN_DIR " in _help() and "--resume RUN_DIR " in _help()
+
+
+def _groups(text: str) -> dict[str, list[str]]:
+    """--help's groups: {title: the flags listed under it}, in order."""
+    groups: dict[str, list[str]] = {}
+    title = None
+    for line in text.split("examples:")[0].splitlines():
+        if line and not line.startswith(" ") and line.endswith(":") and not line.startswith("usage"):
+            title = line[:-1]
+            groups[title] = []
+        elif title is not None and line.startswith("  -"):
+            groups[title].append(line.split()[0].rstrip(","))
+    return groups
+
+
+def test_help_lists_the_flags_in_groups():
+    """Issue 27: --help was 196 lines in one group, the Ray flags in the middle."""
+    groups = _groups(_help())
+    assert list(groups) == [
+        "options",
+        "run",
+        "env",
+        "algorithm",
+        "model",
+        "evaluation",
+        "logging and checkpoints",
+        "faults",
+        "backend and Ray",
+    ]
+    assert groups["options"] == ["-h"]
+    assert {"--env", "--env-kwargs", "--envs-per-worker", "--normalize-obs"} <= set(groups["env"])
+    assert {"--total-steps", "--seed", "--resume", "--run-dir", "--preset", "--show-config"} <= set(groups["run"])
+    assert {"--lr", "--gamma", "--n-steps", "--optimizer"} <= set(groups["algorithm"])
+    assert {"--hidden-sizes", "--lstm"} <= set(groups["model"])
+    assert {"--eval-every", "--eval-episodes"} == set(groups["evaluation"])
+    assert {"--tensorboard", "--checkpoint-every"} <= set(groups["logging and checkpoints"])
+    assert {"--max-restarts", "--worker-timeout", "--max-skipped-in-row"} == set(groups["faults"])
+    ray = {"--backend", "--start-method", "--ray-address", "--ray-node-ip", "--push-every"}
+    assert ray <= set(groups["backend and Ray"])
+    assert all(f.startswith("--ray") is False for g, fs in groups.items() if g != "backend and Ray" for f in fs)
+    listed = [f for fs in groups.values() for f in fs]
+    options = {a.option_strings[0] for a in build_parser()._actions}
+    assert sorted(listed) == sorted(options)  # every flag once
+
+
+def test_a_flag_without_a_group_is_still_listed(monkeypatch):
+    """A Config field that names no group (or an unknown one) is shown under "other options", last: flags added
+    without a group still reach --help."""
+    import dataclasses
+
+    import a3c.train
+    from a3c.spec.config import Config, flag
+
+    @dataclasses.dataclass
+    class WithMore(Config):
+        track: bool = flag(False, help="a flag that names no group")
+        wandb_project: str = flag("a3c", group="no such group", help="one that names an unknown group")
+
+    monkeypatch.setattr(a3c.train, "Config", WithMore)
+    groups = _groups(build_parser().format_help())
+    assert list(groups)[-1] == "other options" and groups["other options"] == ["--track", "--wandb-project"]
 
 
 def test_workers_default_is_auto():

@@ -318,10 +318,10 @@ class Dashboard:
         if self.tracker is not None:
             self.tracker.summarize(summary)
 
-    def close(self) -> None:
+    def close(self, steps_per_s: float | None = None) -> None:
         """Write the last interval's aggregates and perf scalars, wait for the figure, close every writer and
         episodes.csv. Each of them is attempted even when one fails; then the first failure (RunDirWriteError) is
-        raised."""
+        raised. ``steps_per_s``: the session's (summary.json's), the progress bar's last figure."""
         if self._closed:
             return
         self._closed = True
@@ -337,7 +337,7 @@ class Dashboard:
         attempt(self._write_interval)
         attempt(lambda: self._collect_plot(wait=True))
         self._plotter.shutdown(wait=True)
-        self.bar.close()
+        self.bar.close(steps_per_s)
         attempt(self.tensorboard.close)
         attempt(self.log.close)
         if self.tracker is not None:

@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from a3c.learn.distributions import make_distribution
-from a3c.record.checkpoint import INPUT_SCALE, LATEST, REQUIRED, check_trained_spaces, load_checkpoint, saved_settings
+from a3c.record.checkpoint import INPUT_SCALE, REQUIRED, check_trained_spaces, load_checkpoint, saved_settings
 from a3c.record.files import atomic_write
+from a3c.record.run_dir import resume_checkpoint
 from a3c.spec.config import RAY_ONLY_SETTINGS, WANDB_SETTINGS, Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
@@ -42,16 +43,7 @@ FIXED_ON_RESUME: tuple[str, ...] = (
 def load_resume(run_dir: str | Path) -> dict[str, Any]:
     """The checkpoint to resume the run in ``run_dir`` from (its checkpoints/latest.pt), checked for completeness."""
     run = Path(run_dir)
-    if not run.exists():
-        raise UserError(f"--resume {run}: no such directory; give the run directory of an earlier a3c run")
-    if not run.is_dir() or not (run / "config.json").is_file():
-        raise UserError(f"--resume {run} is not an a3c run directory (no config.json); give the run's directory")
-    path = run / "checkpoints" / LATEST
-    if not path.is_file():
-        raise UserError(
-            f"--resume {run}: the run has no checkpoints/{LATEST} (it ended before its first checkpoint); "
-            "start a new run instead"
-        )
+    path = resume_checkpoint(run)
     payload = load_checkpoint(path)
     for key, kind in REQUIRED.items():
         if not isinstance(payload.get(key), kind):

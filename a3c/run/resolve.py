@@ -33,6 +33,7 @@ import multiprocessing
 import multiprocessing.forkserver
 import secrets
 import signal
+import sys
 from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,13 +42,13 @@ from typing import Any
 
 import gymnasium as gym
 
-from a3c.record.run_dir import check_new_run_dir
+from a3c.record.run_dir import check_new_run_dir, resume_checkpoint
 from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env
-from a3c.spec.errors import UserError
-from a3c.spec.presets import CHECKPOINT, FLAG, resolve_config
+from a3c.spec.errors import UserError, install_extra
+from a3c.spec.presets import CHECKPOINT, FLAG, preset_line, resolve_config, short_run_warning
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     settings = resolve_settings(values, given)
     config, resume = settings.config, settings.resume
     spec = preflight(config)  # the user's input, checked without torch ...
+    if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
+        for line in (preset_line(config, settings.sources), short_run_warning(config, settings.sources)):
+            if line is not None:
+                print(line, file=sys.stderr)
     if resume is not None:
         check_resume_fits(resume, spec, config)
     else:
@@ -115,8 +120,6 @@ def _bad_types() -> Iterator[None]:
 
 def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     """--resume RUN_DIR: its checkpoint, read once, and its config with the settings given on top."""
-    from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
-
     for name in ("preset", "preset_file"):
         if name in given:
             flag = "--" + name.replace("_", "-")
@@ -129,6 +132,9 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     if "workers" in overrides:  # a count given now replaces the one --workers auto chose before, and its reason
         overrides["workers_auto"] = None
     run_dir = values["resume"]
+    resume_checkpoint(run_dir)  # a path that is no run answers now, before torch is imported (a second or more)
+    from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
+
     payload = load_resume(run_dir)
     with _bad_types():
         config = resume_config(payload, run_dir, overrides)
@@ -141,11 +147,10 @@ def preflight(config: Config) -> EnvSpec:
     """The checks of a validated ``config`` (resolve_settings) that need no torch but more than the settings; returns
     the env's spec. Raises UserError."""
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise UserError("--backend ray needs Ray, which is not installed; pip install 'a3c[ray]' (or 'ray>=2.40')")
+        raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')} (or 'ray>=2.40')")
     if config.track and importlib.util.find_spec("wandb") is None:
         raise UserError(
-            '--track needs Weights & Biases (wandb), which is not installed; pip install -e ".[wandb]" '
-            "(or pip install 'a3c[wandb]'), or drop --track"
+            f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"
         )
     spec = describe_env(config.env, config.env_kwargs)
     if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):

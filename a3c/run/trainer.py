@@ -244,7 +244,7 @@ class Trainer:
                 failures.attempt("summary.json", run.write_summary, summary)
                 failures.attempt("the TensorBoard hparams", dashboard.write_hparams, cfg.to_dict(), summary)
                 failures.attempt("the loss-history figure", dashboard.save_loss_history)
-                failures.attempt(None, dashboard.close)  # (episodes.csv or the event files, whichever failed)
+                failures.attempt(None, dashboard.close, summary["steps_per_s"])  # (episodes.csv or the event files)
             if failures.first is not None and exit_code == 0:  # (a write after the summary, or before the dashboard)
                 exit_code = EXIT_FAILED
             if dashboard is None and tracker is not None:  # (the dashboard finishes it otherwise)

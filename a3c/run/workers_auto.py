@@ -286,7 +286,13 @@ def resolve_workers(config: Config, spec: EnvSpec, log: Callable[[str], None] | 
     log = log or (lambda line: print(line, file=sys.stderr))
     if config.workers == "auto":
         choice = auto_choice(config, spec)
-        log(f"a3c: --workers auto: {choice.reason}")
+        if config.backend == "serial":  # one process: the count worker processes would get, taking turns here
+            log(
+                f"a3c: --workers auto: {choice.workers} worker{'s' if choice.workers != 1 else ''} taking turns in "
+                f"this one process (--backend serial: as many as worker processes would get on {choice.cores} cores)"
+            )
+        else:
+            log(f"a3c: --workers auto: {choice.reason}")
         return dataclasses.replace(config, workers=choice.workers, workers_auto=choice.to_dict())
     if config.backend == "ray" and config.ray_address is not None:
         return config  # a cluster's cores, not this machine's, are what a count given there is for

@@ -38,17 +38,34 @@ def workers_arg(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"takes a number of workers or auto (got {text!r})") from None
 
 
+# The groups of `python -m a3c.train --help`, in the order shown: (name, title, one line on what its flags are for).
+# A flag names its group (``flag(group=...)``); one that names none is shown under OTHER_GROUP, at the end.
+FLAG_GROUPS: tuple[tuple[str, str, str], ...] = (
+    ("run", "run", "how long, from which seed and preset, and where the run goes (or which run goes on)"),
+    ("env", "env", "the environment, and what a3c does to its observations and rewards"),
+    ("algorithm", "algorithm", "the A3C update: rollouts, returns, the loss and the shared optimizer"),
+    ("model", "model", "the network built from the env's spaces"),
+    ("evaluation", "evaluation", "the deterministic policy scored during training"),
+    ("logging", "logging and checkpoints", "TensorBoard, Weights & Biases (--track) and the checkpoint files"),
+    ("faults", "faults", "hung and failing workers, non-finite updates"),
+    ("backend", "backend and Ray", "where the workers run: processes, one process, or a Ray cluster"),
+)
+OTHER_GROUP = ("other", "other options", "")
+
+
 def flag(
     default: Any = dataclasses.MISSING,
     *,
     help: str,
     factory: Any = dataclasses.MISSING,
     internal: bool = False,
+    group: str | None = None,
     **cli: Any,
 ) -> Any:
     """A dataclass field that carries its CLI help text (and extra argparse options) in its metadata; ``internal``:
-    a setting the program resolves (recorded in config.json), not a flag."""
-    metadata = {"help": help, "cli": cli, "internal": internal}
+    a setting the program resolves (recorded in config.json), not a flag; ``group``: the name of its group in
+    --help (FLAG_GROUPS; None: OTHER_GROUP)."""
+    metadata = {"help": help, "cli": cli, "internal": internal, "group": group}
     if factory is not dataclasses.MISSING:
         return field(default_factory=factory, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -58,95 +75,128 @@ def flag(
 class Config:
     """Every setting of a training run. Field names are the CLI flags with '-' for '_'."""
 
-    env: str = flag("CartPole-v1", help="gymnasium env id: a registered id, 'envs/Name-v0', or 'module:Name-v0'")
+    env: str = flag(
+        "CartPole-v1", group="env", help="gymnasium env id: a registered id, 'envs/Name-v0', or 'module:Name-v0'"
+    )
     preset: str | None = flag(
         None,
+        group="run",
         help="per-env hyperparameters from a3c/spec/presets.toml: by default the preset named like --env, if there is "
         "one; 'none' for the plain defaults. Flags given override the preset. config.json records the one applied",
     )
     workers: int | str = flag(
         "auto",
+        group="run",
         help="number of worker processes, or auto: measure the env's step time against the model's cost at start-up "
         "and run as many as keep every core busy (one per core for fast envs, more for slow ones)",
         type=workers_arg,
         metavar="N|auto",
     )
-    envs_per_worker: int = flag(8, help="envs each worker steps together under one batched forward pass")
-    total_steps: int = flag(500_000, help="stop after this many env steps, summed over all workers and envs")
+    envs_per_worker: int = flag(8, group="env", help="envs each worker steps together under one batched forward pass")
+    total_steps: int = flag(
+        500_000, group="run", help="stop after this many env steps, summed over all workers and envs"
+    )
     seed: int = flag(
         1,
+        group="run",
         help="the run's root seed: every random stream (each worker's envs and sampler, each restart, each resume) "
         "is derived from it",
     )
     run_dir: str | None = flag(
-        None, help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)", metavar="RUN_DIR"
+        None,
+        group="run",
+        help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)",
+        metavar="RUN_DIR",
     )
-    exp_name: str = flag("a3c", help="experiment name, used in the default run directory name")
-    n_steps: int = flag(5, help="rollout length: env steps per env between two updates of a worker")
-    gamma: float = flag(0.99, help="discount factor, in (0, 1]")
-    gae_lambda: float = flag(1.0, help="GAE lambda in [0, 1]; 1.0 gives the classic n-step A3C returns")
-    lr: float = flag(1e-3, help="learning rate of the shared optimizer")
+    exp_name: str = flag("a3c", group="run", help="experiment name, used in the default run directory name")
+    n_steps: int = flag(5, group="algorithm", help="rollout length: env steps per env between two updates of a worker")
+    gamma: float = flag(0.99, group="algorithm", help="discount factor, in (0, 1]")
+    gae_lambda: float = flag(
+        1.0, group="algorithm", help="GAE lambda in [0, 1]; 1.0 gives the classic n-step A3C returns"
+    )
+    lr: float = flag(1e-3, group="algorithm", help="learning rate of the shared optimizer")
     lr_schedule: str = flag(
         "constant",
+        group="algorithm",
         help="learning-rate schedule: constant, or linear (from --lr down to 0 at --total-steps, as rl-zoo3's lin_)",
         choices=LR_SCHEDULES,
     )
-    ent_coef: float = flag(0.01, help="entropy bonus coefficient")
-    vf_coef: float = flag(0.5, help="value loss coefficient")
-    max_grad_norm: float = flag(1.0, help="clip each worker's gradient to this global L2 norm")
+    ent_coef: float = flag(0.01, group="algorithm", help="entropy bonus coefficient")
+    vf_coef: float = flag(0.5, group="algorithm", help="value loss coefficient")
+    max_grad_norm: float = flag(1.0, group="algorithm", help="clip each worker's gradient to this global L2 norm")
     optimizer: str = flag(
         "adam",
+        group="algorithm",
         help="shared optimizer (rmsprop: PyTorch's; rmsprop-tf: TensorFlow's, as the A3C paper and SB3's A2C on Atari)",
         choices=OPTIMIZERS,
     )
-    hidden_sizes: tuple[int, ...] = flag(factory=lambda: (64, 64), help="hidden layer sizes of the MLP torso(s)")
+    hidden_sizes: tuple[int, ...] = flag(
+        factory=lambda: (64, 64), group="model", help="hidden layer sizes of the MLP torso(s)"
+    )
     shared_torso: bool = flag(
-        False, help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs)"
+        False,
+        group="model",
+        help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs)",
     )
     normalize_obs: bool = flag(
-        False, help="normalise observations by running mean/std shared by all workers (saved in checkpoints)"
+        False,
+        group="env",
+        help="normalise observations by running mean/std shared by all workers (saved in checkpoints)",
     )
-    clip_obs: float = flag(10.0, help="with --normalize-obs: clip normalised observations to [-clip, clip]")
+    clip_obs: float = flag(
+        10.0, group="env", help="with --normalize-obs: clip normalised observations to [-clip, clip]"
+    )
     normalize_reward: bool = flag(
-        False, help="scale rewards by the running std of the discounted return, shared by all workers (not centred)"
+        False,
+        group="env",
+        help="scale rewards by the running std of the discounted return, shared by all workers (not centred)",
     )
-    clip_reward: float = flag(10.0, help="with --normalize-reward: clip scaled rewards to [-clip, clip]")
+    clip_reward: float = flag(10.0, group="env", help="with --normalize-reward: clip scaled rewards to [-clip, clip]")
     lstm: int = flag(
         0,
+        group="model",
         help="an LSTM core of SIZE units after the torso (--lstm alone: 128); 0: none",
         nargs="?",
         const=128,
         metavar="SIZE",
     )
-    log_std_init: float = flag(0.0, help="initial log standard deviation of the Gaussian policy (Box actions)")
+    log_std_init: float = flag(
+        0.0, group="model", help="initial log standard deviation of the Gaussian policy (Box actions)"
+    )
     gsde: bool = flag(
         False,
+        group="algorithm",
         help="Box actions: generalized state-dependent exploration (noise a function of the state, redrawn every "
         "rollout, as SB3's use_sde) instead of independent noise at every step",
     )
     backend: str = flag(
         "shared-memory",
+        group="backend",
         help="where workers run: shared-memory (processes on this machine, the fast default), serial (all in this "
-        "process, in turn: for pdb and cProfile) or ray (actors on a Ray cluster: pip install 'a3c[ray]')",
+        "process, in turn: for pdb and cProfile) or ray (actors on a Ray cluster; the ray extra: "
+        'pip install -e ".[ray]")',
         choices=BACKENDS,
     )
     ray_address: str | None = flag(
         None,
+        group="backend",
         help="with --backend ray: the cluster to join (auto: the one `ray start` runs here; or HOST:PORT); "
         "default: start a local Ray instance for this run",
         metavar="ADDR",
     )
     ray_node_ip: str = flag(
         "127.0.0.1",
+        group="backend",
         help="with --backend ray: this machine's address in the Ray cluster (on a multi-machine cluster, the one "
         "given to `ray start --node-ip-address`)",
         metavar="IP",
     )
     ray_cpus_per_worker: float = flag(
-        1.0, help="with --backend ray: CPUs each worker actor reserves (Ray's scheduling resource)"
+        1.0, group="backend", help="with --backend ray: CPUs each worker actor reserves (Ray's scheduling resource)"
     )
     ray_same_node: str = flag(
         "shared-memory",
+        group="backend",
         help="with --backend ray: how workers on the parameter server's node (the driver's) reach the global model: "
         "shared-memory (in place, as --backend shared-memory's workers do; Ray only starts and restarts them) or "
         "ray (actor calls, as workers on other nodes do)",
@@ -154,67 +204,92 @@ class Config:
     )
     push_every: int = flag(
         1,
+        group="backend",
         help="with --backend ray: a worker that reaches the server by actor calls (on another node, or with "
         "--ray-same-node ray) sums the gradients of this many rollouts and pushes them in one round trip (fewer "
         "round trips; the rollouts between share one set of weights)",
     )
     start_method: str | None = flag(
         None,
+        group="backend",
         help="multiprocessing start method (default: forkserver on Linux, spawn elsewhere)",
         choices=("fork", "forkserver", "spawn"),
     )
-    env_kwargs: dict[str, Any] = flag(factory=dict, help="keyword arguments for gymnasium.make, as key=value ...")
-    stop_when_solved: bool = flag(False, help="stop once the 100-episode mean return reaches the env's threshold")
+    env_kwargs: dict[str, Any] = flag(
+        factory=dict, group="env", help="keyword arguments for gymnasium.make, as key=value ..."
+    )
+    stop_when_solved: bool = flag(
+        False, group="run", help="stop once the 100-episode mean return reaches the env's threshold"
+    )
     checkpoint_every: int = flag(
-        0, help="also write checkpoints/step-N.pt and latest.pt every this many env steps (0: not by steps)"
+        0,
+        group="logging",
+        help="also write checkpoints/step-N.pt and latest.pt every this many env steps (0: not by steps)",
     )
     checkpoint_every_s: float = flag(
-        300.0, help="write checkpoints/step-N.pt and latest.pt every this many seconds (0: not by time)"
+        300.0,
+        group="logging",
+        help="write checkpoints/step-N.pt and latest.pt every this many seconds (0: not by time)",
     )
     keep_checkpoints: int = flag(
-        5, help="step-N.pt files kept (the newest; latest.pt and best.pt are always kept); 0: only latest.pt"
+        5,
+        group="logging",
+        help="step-N.pt files kept (the newest; latest.pt and best.pt are always kept); 0: only latest.pt",
     )
     tensorboard: int | None = flag(
-        None, help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
+        None, group="logging", help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
     )
     tb_episode_points_per_s: float = flag(
         1.0,
+        group="logging",
         help="per-episode TensorBoard points per second for each worker and for all workers (0: every episode); "
         "the mean, min and max of each interval's episodes are exact, episodes.csv keeps every episode",
     )
     # -- tracking and preset files (issue 28) --
     preset_file: str | None = flag(
         None,
+        group="run",
         help="take the preset from this TOML file instead of a3c/spec/presets.toml (the same format: a table named "
         "like --env, or by --preset; e.g. the best.toml of python -m a3c.tune). Flags given override it",
         metavar="FILE",
     )
     track: bool = flag(
         False,
+        group="logging",
         help="also log the run to Weights & Biases (scalars, config, final summary; pip install -e '.[wandb]'); "
         "WANDB_MODE=offline keeps it on this machine (wandb sync RUN_DIR/wandb/offline-run-* later)",
     )
-    wandb_project: str = flag("a3c", help="with --track: the W&B project", metavar="NAME")
+    wandb_project: str = flag("a3c", group="logging", help="with --track: the W&B project", metavar="NAME")
     wandb_entity: str | None = flag(
-        None, help="with --track: the W&B entity (team or user; default: yours)", metavar="NAME"
+        None, group="logging", help="with --track: the W&B entity (team or user; default: yours)", metavar="NAME"
     )
-    wandb_group: str | None = flag(None, help="with --track: the W&B group the run belongs to", metavar="NAME")
+    wandb_group: str | None = flag(
+        None, group="logging", help="with --track: the W&B group the run belongs to", metavar="NAME"
+    )
     resume: str | None = flag(
         None,
+        group="run",
         help="continue the run in RUN_DIR from its checkpoints/latest.pt (flags given override); its env is made "
         "again, so a 'module:Name-v0' env id imports that module and runs its code, as training did",
         metavar="RUN_DIR",
     )
     eval_every: int = flag(
         50_000,
+        group="evaluation",
         help="evaluate the deterministic policy every this many steps, in a separate process, on its own envs "
         "(eval.csv, eval/* tags, checkpoints/best.pt); 0: off",
     )
-    eval_episodes: int = flag(10, help="episodes per evaluation (0: no evaluation)")
-    worker_timeout: float = flag(60.0, help="restart a worker whose heartbeat (one per update) is older than this (s)")
-    max_restarts: int = flag(3, help="restarts allowed per worker (after a crash or a hang) before the run fails")
+    eval_episodes: int = flag(10, group="evaluation", help="episodes per evaluation (0: no evaluation)")
+    worker_timeout: float = flag(
+        60.0, group="faults", help="restart a worker whose heartbeat (one per update) is older than this (s)"
+    )
+    max_restarts: int = flag(
+        3, group="faults", help="restarts allowed per worker (after a crash or a hang) before the run fails"
+    )
     max_skipped_in_row: int = flag(
-        100, help="stop the run when a worker skips this many updates in a row for a non-finite loss or gradient"
+        100,
+        group="faults",
+        help="stop the run when a worker skips this many updates in a row for a non-finite loss or gradient",
     )
     # not a flag: set by --workers auto (a3c/run/workers_auto.py), the measurement and the reason for the count chosen
     workers_auto: dict[str, Any] | None = flag(None, help="", internal=True)

@@ -18,7 +18,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from a3c.spec.errors import UserError
+from a3c.spec.errors import UserError, install_extra
 
 # the action spaces a3c.learn.distributions.make_distribution has a distribution for (checked here without torch: the
 # preflight checks run before torch is imported)
@@ -204,6 +204,14 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
         env = gym.make(env_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
         raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
+    except gym.error.DependencyNotInstalled as err:
+        needs = _env_extra(env_id)
+        if needs is None:
+            raise UserError(f"cannot make env {env_id!r}: {err}") from None
+        library, extra = needs
+        raise UserError(
+            f"{env_id} needs {library}, which is not installed; install the extra: {install_extra(extra)}"
+        ) from None
     except gym.error.Error as err:
         raise UserError(f"cannot make env {env_id!r}: {err}") from None
     except UserError:
@@ -222,10 +230,27 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
         try:
             return atari_wrappers(env, training)
         except gym.error.DependencyNotInstalled:
-            raise UserError(f"{env_id} needs OpenCV; install the extra: pip install -e '.[atari]'") from None
+            raise UserError(f"{env_id} needs OpenCV; install the extra: {install_extra('atari')}") from None
     if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
         env = gym.wrappers.FlattenObservation(env)
     return env
+
+
+# the env families of gymnasium whose libraries are an extra of this project (pyproject.toml): entry point -> extra
+ENV_EXTRAS: dict[str, tuple[str, str]] = {
+    "gymnasium.envs.box2d": ("Box2D", "box2d"),
+    "gymnasium.envs.mujoco": ("MuJoCo", "mujoco"),
+}
+
+
+def _env_extra(env_id: str) -> tuple[str, str] | None:
+    """(the library, the extra that installs it) for an env of a gymnasium family that needs one; else None."""
+    try:
+        entry_point = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return None
+    module = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")
+    return next((needs for prefix, needs in ENV_EXTRAS.items() if module.startswith(prefix)), None)
 
 
 def _rejected_kwargs(env_id: str, base: dict[str, Any], user: dict[str, Any]) -> str | None:
@@ -253,7 +278,7 @@ def _atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     try:
         import ale_py
     except ImportError:
-        raise UserError(f"{env_id} needs ale-py; install the extra: pip install -e '.[atari]'") from None
+        raise UserError(f"{env_id} needs ale-py; install the extra: {install_extra('atari')}") from None
     gym.register_envs(ale_py)
     if kwargs.get("frameskip", 1) != 1:
         raise UserError(
@@ -335,10 +360,18 @@ def check_spaces(obs_space: gym.Space, act_space: gym.Space, env_id: str) -> Non
     make_env leaves them: images of any size to a CNN, the rest flattened to an MLP) and Discrete, MultiDiscrete or
     float Box actions."""
     if not isinstance(obs_space, gym.spaces.Box) or not _numeric_or_bool(obs_space.dtype):
+        fix = "wrap the env in a gymnasium.ObservationWrapper that returns one of those"
+        if isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+            # a bare index (FrozenLake's cell): the one-hot recipe, rather than a3c one-hotting it behind the back
+            # of a3c.load's agent, which takes the observations the model saw (see docs/spaces.md)
+            fix = (
+                f"for {type(obs_space).__name__} observations, register the env wrapped in gymnasium's "
+                "FlattenObservation (one-hot) and train that: the README's 'Your own environment' shows how"
+            )
         raise UserError(
             f"env {env_id!r} has observation space {obs_space}, which is not supported; a3c supports Box "
             "observations of numbers or booleans, and Dict/Tuple spaces of Box, Discrete, MultiBinary and "
-            "MultiDiscrete (flattened): wrap the env in a gymnasium.ObservationWrapper that returns one of those"
+            f"MultiDiscrete (flattened): {fix}"
         )
     float_box = isinstance(act_space, gym.spaces.Box) and np.issubdtype(act_space.dtype, np.floating)
     if not isinstance(act_space, SUPPORTED_ACTION_SPACES) or (isinstance(act_space, gym.spaces.Box) and not float_box):

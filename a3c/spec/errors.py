@@ -9,6 +9,12 @@ from collections.abc import Callable, Sequence
 EXIT_USAGE = 2
 
 
+def install_extra(extra: str) -> str:
+    """How to install one of the project's extras (pyproject.toml), spelled one way everywhere: from the clone
+    (a3c is not on PyPI)."""
+    return f'pip install -e ".[{extra}]" in the a3c clone'
+
+
 class UserError(ValueError):
     """A problem the user caused (bad flag, unknown env, bad checkpoint...); the message names it and the fix.
 

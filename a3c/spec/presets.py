@@ -162,6 +162,47 @@ def resolve_config(values: dict[str, Any], given: set[str]) -> tuple[Config, dic
     return Config(**resolved).validate(), sources
 
 
+SHORT_RUN_RATIO = 0.5  # a --total-steps below this fraction of the preset's moves its linear lr schedule's end
+
+
+def preset_line(config: Config, sources: dict[str, str]) -> str | None:
+    """The line a new run prints about its preset: its name, what it set, and the flags given that beat it (flags
+    win); None when no preset applies."""
+    if config.preset is None:
+        return None
+    preset = load_presets()[config.preset]
+    applied = [_as_flag(name, value) for name, value in preset.items() if sources.get(name) == PRESET]
+    beaten = [_as_flag(name, getattr(config, name)) for name in preset if sources.get(name) == FLAG]
+    line = f"a3c: preset {config.preset} (a3c/spec/presets.toml) sets {' '.join(applied) or 'nothing here'}"
+    if beaten:
+        return line + f"; the flags given win: {' '.join(beaten)}"
+    return line + " (a flag given wins over it; --preset none: the plain defaults)"
+
+
+def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
+    """A warning when the run's --total-steps (given) is much shorter than the budget the preset was measured at
+    while the preset's linear lr schedule stays: the lr then decays to 0 at the new end, far faster than tuned."""
+    if config.preset is None or config.lr_schedule != "linear" or sources.get("lr_schedule") != PRESET:
+        return None
+    planned = load_presets()[config.preset].get("total_steps")
+    if sources.get("total_steps") != FLAG or not isinstance(planned, int):
+        return None
+    if config.total_steps >= SHORT_RUN_RATIO * planned:
+        return None
+    return (
+        f"a3c: warning: --total-steps {config.total_steps:,} is {planned / config.total_steps:.3g}x shorter than the "
+        f"{planned:,} steps preset {config.preset} was measured at, and its --lr-schedule linear takes the lr to 0 at "
+        f"--total-steps: the run learns at a fraction of the tuned lr; give --lr-schedule constant, or more steps"
+    )
+
+
+def _as_flag(name: str, value: Any) -> str:
+    """A setting as the flag that gives it: --gsde / --no-gsde for a switch, else --name value."""
+    if isinstance(value, bool):
+        return flag_name(name) if value else "--no-" + flag_name(name)[2:]
+    return f"{flag_name(name)} {_show(value)}"
+
+
 def format_config(config: Config, sources: dict[str, str]) -> str:
     """The resolved settings as flags a user could type, one per line, each with where its value came from."""
     lines = [f"# python -m a3c.train: resolved config for --env {config.env}"]

@@ -196,3 +196,30 @@ def test_start_the_run_again_works_after_config_json_could_not_be_written(tmp_pa
     ), last
     assert run_cli(train_main, argv, prog="a3c.train") == 0, capfd.readouterr().err
     assert (run_dir / "config.json").is_file() and (run_dir / "checkpoints" / "latest.pt").is_file()
+
+
+def test_episodes_csv_rows_are_compact_and_keep_what_the_worker_had(tmp_path):
+    """Issue 27: a run of millions of one-step episodes (Blackjack-v1) wrote 120 bytes a row, every float as its
+    full repr. The return stays exact, the losses keep float32's precision (7 significant digits), the wall time
+    its millisecond; a one-step episode's row is about 70 bytes."""
+    import numpy as np
+
+    from a3c.record.rows import FIELD, FIELDS, Episode
+    from a3c.record.run_dir import EpisodeLog
+
+    values = np.zeros(len(FIELDS))
+    ret = 0.1 + 0.2  # not a short decimal: kept exactly
+    values[FIELD["return"]], values[FIELD["length"]], values[FIELD["global_step"]] = ret, 1, 41_824
+    loss = float(np.float32(0.096))  # a float32 loss, widened: 0.09599997848272324
+    values[FIELD["loss"]], values[FIELD["policy_loss"]] = loss, -0.05850466340780258
+    values[FIELD["value_loss"]], values[FIELD["entropy"]] = float("nan"), 0.0715017318725586
+    values[FIELD["wall_time"]] = 23.919488191604614
+    log = EpisodeLog(tmp_path / "episodes.csv")
+    log.append([Episode(0, 15_043, values)])
+    log.close()
+    header, row = (tmp_path / "episodes.csv").read_text().splitlines()
+    assert header.split(",")[:3] == ["worker", "index", "return"]
+    parsed = dict(zip(header.split(","), row.split(","), strict=True))
+    assert float(parsed["return"]) == ret and parsed["length"] == "1" and parsed["global_step"] == "41824"
+    assert np.float32(float(parsed["loss"])) == np.float32(loss) and parsed["value_loss"] == "nan"
+    assert parsed["wall_time"] == "23.919" and len(row) <= 80, row  # 120 before

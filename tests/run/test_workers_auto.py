@@ -84,6 +84,17 @@ def test_resolve_records_the_choice(monkeypatch):
     assert len(lines) == 1 and resolved.workers_auto["timings"]["update_s"] == UPDATE
 
 
+def test_serial_backend_says_its_workers_take_turns_in_one_process(monkeypatch):
+    """Issue 27: --backend serial printed "2 workers on 2 cores: one per core", though everything runs in one
+    process."""
+    monkeypatch.setattr(workers_auto, "auto_choice", _fake_choice)
+    lines = []
+    config = Config(backend="serial")
+    resolved = resolve_workers(config, preflight(config), log=lines.append)
+    assert resolved.workers == 2 and len(lines) == 1
+    assert "taking turns in this one process (--backend serial" in lines[0] and "one per core" not in lines[0]
+
+
 def test_resolve_hints_at_a_user_count_above_what_helps(monkeypatch):
     monkeypatch.setattr(workers_auto, "auto_choice", _fake_choice)
     monkeypatch.setattr(workers_auto, "usable_cores", lambda: 2)

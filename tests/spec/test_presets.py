@@ -211,3 +211,63 @@ def test_a_resume_refuses_a_preset_file(tmp_path):
     values, given, _ = parse_flags(["--resume", str(tmp_path), "--preset-file", "x.toml"])
     with pytest.raises(UserError, match="--preset-file does not apply to --resume"):
         resolve_settings(values, given)
+
+
+# -- issue 27: a preset is never applied silently ---------------------------------------------------------------------
+def _lines(argv):
+    from a3c.spec.presets import preset_line, short_run_warning
+
+    config, sources, _ = parse_cli(argv)
+    return preset_line(config, sources), short_run_warning(config, sources)
+
+
+def test_the_preset_line_names_the_preset_what_it_set_and_that_flags_win():
+    line, warning = _lines(["--env", "CartPole-v1"])
+    assert line == (
+        "a3c: preset CartPole-v1 (a3c/spec/presets.toml) sets --total-steps 500000 --lr-schedule linear "
+        "(a flag given wins over it; --preset none: the plain defaults)"
+    )
+    assert warning is None
+    line, _ = _lines(["--env", "Acrobot-v1", "--ent-coef", "0.01", "--no-normalize-reward"])
+    assert line.endswith(
+        "sets --total-steps 500000 --normalize-obs; the flags given win: --no-normalize-reward --ent-coef 0.01"
+    )
+    assert _lines(["--env", "CartPole-v1", "--preset", "none"]) == (None, None)
+    assert _lines(["--env", "Acrobot-v1", "--total-steps", "1000"])[1] is None  # no schedule in that preset
+
+
+def test_a_much_shorter_run_than_the_preset_was_measured_at_warns_of_its_linear_schedule():
+    """Issue 27: Pendulum-v1 --total-steps 100000 applied the preset's linear lr silently, reached lr 0 at 100k and
+    ended at -1162, which looked like a broken trainer."""
+    _, warning = _lines(["--env", "Pendulum-v1", "--total-steps", "100000"])
+    assert warning.startswith("a3c: warning: --total-steps 100,000 is 10x shorter than the 1,000,000 steps preset")
+    assert "--lr-schedule linear takes the lr to 0" in warning and "give --lr-schedule constant" in warning
+    assert _lines(["--env", "Pendulum-v1", "--total-steps", "600000"])[1] is None  # not much shorter
+    # a schedule the user chose, or none: nothing to warn about
+    assert _lines(["--env", "Pendulum-v1", "--total-steps", "100000", "--lr-schedule", "linear"])[1] is None
+    assert _lines(["--env", "Pendulum-v1", "--total-steps", "100000", "--lr-schedule", "constant"])[1] is None
+
+
+def test_a_new_run_prints_its_preset_line_and_a_resume_does_not(tmp_path):
+    run = tmp_path / "r"
+    flags = ["--total-steps", "400", "--workers", "1", "--envs-per-worker", "1", "--eval-every", "0"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "a3c.train", "--env", "Pendulum-v1", *flags, "--run-dir", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("a3c: preset Pendulum-v1 (a3c/spec/presets.toml) sets --normalize-obs")
+    assert lines[0].endswith("; the flags given win: --total-steps 400")  # (--eval-every: not in the preset)
+    assert lines[1].startswith("a3c: warning: --total-steps 400 is 2.5e+03x shorter than the 1,000,000 steps")
+    resumed = subprocess.run(
+        [sys.executable, "-m", "a3c.train", "--resume", str(run), "--total-steps", "800"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "a3c: preset" not in resumed.stderr  # a resume keeps its checkpoint's config: no preset applies
+    assert f"a3c: resuming {run} at step " in resumed.stderr and " with 1 worker" in resumed.stderr
