@@ -34,7 +34,11 @@ def load(study_dir: Path, name: str | None = None):
 def test_a_trial_below_the_median_is_pruned_its_run_stopped_early(tmp_path):
     """A study joined in its database (the way several machines share one): a finished trial that scored 1e6 at
     every evaluation is there already, so the median pruner prunes the first real trial at its first evaluation past
-    the warm-up (the first third of its budget)."""
+    the warm-up (the first third of its budget). The env waits 5 ms a step (envs/SlowCartPole-v1), so the run lasts
+    ~15 s whatever the load: the evaluator (its own process) is up long before the warm-up ends. (On CartPole itself
+    the 3,000 steps took less than the evaluator's start on a loaded machine: its first evaluation came at 1,200.)
+    Which due steps are reported depends on how far the evaluator keeps up; what is fixed is that they are due steps,
+    and that the trial is pruned at its first report past the warm-up."""
     study_dir, db = tmp_path / "study", tmp_path / "shared.db"
     storage = f"sqlite:///{db}"
     shared = optuna.create_study(study_name="shared", storage=storage, direction="maximize")
@@ -44,18 +48,21 @@ def test_a_trial_below_the_median_is_pruned_its_run_stopped_early(tmp_path):
     )
     flags = ["--storage", storage, "--study-name", "shared", "--study-dir", str(study_dir), "--trials", "2"]
     flags += ["--n-startup-trials", "1", "--sampler", "random", "--total-steps", "3000", *TRIAL]
+    flags += ["--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.005"]
     done = subprocess.run(tune_cmd(*flags), capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
     assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"]
     pruned = trials[1]
-    assert sorted(pruned.intermediate_values) == [300, 600, 900, 1200]  # reported at due steps; pruned at 1,200
-    assert "a3c.tune: trial 1 pruned at step 1,200" in done.stderr
+    reported = sorted(pruned.intermediate_values)
+    assert reported and all(step % 300 == 0 for step in reported), reported  # at due steps
+    assert reported[-1] > 1000 and all(step <= 1000 for step in reported[:-1]), reported  # pruned past the warm-up
+    assert f"a3c.tune: trial 1 pruned at step {reported[-1]:,}" in done.stderr
     run_dir = Path(pruned.user_attrs["run_dir"])
     assert run_dir == (study_dir / "trials" / "trial-0001").resolve()
     final = summary(run_dir)
     assert final["stop_reason"] == "pruned" and final["total_steps"] < 3000  # the run stopped early
-    assert len((run_dir / "eval.csv").read_text().splitlines()) == 1 + 4  # its four evaluations, recorded
+    assert len((run_dir / "eval.csv").read_text().splitlines()) >= 1 + len(reported)  # its evaluations, recorded
     assert json.loads((study_dir / "study.json").read_text())["storage"] == storage
 
 
