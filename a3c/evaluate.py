@@ -14,24 +14,18 @@ import argparse
 import importlib.util
 import json
 import sys
-import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from a3c.spec.config import seed_check
-from a3c.spec.errors import UserError, install_extra, run_cli
+from a3c.spec.errors import OneLineParser, UserError, install_extra, run_cli
 
 VIDEO_EXTRA = f"{install_extra('video')} (or: pip install moviepy)"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
-        raise UserError(f"{message}; see python -m a3c.evaluate --help")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m a3c.evaluate", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m a3c.evaluate", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "path",
         metavar="RUN_DIR|CHECKPOINT",

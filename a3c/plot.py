@@ -8,11 +8,9 @@ one line per run (e.g. 1 against 16 workers). With one run the figures go to RUN
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from a3c.record.figures import RunCurve, comparison_figure, draw_loss_history, save_figure
-from a3c.spec.errors import UserError, run_cli
+from a3c.spec.errors import OneLineParser, UserError, run_cli
 
 NEEDED = ("worker", "return", "loss", "global_step", "wall_time")
 
@@ -100,7 +98,7 @@ def draw(runs: Sequence[RunEpisodes], out: Path, window: int = 100) -> list[Path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="python -m a3c.plot", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="python -m a3c.plot", description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories of a3c.train")
     parser.add_argument(
         "--out", type=Path, default=None, help="output directory (default: RUN_DIR/plots for one run, else required)"
@@ -116,11 +114,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in draw(runs, out, args.window):
         print(path)
     return 0
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
-        raise UserError(f"{message}; see python -m a3c.plot --help")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from typing import Any
 
 from a3c.run.resolve import resolve_run, resolve_settings
 from a3c.spec.config import FLAG_GROUPS, OTHER_GROUP, Config, parse_env_kwargs
-from a3c.spec.errors import UserError, run_cli
+from a3c.spec.errors import OneLineParser, UserError, run_cli
 from a3c.spec.presets import format_config
 
 EXAMPLES = """examples:
@@ -41,13 +41,8 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescrip
         return super()._get_help_string(action)
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
-        raise UserError(f"{message}; see python -m a3c.train --help")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m a3c.train",
         usage="%(prog)s [--env ID] [--workers N|auto] [--total-steps N] [--resume RUN_DIR] [FLAG ...]",
         description="Train an A3C agent on a gymnasium environment (the flags below come in groups).",

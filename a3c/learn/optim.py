@@ -134,8 +134,7 @@ OPTIMIZERS: dict[str, type[_SharedOptimizer]] = {
 
 def make_optimizer(name: str, params: torch.Tensor, lr: float, slots: int) -> _SharedOptimizer:
     """The shared optimizer called ``name`` (a key of OPTIMIZERS), its state in shared memory."""
-    optimizers = OPTIMIZERS
-    return optimizers[name](params, lr=lr, slots=slots).share_memory_()
+    return OPTIMIZERS[name](params, lr=lr, slots=slots).share_memory_()
 
 
 def scheduled_lr(lr: float, schedule: str, progress: float) -> float:

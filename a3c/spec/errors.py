@@ -3,7 +3,9 @@ it into one line on stderr and exit code 2 (no traceback). Anything else is a bu
 
 from __future__ import annotations
 
+import argparse
 import sys
+import typing
 from collections.abc import Callable, Sequence
 
 EXIT_USAGE = 2
@@ -20,6 +22,14 @@ class UserError(ValueError):
 
     A ValueError, so that Python callers (``a3c.train``, ``a3c.load``) get an ordinary exception carrying the very
     message the command line prints."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """The commands' argument parser: a usage error is a UserError (one line, exit 2, through run_cli) that points to
+    ``PROG --help``, not argparse's usage block."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise UserError(f"{message}; see {self.prog} --help")
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "a3c") -> int:

@@ -16,7 +16,7 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c.spec.errors import UserError
+from a3c.spec.errors import OneLineParser, UserError
 from a3c.train import parse_flags
 
 if typing.TYPE_CHECKING:
@@ -38,13 +38,8 @@ examples:
 STUDY_ONLY = ("study_dir", "storage", "study_name", "space", "sampler", "pruner", "n_startup_trials", "evaluations")
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> typing.NoReturn:  # one line, exit 2, via UserError
-        raise UserError(f"{message}; see python -m a3c.tune --help")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m a3c.tune",
         description="Search an env's hyperparameters with Optuna: each trial an a3c run, the study in a database.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -23,6 +23,7 @@ from procs import (
     wait_for,
 )
 
+import a3c.run.supervisor as supervisor_module
 from a3c.record.rows import Stat
 from a3c.run.backends.shared_memory import ProcessLauncher
 from a3c.run.supervisor import Supervisor
@@ -298,21 +299,26 @@ class _PendingLauncher:
         return []
 
 
-def test_a_worker_whose_process_is_not_up_yet_is_not_hung_and_its_grace_counts_from_when_it_is(monkeypatch):
-    """The loaded-machine failure of the Ray tests: actors placed more than --worker-timeout after they were asked
-    for were killed as 'hung' before they had run a line. Time is the test's own (the supervisor's clock patched)."""
-    import a3c.run.supervisor as supervisor
-
+def _supervise_pending(monkeypatch):
+    """One worker through a _PendingLauncher, started, under a clock the test moves (clock[0]: the supervisor's
+    time.time())."""
     clock = [1000.0]
-    monkeypatch.setattr(supervisor, "time", types.SimpleNamespace(time=lambda: clock[0]))
+    monkeypatch.setattr(supervisor_module, "time", types.SimpleNamespace(time=lambda: clock[0]))
     launcher = _PendingLauncher()
     stats = np.zeros((1, len(Stat)))
     sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=5.0, max_restarts=0, log=lambda line: None)
     sup.start_all()
-    clock[0] += supervisor.PLACEMENT_GRACE_S - 1  # not up for minutes: still starting, not hung
+    return clock, launcher, sup
+
+
+def test_a_worker_whose_process_is_not_up_yet_is_not_hung_and_its_grace_counts_from_when_it_is(monkeypatch):
+    """The loaded-machine failure of the Ray tests: actors placed more than --worker-timeout after they were asked
+    for were killed as 'hung' before they had run a line. Time is the test's own (the supervisor's clock patched)."""
+    clock, launcher, sup = _supervise_pending(monkeypatch)
+    clock[0] += supervisor_module.PLACEMENT_GRACE_S - 1  # not up for minutes: still starting, not hung
     assert sup.poll(stopping=False) is None and not launcher.killed
     launcher.up_at = clock[0]  # its process is up now: the start-up grace counts from here
-    clock[0] += supervisor.STARTUP_GRACE_S - 1
+    clock[0] += supervisor_module.STARTUP_GRACE_S - 1
     assert sup.poll(stopping=False) is None and not launcher.killed
     clock[0] += 2  # up, and silent past the start-up grace: hung
     failure = sup.poll(stopping=False)
@@ -321,15 +327,8 @@ def test_a_worker_whose_process_is_not_up_yet_is_not_hung_and_its_grace_counts_f
 
 
 def test_a_worker_whose_process_never_comes_up_fails_to_start(monkeypatch):
-    import a3c.run.supervisor as supervisor
-
-    clock = [1000.0]
-    monkeypatch.setattr(supervisor, "time", types.SimpleNamespace(time=lambda: clock[0]))
-    launcher = _PendingLauncher()
-    stats = np.zeros((1, len(Stat)))
-    sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=5.0, max_restarts=0, log=lambda line: None)
-    sup.start_all()
-    clock[0] += supervisor.PLACEMENT_GRACE_S + 1
+    clock, launcher, sup = _supervise_pending(monkeypatch)
+    clock[0] += supervisor_module.PLACEMENT_GRACE_S + 1
     failure = sup.poll(stopping=False)
     assert failure is not None and launcher.killed == [0]
     assert failure.describe() == "worker 0 did not start: its process was not up 601 s after it was asked for"
