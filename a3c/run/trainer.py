@@ -99,6 +99,9 @@ class Trainer:
         self.tensorboard: TensorBoardServer | None = None
         self.ray: Any = None  # the Ray backend's connection (a3c.run.backends.ray.backend.RayBackend), when in use
         self.wall_time_before = 0.0  # the run's wall time before this session (set by run() from the checkpoint)
+        # the first SIGINT/SIGTERM this session received, also when it came as the run was ending anyway (exit code
+        # 0: the run completed): a caller that runs trainers in turn (a3c.tune) must not start another after it
+        self.signal_received: int | None = None
 
     def _kill_children(self) -> None:
         if self.supervisor is not None:
@@ -118,6 +121,7 @@ class Trainer:
         try:
             return self._run(signals)
         finally:
+            self.signal_received = signals.received
             signals.restore()
             if self.ray is not None:
                 self.ray.close()  # after the final checkpoint: the server held the state it saved

@@ -175,7 +175,8 @@ def finished(study: optuna.Study) -> list[FrozenTrial]:
 
 def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, timeout: float | None) -> None:
     """Run trials, one at a time, until the study holds ``settings.trials`` finished ones (or ``timeout`` seconds
-    have passed: no trial starts after it). KeyboardInterrupt after Ctrl-C (the trial in flight is marked failed)."""
+    have passed: no trial starts after it). KeyboardInterrupt after Ctrl-C: the trial in flight is marked failed,
+    or, when the signal came as its run was ending anyway, recorded as it ended; no trial starts after it."""
     from a3c.train import parse_flags
 
     values, given, _ = parse_flags(settings.train_args)
@@ -218,9 +219,16 @@ def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, time
                 )
                 study.stop()
 
+    late_signal = False
+
+    def stop_after_this_trial() -> None:
+        nonlocal late_signal
+        late_signal = True
+        study.stop()  # (Optuna records the trial in flight, then starts no other)
+
     def objective(trial: optuna.Trial) -> float:
         try:
-            return run_trial(trial, base, space, trials_dir)
+            return run_trial(trial, base, space, trials_dir, stop_after_this_trial)
         except TrialFailed as err:
             trial.set_user_attr("failure", str(err))
             raise
@@ -232,6 +240,8 @@ def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, time
         callbacks=[MaxTrialsCallback(settings.trials, states=FINISHED), after_trial],
         catch=(TrialFailed,),
     )
+    if late_signal:
+        raise KeyboardInterrupt("Ctrl-C or SIGTERM as a trial was ending")
 
 
 def optimize_quietly(study: optuna.Study, objective: Any, **kwargs: Any) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,9 +99,13 @@ class Reporter:
         return None
 
 
-def run_trial(trial: optuna.Trial, base: TrialBase, space: Space, trials_dir: Path) -> float:
+def run_trial(
+    trial: optuna.Trial, base: TrialBase, space: Space, trials_dir: Path, on_late_signal: Callable[[], None]
+) -> float:
     """Sample the trial's settings, run it, and return its value; optuna.TrialPruned when pruned, TrialFailed when
-    its run failed, KeyboardInterrupt when it was interrupted (Ctrl-C, SIGTERM: the run shut down in order)."""
+    its run failed, KeyboardInterrupt when it was interrupted (Ctrl-C, SIGTERM: the run shut down in order).
+    ``on_late_signal()`` when a Ctrl-C or SIGTERM came as the run was ending anyway (it completed, exit code 0): the
+    trial counts as it ended, and the caller starts no other (the user asked to stop)."""
     from a3c.run.trainer import Trainer  # (torch: imported once the study is open)
 
     run_dir = trials_dir / f"trial-{trial.number:04d}"
@@ -117,7 +121,10 @@ def run_trial(trial: optuna.Trial, base: TrialBase, space: Space, trials_dir: Pa
     shown = ", ".join(f"{d.name} {_show(sampled[d.field])}" for d in space.dimensions)
     print(f"a3c.tune: trial {trial.number}: {shown or '(nothing searched)'}; {run_dir}", file=sys.stderr)
     reporter = Reporter(trial, config.eval_every, config.total_steps)
-    exit_code = Trainer(run, on_eval=reporter).run()
+    trainer = Trainer(run, on_eval=reporter)
+    exit_code = trainer.run()
+    if exit_code == 0 and trainer.signal_received is not None:
+        on_late_signal()
     if exit_code in INTERRUPTED:
         trial.set_user_attr("interrupted", True)
         raise KeyboardInterrupt(f"trial {trial.number} interrupted")

@@ -23,6 +23,9 @@ TRIAL = ["--env", "CartPole-v1", "--backend", "serial", "--workers", "1", "--env
 TRIAL += ["--eval-episodes", "1", "--checkpoint-every-s", "0"]
 
 
+ENV = "envs/SlowCartPole-v1"  # (waits --env-kwargs latency=S a step: a trial as long as a test needs)
+
+
 def tune_cmd(*flags: str) -> list[str]:
     return [sys.executable, "-m", "a3c.tune", *flags]
 
@@ -48,7 +51,7 @@ def test_a_trial_below_the_median_is_pruned_its_run_stopped_early(tmp_path):
     )
     flags = ["--storage", storage, "--study-name", "shared", "--study-dir", str(study_dir), "--trials", "2"]
     flags += ["--n-startup-trials", "1", "--sampler", "random", "--total-steps", "3000", *TRIAL]
-    flags += ["--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.005"]
+    flags += ["--env", ENV, "--env-kwargs", "latency=0.005"]
     done = subprocess.run(tune_cmd(*flags), capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
@@ -67,8 +70,12 @@ def test_a_trial_below_the_median_is_pruned_its_run_stopped_early(tmp_path):
 
 
 def test_a_study_interrupted_and_resumed_keeps_its_finished_trials_and_its_best_applies(tmp_path):
+    """The env waits 5 ms a step (envs/SlowCartPole-v1): a trial's 2,000 steps last ~10 s whatever the load, so the
+    Ctrl-C comes while the second trial trains. (On CartPole itself its 1,000 steps took 0.3 s: the Ctrl-C came as
+    its run was ending, the trial completed, and the study with it.)"""
     study_dir = tmp_path / "cartpole"
-    flags = ["--study-dir", str(study_dir), "--trials", "2", "--total-steps", "1000", "--pruner", "none", *TRIAL]
+    flags = ["--study-dir", str(study_dir), "--trials", "2", "--total-steps", "2000", "--pruner", "none", *TRIAL]
+    flags += ["--env", ENV, "--env-kwargs", "latency=0.005"]
     first = Run(tune_cmd(*flags), tmp_path / "first.log")
     try:
         # Ctrl-C once the second trial's run is training (the first trial has finished)
@@ -100,16 +107,44 @@ def test_a_study_interrupted_and_resumed_keeps_its_finished_trials_and_its_best_
 
     best = max((t for t in after if t.value is not None), key=lambda t: t.value)
     assert f"a3c.tune: best: trial {best.number}" in done.stdout
-    block = read_presets(study_dir / "best.toml")["CartPole-v1"]
+    block = read_presets(study_dir / "best.toml")[ENV]
     trial_config = json.loads((Path(best.user_attrs["run_dir"]) / "config.json").read_text())
     for name, value in block.items():
         assert trial_config[name] == (list(value) if isinstance(value, tuple) else value), name
     applied = resolve_settings(
-        *parse_flags(["--env", "CartPole-v1", "--preset-file", str(study_dir / "best.toml")])[:2]
+        *parse_flags(["--env", ENV, "--env-kwargs", "latency=0.005", "--preset-file", str(study_dir / "best.toml")])[:2]
     ).config.to_dict()
     differs = {k for k in applied if applied[k] != trial_config.get(k)}
-    assert differs <= {"run_dir", "preset_file", "start_method", "workers_auto", "input_scale"}, differs
+    assert differs <= {"run_dir", "preset_file", "start_method", "workers_auto", "input_scale", "preset"}, differs
+    assert applied["preset"] == ENV  # (the trial's run had no preset: the env has none of a3c's own)
     assert (study_dir / "plots" / "history.png").is_file() and (study_dir / "plots" / "importance.png").is_file()
+
+
+def test_a_ctrl_c_as_a_trial_ends_keeps_the_trial_and_starts_no_other(tmp_path, monkeypatch, capsys):
+    """The Ctrl-C of a user comes just as a trial's run finishes its steps (after its main loop, before its final
+    checkpoint): the run completes (exit code 0), the trial is recorded as it ended, and the study stops there
+    (exit code 130, how to go on) instead of starting the next trial as if no key had been pressed."""
+    import os
+
+    from a3c.run.trainer import Trainer
+    from a3c.tune.cli import main
+
+    supervise = Trainer._supervise
+
+    def then_ctrl_c(self, *args):
+        ended = supervise(self, *args)
+        os.kill(os.getpid(), signal.SIGINT)  # (the Trainer's handler takes it: the run is still in its wrap-up)
+        return ended
+
+    monkeypatch.setattr(Trainer, "_supervise", then_ctrl_c)
+    study_dir = tmp_path / "study"
+    flags = ["--study-dir", str(study_dir), "--trials", "3", "--total-steps", "600", "--pruner", "none", *TRIAL]
+    assert run_cli(main, flags, prog="a3c.tune") == 130
+    err = capsys.readouterr().err
+    assert "a3c.tune: trial 0 finished" in err and "trial 1" not in err
+    assert f"go on with: python -m a3c.tune --resume {study_dir}" in err
+    assert [t.state.name for t in load(study_dir).get_trials()] == ["COMPLETE"]
+    assert summary(study_dir / "trials" / "trial-0000")["stop_reason"] == "total_steps"
 
 
 def test_optuna_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
