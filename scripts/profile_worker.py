@@ -30,16 +30,22 @@ from a3c.spec.seeding import WorkerSeeds  # noqa: E402
 
 # phase name -> (file suffix, function name) whose cumulative time makes that phase; where several functions match
 # (gymnasium's nested wrappers all define `step`), the outermost, i.e. the largest cumulative time, is the phase
+# (the model's forward passes: a3c.learn.backprop's for MLP models without a core, the model's own for the others)
 PHASES = {
-    "env.step (gymnasium, with its wrappers)": ("gymnasium/wrappers/common.py", "step"),
-    "model forward (update)": ("a3c/learn/model.py", "unroll"),
-    "model forward (acting)": ("a3c/learn/model.py", "policy"),
-    "action sampling": ("a3c/learn/distributions.py", "sample"),
-    "update: forward+loss+backward+clip": ("a3c/run/worker.py", "update"),
-    "optimizer step (push)": ("a3c/run/backends/shared_memory.py", "push"),
-    "weight pull": ("a3c/run/backends/shared_memory.py", "pull"),
-    "episode bookkeeping": ("a3c/run/worker.py", "finish_episode"),
+    "env.step (gymnasium, with its wrappers)": [("gymnasium/wrappers/common.py", "step")],
+    "model forward (update)": [("a3c/learn/model.py", "unroll"), ("a3c/learn/backprop.py", "unroll")],
+    "model backward (update, by hand)": [("a3c/learn/backprop.py", "backward")],
+    "model forward (acting)": [("a3c/learn/model.py", "policy"), ("a3c/learn/backprop.py", "policy")],
+    "action sampling": [("a3c/learn/distributions.py", "sample")],
+    "update: forward+loss+backward+clip": [("a3c/run/worker.py", "update")],
+    "optimizer step (push)": [("a3c/run/backends/shared_memory.py", "push")],
+    "weight pull": [("a3c/run/backends/shared_memory.py", "pull")],
+    "episode bookkeeping": [("a3c/run/worker.py", "finish_episode")],
 }
+
+
+def _matches(key: tuple[str, int, str], functions: list[tuple[str, str]]) -> bool:
+    return any(key[0].endswith(suffix) and key[2] == name for suffix, name in functions)
 
 
 def main() -> None:
@@ -69,8 +75,8 @@ def main() -> None:
     stats = pstats.Stats(profiler)
     total = stats.total_tt
     rows = []
-    for phase, (suffix, name) in PHASES.items():
-        cum = max((v[3] for k, v in stats.stats.items() if k[0].endswith(suffix) and k[2] == name), default=0.0)
+    for phase, functions in PHASES.items():
+        cum = max((v[3] for k, v in stats.stats.items() if _matches(k, functions)), default=0.0)
         rows.append([phase, cum, f"{cum / total:.0%}"])
     print(
         f"{args.steps} env steps in {wall:.2f} s under the profiler ({args.steps / wall:,.0f} steps/s; "

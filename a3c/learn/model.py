@@ -62,14 +62,18 @@ class MlpTorso(Torso):
         self.obs_dim, self.width, self.scale = obs_dim, hidden_sizes[-1], scale
         self.net = mlp(obs_dim, hidden_sizes)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def inputs(self, obs: torch.Tensor) -> torch.Tensor:
+        """What the first layer reads: the observations flattened, in the weights' dtype, scaled."""
         x = obs.reshape(obs.shape[0], self.obs_dim)
         dtype = cast(nn.Linear, self.net[0]).weight.dtype  # (nn.Sequential's items are typed as Modules)
         if x.dtype != dtype:  # uint8 observations; float32 observations for a float64 copy of the model (tests)
             x = x.to(dtype)
         if self.scale != 1.0:
             x = x * self.scale
-        return self.net(x)
+        return x
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(self.inputs(obs))
 
 
 class CnnTorso(Torso):

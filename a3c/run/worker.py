@@ -23,6 +23,7 @@ from multiprocessing.connection import Connection
 import numpy as np
 import torch
 
+from a3c.learn.backprop import MlpBackprop
 from a3c.learn.losses import actor_critic_loss_grads, gae_advantages, next_state_values
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
@@ -132,6 +133,9 @@ class Worker:
         self.envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
         self.model, self.dist = build_model(spec, config)
         self.params, self.grads = flatten_parameters(self.model)
+        # MLP torsos without a core: the update's forward and backward by hand (a3c.learn.backprop), the same
+        # gradients with a third of autograd's operations; other models go through autograd
+        self.backprop = MlpBackprop.of(self.model)
         # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
         # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
         # uint8 frames stay uint8 (scaled in the model), unless --normalize-obs turns them into floats here
@@ -246,7 +250,10 @@ class Worker:
         next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
         for t in range(T):
             with torch.inference_mode():
-                params, self.state = self.model.policy(self.obs[t], self.state)
+                if self.backprop is not None:  # (a model without a core: no state)
+                    params = self.backprop.policy(self.obs[t])
+                else:
+                    params, self.state = self.model.policy(self.obs[t], self.state)
             actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
             ended = []
@@ -299,9 +306,15 @@ class Worker:
         # the whole rollout (+ the boundary observation) with autograd on, from the state stored at its start:
         # one batched forward without a core; V(final observation) where an episode was truncated
         truncated = bool(self.truncated.any())
-        params, values_all, final_values = self.model.unroll(
-            self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
-        )
+        saved = None
+        if self.backprop is not None:
+            params, values_all, final_values, saved = self.backprop.unroll(
+                self.obs, self.final_obs if truncated else None
+            )
+        else:
+            params, values_all, final_values = self.model.unroll(
+                self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
+            )
         values = values_all[:T]
         if final_values is None:
             final_values = torch.zeros(T, K)
@@ -323,7 +336,11 @@ class Worker:
         )
         self.grads.zero_()
         # fills self.grads (the .grad views of our private flat buffer)
-        torch.autograd.backward((params, values.reshape(-1)), (dparams, dvalues))
+        if self.backprop is not None:
+            assert saved is not None
+            self.backprop.backward(saved, dparams, dvalues)
+        else:
+            torch.autograd.backward((params, values.reshape(-1)), (dparams, dvalues))
         grad_norm = float(self.grads.norm())
         loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):

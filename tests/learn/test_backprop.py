@@ -1,0 +1,106 @@
+"""a3c.learn.backprop: the update's forward and backward by hand give autograd's values and gradients (into the same
+flat buffer), and the acting forward the model's policy, for every action family's head, shared or separate
+torsos, scaled uint8 inputs; models it does not cover (an LSTM core, a CNN) are left to autograd."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from a3c.learn.backprop import MlpBackprop
+from a3c.learn.model import build_model, flatten_parameters
+from a3c.spec.config import Config
+from a3c.spec.environment import EnvSpec
+
+ACTIONS = {
+    "discrete": gym.spaces.Discrete(3),
+    "multi-discrete": gym.spaces.MultiDiscrete([2, 4]),
+    "gaussian": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+}
+
+
+def built(obs_space, action_space, **settings):
+    model, dist = build_model(EnvSpec("Test-v0", obs_space, action_space, None, None), Config(**settings))
+    _, grads = flatten_parameters(model)
+    return model, dist, grads
+
+
+def by_autograd(model, grads, obs, dparams, dvalues):
+    """Today's update: the model's unroll with autograd, backward from the loss's output gradients."""
+    grads.zero_()
+    T, K = obs.shape[0] - 1, obs.shape[1]
+    params, values, _ = model.unroll(obs, (), torch.zeros(T, K))
+    torch.autograd.backward((params, values[:T].reshape(-1)), (dparams, dvalues))
+    return params.detach(), values.detach(), grads.clone()
+
+
+def by_hand(model, grads, obs, dparams, dvalues):
+    grads.zero_()
+    backprop = MlpBackprop.of(model)
+    assert backprop is not None
+    params, values, _, saved = backprop.unroll(obs)
+    backprop.backward(saved, dparams, dvalues)
+    return params, values, grads.clone()
+
+
+def check_same(model, grads, obs, seed=0):
+    T, K = obs.shape[0] - 1, obs.shape[1]
+    gen = torch.Generator().manual_seed(seed)
+    param_dim = model.policy_head(torch.zeros(1, model.actor.width)).shape[-1]
+    dparams, dvalues = torch.randn(T * K, param_dim, generator=gen), torch.randn(T * K, generator=gen)
+    expected = by_autograd(model, grads, obs, dparams, dvalues)
+    got = by_hand(model, grads, obs, dparams, dvalues)
+    for name, e, g in zip(("params", "values", "gradient"), expected, got, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6, msg=name)
+    assert expected[2].abs().sum() > 0  # (a gradient there is to compare)
+    backprop = MlpBackprop.of(model)
+    with torch.inference_mode():  # acting, as the worker calls it
+        torch.testing.assert_close(backprop.policy(obs[0]), model.policy(obs[0])[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("action", "gsde"), [("discrete", False), ("multi-discrete", False), ("gaussian", False), ("gaussian", True)]
+)
+@pytest.mark.parametrize("shared_torso", [False, True])
+def test_the_gradients_by_hand_are_autograds(action, shared_torso, gsde):
+    torch.manual_seed(1)
+    model, _, grads = built(gym.spaces.Box(-2, 2, (5,)), ACTIONS[action], shared_torso=shared_torso, gsde=gsde)
+    check_same(model, grads, torch.randn(6, 4, 5))
+
+
+def test_uint8_observations_are_scaled_as_the_model_scales_them():
+    torch.manual_seed(2)
+    model, _, grads = built(gym.spaces.Box(0, 255, (6,), np.uint8), ACTIONS["discrete"], hidden_sizes=(8,))
+    assert model.actor.scale == pytest.approx(1 / 255)
+    check_same(model, grads, torch.randint(0, 256, (4, 3, 6), dtype=torch.uint8))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    T=st.integers(1, 6),
+    K=st.integers(1, 5),
+    obs_dim=st.integers(1, 9),
+    hidden=st.lists(st.integers(1, 12), min_size=1, max_size=3),
+    shared=st.booleans(),
+    action=st.sampled_from(sorted(ACTIONS)),
+    seed=st.integers(0, 2**16),
+)
+def test_the_gradients_by_hand_are_autograds_for_any_sizes(T, K, obs_dim, hidden, shared, action, seed):
+    torch.manual_seed(seed)
+    model, _, grads = built(
+        gym.spaces.Box(-1, 1, (obs_dim,)), ACTIONS[action], hidden_sizes=tuple(hidden), shared_torso=shared
+    )
+    check_same(model, grads, torch.randn(T + 1, K, obs_dim), seed)
+
+
+def test_models_it_does_not_cover_are_left_to_autograd():
+    lstm, _, _ = built(gym.spaces.Box(-1, 1, (4,)), ACTIONS["discrete"], lstm=4)
+    cnn, _, _ = built(gym.spaces.Box(0, 255, (10, 10, 2), np.uint8), ACTIONS["discrete"])
+    unflattened, _ = build_model(
+        EnvSpec("T-v0", gym.spaces.Box(-1, 1, (4,)), ACTIONS["discrete"], None, None), Config()
+    )
+
+    assert MlpBackprop.of(lstm) is None and MlpBackprop.of(cnn) is None
+    assert MlpBackprop.of(unflattened) is None  # no .grad views to accumulate into
