@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -70,6 +71,7 @@ def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, t
     if model_path.is_file() and clock_path.is_file():
         model = A2C.load(model_path, env=env, device="cpu")
         wall_before = float(json.loads(clock_path.read_text())["wall_s"])
+        _drop_games_after(episodes_path, model.num_timesteps)
         print(f"sb3: resuming at {model.num_timesteps:,} agent steps, {wall_before:,.0f} s", flush=True)
     else:
         model = A2C(
@@ -118,6 +120,8 @@ def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, t
             self.file.close()
 
     left = frames // FRAME_SKIP - model.num_timesteps
+    # SIGTERM (a session's end, `kill`) saves as Ctrl-C does: a background job started by a shell ignores SIGINT
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     if left > 0:
         try:
             model.learn(total_timesteps=left, callback=Record(), reset_num_timesteps=False)
@@ -125,6 +129,18 @@ def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, t
             save()
     env.close()
     print(f"sb3: {model.num_timesteps:,} agent steps; {out}", flush=True)
+
+
+def _drop_games_after(episodes_path: Path, agent_steps: int) -> None:
+    """Keep the games recorded up to the saved model's step: those after it were played by a model that is gone
+    (the process stopped between two saves), and the resumed run plays that stretch again."""
+    with episodes_path.open(newline="") as f:
+        rows = list(csv.reader(f))
+    kept = [rows[0], *(r for r in rows[1:] if int(float(r[0])) <= agent_steps)]
+    if len(kept) < len(rows):
+        with episodes_path.open("w", newline="") as f:
+            csv.writer(f).writerows(kept)
+        print(f"sb3: {len(rows) - len(kept)} games after the saved step {agent_steps:,} dropped", flush=True)
 
 
 def a3c_episodes(run_dir: Path) -> list[dict[str, float]]:
