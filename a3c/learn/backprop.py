@@ -1,16 +1,16 @@
 """The update's forward and backward pass through MLP torsos by hand, for the models that have them (no LSTM core):
-the gradients autograd would compute, with a third of its operations; and the acting forward pass without
+the gradients autograd would compute, in a few tensor operations a layer; and the acting forward pass without
 nn.Module calls.
 
 On a worker's update path a 64-64 actor and critic over 48 observations is a few dozen microseconds of arithmetic
 and about a millisecond of dispatch: autograd records a node per operation and replays it backwards, several tensor
 operations per Linear + Tanh layer. Here each layer costs one ``addmm`` and one in-place ``tanh_`` forward, and
-backward one multiply for tanh' (1 - h^2), one ``addmm_`` into the weight's gradient, one ``sum`` into the bias's,
+backward two operations for tanh' (1 - h^2), one ``addmm_`` into the weight's gradient, one ``sum`` into the bias's,
 and one matmul to the layer below (skipped for the first layer). The gradients land in the parameters' existing
 ``.grad`` tensors, the views of the worker's flat gradient buffer (a3c.learn.model.flatten_parameters), exactly as
 autograd's in-place accumulation would put them there.
 
-Linear heads (Categorical, MultiCategorical, Bernoulli logits; the value head) are done by hand too; a head with more
+Linear heads (Categorical's and MultiCategorical's logits; the value head) are done by hand too; a head with more
 than a Linear layer (the Gaussian's state-independent log-std, gSDE's) runs under autograd on the torso's features
 as a leaf, and the features' gradient it leaves continues by hand through the torso. Only the first ``rows``
 outputs carry gradient (the rollout's T x K samples; the boundary observation's row is a bootstrap target).

@@ -134,7 +134,7 @@ class Worker:
         self.model, self.dist = build_model(spec, config)
         self.params, self.grads = flatten_parameters(self.model)
         # MLP torsos without a core: the update's forward and backward by hand (a3c.learn.backprop), the same
-        # gradients with a third of autograd's operations; other models go through autograd
+        # gradients without autograd's per-operation bookkeeping; other models go through autograd
         self.backprop = MlpBackprop.of(self.model)
         # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
         # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
