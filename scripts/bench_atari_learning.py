@@ -122,13 +122,17 @@ def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, t
     left = frames // FRAME_SKIP - model.num_timesteps
     # SIGTERM (a session's end, `kill`) saves as Ctrl-C does: a background job started by a shell ignores SIGINT
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    stopped = False
     if left > 0:
         try:
             model.learn(total_timesteps=left, callback=Record(), reset_num_timesteps=False)
+        except KeyboardInterrupt:
+            stopped = True
         finally:
             save()
     env.close()
-    print(f"sb3: {model.num_timesteps:,} agent steps; {out}", flush=True)
+    how = "stopped; the same command goes on from here" if stopped else "done"
+    print(f"sb3: {model.num_timesteps:,} agent steps, {how}; {out}", flush=True)
 
 
 def _drop_games_after(episodes_path: Path, agent_steps: int) -> None:
