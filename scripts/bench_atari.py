@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, run_train, save_results  # noqa: E402
@@ -27,17 +28,17 @@ from _common import markdown_table, run_train, save_results  # noqa: E402
 FRAME_SKIP = 4  # frames per agent step, for both trainers
 
 
-def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int) -> float:
+def sb3_atari_a2c(env_id: str, n_envs: int, seed: int) -> tuple[Any, Any]:
+    """(env, model): SB3's A2C with rl-zoo3's Atari settings (hyperparams/a2c.yml, `atari`) on make_atari_env's
+    preprocessing + 4 stacked frames; the rest A2C's defaults (lr 7e-4, 5 steps, gamma 0.99)."""
     import ale_py
     import gymnasium
-    import torch
     from stable_baselines3 import A2C
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gymnasium.register_envs(ale_py)  # the ALE/ ids (a3c registers them itself)
-    torch.set_num_threads(1)  # as a3c's workers: one thread per process on a small machine
     # AtariWrapper skips frames itself: the ALE env must not skip too (frameskip=1), as a3c's make_env does
     env = VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1}), n_stack=4)
     model = A2C(
@@ -50,6 +51,14 @@ def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int) -> float:
         device="cpu",
         verbose=0,
     )
+    return env, model
+
+
+def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int) -> float:
+    import torch
+
+    torch.set_num_threads(1)  # as a3c's workers: one thread per process on a small machine
+    env, model = sb3_atari_a2c(env_id, n_envs, seed)
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
     elapsed = time.perf_counter() - start

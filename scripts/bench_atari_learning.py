@@ -32,6 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, save_results  # noqa: E402
+from bench_atari import sb3_atari_a2c  # noqa: E402
 
 FRAME_SKIP = 4  # emulator frames per agent step, for both trainers
 WINDOW = 100  # games in the training mean
@@ -52,38 +53,21 @@ def run_a3c(game: str, frames: int, run_dir: Path, extra: list[str]) -> int:
 
 def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, threads: int) -> None:
     """Train (or go on training) SB3's A2C with rl-zoo3's Atari settings, recording every finished game."""
-    import ale_py
-    import gymnasium
     import torch
     from stable_baselines3 import A2C
     from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
-    from stable_baselines3.common.vec_env import VecFrameStack
 
-    gymnasium.register_envs(ale_py)
     torch.set_num_threads(threads)
     out.mkdir(parents=True, exist_ok=True)
     model_path, clock_path, episodes_path = out / "model.zip", out / "clock.json", out / "episodes.csv"
-    # AtariWrapper skips frames itself: the ALE env must not skip too (frameskip=1), as a3c's env does
-    env = VecFrameStack(make_atari_env(game, n_envs=16, seed=seed, env_kwargs={"frameskip": 1}), n_stack=4)
+    env, model = sb3_atari_a2c(game, 16, seed)
     wall_before = 0.0
     if model_path.is_file() and clock_path.is_file():
-        model = A2C.load(model_path, env=env, device="cpu")
+        model = A2C.load(model_path, env=env, device="cpu")  # (the fresh model above: only its env is kept)
         wall_before = float(json.loads(clock_path.read_text())["wall_s"])
         _drop_games_after(episodes_path, model.num_timesteps)
         print(f"sb3: resuming at {model.num_timesteps:,} agent steps, {wall_before:,.0f} s", flush=True)
     else:
-        model = A2C(
-            "CnnPolicy",
-            env,
-            ent_coef=0.01,
-            vf_coef=0.25,
-            policy_kwargs={"optimizer_class": RMSpropTFLike, "optimizer_kwargs": {"eps": 1e-5}},
-            seed=seed,
-            device="cpu",
-            verbose=0,
-        )
         with episodes_path.open("w", newline="") as f:
             csv.writer(f).writerow(EPISODE_FIELDS)
     start = time.monotonic()
