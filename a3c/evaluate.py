@@ -5,7 +5,9 @@ writes the result as JSON (every episode's return and length too), saying where 
 By default the episodes are the run's own evaluation episodes (the same env seeds, the
 deterministic policy, as many as --eval-episodes): evaluating checkpoints/best.pt (``--best``) reproduces the
 evaluation that made it best. ``--seed`` picks other start states, ``--stochastic`` samples actions from the policy,
-``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video`` extra: moviepy).
+``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video`` extra: moviepy). A MuJoCo env
+renders through the OpenGL that MUJOCO_GL names; with no display and MUJOCO_GL unset, --video asks for EGL, which
+renders headless (software or GPU) where libEGL is installed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,6 +69,23 @@ def check_video_extra() -> None:
         raise UserError(f"--video needs moviepy, which is not installed; {VIDEO_EXTRA}")
 
 
+def headless_rendering(environ: dict[str, str] | None = None) -> None:
+    """Choose EGL for MuJoCo's renderer where nothing else can work: MuJoCo reads MUJOCO_GL once, when it is imported
+    (the env is made after this), and its default, GLFW, needs a display. A user's own MUJOCO_GL, or a display, is
+    left alone; so is every other platform than Linux (macOS and Windows render without a display server)."""
+    env = os.environ if environ is None else environ
+    if sys.platform != "linux" or env.get("MUJOCO_GL") or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return
+    env["MUJOCO_GL"] = "egl"
+    env.setdefault("PYOPENGL_PLATFORM", "egl")  # PyOpenGL, which MuJoCo's Python renderer calls, must agree
+
+
+def _is_gl_failure(err: BaseException) -> bool:
+    """MuJoCo's renderer failed for want of an OpenGL context (mujoco.FatalError, or PyOpenGL's missing library)."""
+    text = f"{type(err).__module__}.{type(err).__name__}: {err}"
+    return "OpenGL" in text or "mjr_makeContext" in text or "glGetError" in text
+
+
 def evaluate(
     path: str | Path,
     episodes: int | None = None,
@@ -83,6 +103,7 @@ def evaluate(
             raise UserError(problem)
     if video is not None:
         check_video_extra()
+        headless_rendering()
     from gymnasium.error import DependencyNotInstalled
 
     from a3c.record.agent import (
@@ -112,6 +133,13 @@ def evaluate(
         stats = run_episodes(agent, envs, eval_seeds(seed, n), deterministic=not stochastic, rng=eval_sampler(seed))
     except DependencyNotInstalled as err:  # rendering for --video needs what the env's family needs (pygame, ...)
         raise UserError(f"--video: env {config.env!r} cannot render: {err}") from None
+    except Exception as err:
+        if video is None or not _is_gl_failure(err):
+            raise
+        raise UserError(
+            f"--video: env {config.env!r} found no OpenGL to render with (MUJOCO_GL={os.environ.get('MUJOCO_GL')}); "
+            "install libEGL (EGL) or OSMesa and set MUJOCO_GL=egl or MUJOCO_GL=osmesa"
+        ) from None
     finally:
         for env in envs:
             env.close()

@@ -178,7 +178,7 @@ class DiagGaussian(Distribution):
 
     action_dtype = torch.float32
 
-    def __init__(self, space: gym.spaces.Box, log_std_init: float = 0.0) -> None:
+    def __init__(self, space: gym.spaces.Box, log_std_init: float = 0.0, clipped_log_prob: bool = False) -> None:
         self.action_shape = tuple(space.shape)
         self.dim = int(np.prod(space.shape))
         self.param_dim = 2 * self.dim
@@ -186,6 +186,24 @@ class DiagGaussian(Distribution):
         self.high = space.high.reshape(-1).astype(np.float64)
         self.dtype = space.dtype
         self.log_std_init = log_std_init
+        self.clipped_log_prob = clipped_log_prob
+        # the bounds as the loss compares samples with them; an infinite bound is never reached (its mask is all
+        # False, and 0 stands in for it so that no inf enters the arithmetic of the branch not taken)
+        self._has_low = torch.from_numpy(np.isfinite(self.low))
+        self._has_high = torch.from_numpy(np.isfinite(self.high))
+        self._low = torch.from_numpy(np.where(np.isfinite(self.low), self.low, 0.0)).float()
+        self._high = torch.from_numpy(np.where(np.isfinite(self.high), self.high, 0.0)).float()
+
+    def _beyond(self, actions: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """For --clipped-log-prob: where each sample lies at or beyond a bound (masks [B, A]), and the standardised
+        distances from the mean to that bound whose normal CDF is the probability the env's clipping gives the bound:
+        P(x >= high) = Phi((mu - high) / sigma), P(x <= low) = Phi((low - mu) / sigma). Clamped at -30: a branch
+        not taken (or a mean 30 stds inside a bound, which no sample passes) must not overflow its derivative."""
+        upper = self._has_high & (actions >= self._high)
+        lower = self._has_low & (actions <= self._low) & ~upper
+        x_high = ((mean - self._high) * inv_std).clamp(min=-30.0)
+        x_low = ((self._low - mean) * inv_std).clamp(min=-30.0)
+        return upper, lower, x_high, x_low
 
     def _mean_log_std(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return params[:, : self.dim], params[:, self.dim :]
@@ -201,12 +219,21 @@ class DiagGaussian(Distribution):
 
     def log_prob_entropy(self, params: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """log N(a; mu, sigma) = -sum_d [ (a_d - mu_d)^2 / (2 sigma_d^2) + log sigma_d + log(2 pi) / 2 ]
-        H = sum_d [ log sigma_d + (1 + log(2 pi)) / 2 ]"""
+        H = sum_d [ log sigma_d + (1 + log(2 pi)) / 2 ]
+        With --clipped-log-prob, a dimension whose sample lies beyond a bound counts log P(x >= high) (or
+        log P(x <= low)) instead of its density: the probability of the action the env was given."""
         mean, log_std = self._mean_log_std(params)
-        z = (actions.reshape(actions.shape[0], -1) - mean) * torch.exp(-log_std)
-        log_prob = -(0.5 * z.pow(2) + log_std).sum(-1) - self.dim * _HALF_LOG_2PI
+        flat = actions.reshape(actions.shape[0], -1)
+        inv_std = torch.exp(-log_std)
+        z = (flat - mean) * inv_std
+        log_density = -(0.5 * z.pow(2) + log_std) - _HALF_LOG_2PI  # [B, A]
+        if self.clipped_log_prob:
+            upper, lower, x_high, x_low = self._beyond(flat, mean, inv_std)
+            log_density = torch.where(
+                upper, torch.special.log_ndtr(x_high), torch.where(lower, torch.special.log_ndtr(x_low), log_density)
+            )
         entropy = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
-        return log_prob, entropy
+        return log_density.sum(-1), entropy
 
     def policy_grad(
         self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
@@ -215,18 +242,35 @@ class DiagGaussian(Distribution):
         d policy / d mu_i   = -(A_i / B) * z_i / sigma_i
         d policy / d s_i    = -(A_i / B) * (z_i^2 - 1)
         d (-c_e H) / d s_i  = -c_e / B
+        With --clipped-log-prob, where a sample is beyond the upper bound its term is log Phi(x), x = (mu - high) /
+        sigma, whose derivative is m = phi(x) / Phi(x) (the inverse Mills ratio) times dx: dx/dmu = 1 / sigma,
+        dx/ds = -x; beyond the lower bound x = (low - mu) / sigma, dx/dmu = -1 / sigma, dx/ds = -x:
+        d policy / d mu_i   = -/+ (A_i / B) * m / sigma_i      d policy / d s_i = (A_i / B) * m * x
         """
         with torch.no_grad():
             batch = params.shape[0]
             mean, log_std = self._mean_log_std(params)
+            flat = actions.reshape(batch, -1)
             inv_std = torch.exp(-log_std)
-            z = (actions.reshape(batch, -1) - mean) * inv_std
+            z = (flat - mean) * inv_std
             z2 = z.pow(2)
-            log_probs = -(0.5 * z2 + log_std).sum(-1) - self.dim * _HALF_LOG_2PI
-            entropies = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
+            log_density = -(0.5 * z2 + log_std) - _HALF_LOG_2PI
             scaled_adv = (advantages / batch).unsqueeze(-1)
             dmean = -scaled_adv * z * inv_std
-            dlog_std = -scaled_adv * (z2 - 1.0) - ent_coef / batch
+            dlog_std = -scaled_adv * (z2 - 1.0)
+            if self.clipped_log_prob:
+                upper, lower, x_high, x_low = self._beyond(flat, mean, inv_std)
+                x = torch.where(upper, x_high, x_low)
+                log_cdf = torch.special.log_ndtr(x)
+                mills = torch.exp(-0.5 * x.pow(2) - _HALF_LOG_2PI - log_cdf)  # phi(x) / Phi(x), in logs: no 0 / 0
+                beyond = upper | lower
+                sign = torch.where(upper, -1.0, 1.0)
+                dmean = torch.where(beyond, sign * scaled_adv * mills * inv_std, dmean)
+                dlog_std = torch.where(beyond, scaled_adv * mills * x, dlog_std)
+                log_density = torch.where(beyond, log_cdf, log_density)
+            log_probs = log_density.sum(-1)
+            entropies = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
+            dlog_std = dlog_std - ent_coef / batch
         return log_probs, entropies, torch.cat([dmean, dlog_std], dim=-1)
 
     def env_actions(self, actions: np.ndarray) -> list[Any]:
@@ -254,8 +298,8 @@ class GSDEGaussian(DiagGaussian):
 
     VARIANCE_EPS = 1e-6
 
-    def __init__(self, space: gym.spaces.Box, log_std_init: float, width: int) -> None:
-        super().__init__(space, log_std_init)
+    def __init__(self, space: gym.spaces.Box, log_std_init: float, width: int, clipped_log_prob: bool = False) -> None:
+        super().__init__(space, log_std_init, clipped_log_prob)
         self.width = width
         self.param_dim = self.dim + width + width * self.dim
         self.noise: np.ndarray | None = None  # [n_envs, W, A] standard normal, scaled by sigma when used
@@ -333,10 +377,13 @@ def _linear(width: int, out: int, gain: float) -> nn.Linear:
     return layer
 
 
-def make_distribution(action_space: gym.Space, log_std_init: float = 0.0, gsde_width: int = 0) -> Distribution:
+def make_distribution(
+    action_space: gym.Space, log_std_init: float = 0.0, gsde_width: int = 0, clipped_log_prob: bool = False
+) -> Distribution:
     """The distribution family of an action space; UserError for spaces a3c does not support. ``log_std_init``:
     the Gaussian's initial log standard deviation (Box actions only); ``gsde_width``: with Box actions, the width of
-    the features the head sees, for gSDE (0: the plain diagonal Gaussian)."""
+    the features the head sees, for gSDE (0: the plain diagonal Gaussian); ``clipped_log_prob``: the Gaussian's
+    log-prob of a sample beyond a bound is that of the bound (--clipped-log-prob)."""
     if isinstance(action_space, gym.spaces.Discrete):
         return Categorical(int(action_space.n), int(action_space.start))
     if isinstance(action_space, gym.spaces.MultiDiscrete):
@@ -344,8 +391,8 @@ def make_distribution(action_space: gym.Space, log_std_init: float = 0.0, gsde_w
         return MultiCategorical(np.asarray(action_space.nvec), np.asarray(start), action_space.dtype)
     if isinstance(action_space, gym.spaces.Box) and np.issubdtype(action_space.dtype, np.floating):
         if gsde_width:
-            return GSDEGaussian(action_space, log_std_init, gsde_width)
-        return DiagGaussian(action_space, log_std_init)
+            return GSDEGaussian(action_space, log_std_init, gsde_width, clipped_log_prob)
+        return DiagGaussian(action_space, log_std_init, clipped_log_prob)
     raise UserError(
         f"action space {action_space} is not supported; a3c supports Discrete, MultiDiscrete and float Box actions"
     )

@@ -269,7 +269,9 @@ def build_model(spec: EnvSpec, config: Config) -> tuple[ActorCritic, Distributio
     """The network and its policy distribution for an env's spaces: the one place that chooses them."""
     torso = make_torso(spec.observation_space, config)
     width = config.lstm or torso.width  # what the heads see
-    dist = make_distribution(spec.action_space, config.log_std_init, width if config.gsde else 0)
+    dist = make_distribution(
+        spec.action_space, config.log_std_init, width if config.gsde else 0, config.clipped_log_prob
+    )
     # a CNN is shared by actor and critic (the A3C paper's network; two would double the costliest part)
     shared = config.shared_torso or is_image(spec.observation_space)
     critic = None if shared else make_torso(spec.observation_space, config)

@@ -169,6 +169,13 @@ class Config:
         help="Box actions: generalized state-dependent exploration (noise a function of the state, redrawn every "
         "rollout, as SB3's use_sde) instead of independent noise at every step",
     )
+    clipped_log_prob: bool = flag(
+        False,
+        group="algorithm",
+        help="Box actions: the loss takes the log-probability of the action the env was given: a sample beyond a "
+        "bound, which the env sees clipped to it, counts log P(beyond the bound) rather than its Gaussian density "
+        "(the clipped action policy gradient, Fujita & Maeda 2018)",
+    )
     backend: str = flag(
         "shared-memory",
         group="backend",

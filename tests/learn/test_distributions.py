@@ -5,13 +5,21 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from a3c.learn.distributions import Categorical, DiagGaussian, GSDEGaussian, MultiCategorical, make_distribution
 from a3c.spec.errors import UserError
 
 
-def gaussian(dim=3, low=-2.0, high=2.0, log_std_init=0.0):
-    return make_distribution(gym.spaces.Box(low, high, (dim,), np.float32), log_std_init)
+def gaussian(dim=3, low=-2.0, high=2.0, log_std_init=0.0, clipped_log_prob=False):
+    return make_distribution(gym.spaces.Box(low, high, (dim,), np.float32), log_std_init, 0, clipped_log_prob)
+
+
+def clipped_gaussian():
+    """--clipped-log-prob on bounds [-1, 1], [-inf, 0.5] and [0, inf] (a bound may be infinite on either side)."""
+    space = gym.spaces.Box(np.array([-1.0, -np.inf, 0.0]), np.array([1.0, 0.5, np.inf]), dtype=np.float32)
+    return make_distribution(space, clipped_log_prob=True)
 
 
 def gaussian_params(batch=7, dim=3, seed=0):
@@ -27,6 +35,42 @@ def test_gaussian_log_prob_and_entropy_match_torch_distributions():
     reference = torch.distributions.Normal(params[:, :3], params[:, 3:].exp())
     torch.testing.assert_close(log_prob, reference.log_prob(actions).sum(-1))
     torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+
+
+def test_the_clipped_log_prob_is_the_probability_of_the_action_the_env_was_given():
+    dist = clipped_gaussian()
+    params = gaussian_params(batch=64)
+    actions = 2 * torch.randn(64, 3, generator=torch.Generator().manual_seed(3)).double()
+    log_prob, entropy = dist.log_prob_entropy(params, actions)
+    normal = torch.distributions.Normal(params[:, :3], params[:, 3:].exp())
+    low, high = torch.tensor([-1.0, -np.inf, 0.0]).double(), torch.tensor([1.0, 0.5, np.inf]).double()
+    expected = torch.where(
+        actions >= high,
+        torch.log1p(-normal.cdf(high.expand_as(actions))),  # P(x >= high): the env was given high
+        torch.where(actions <= low, torch.log(normal.cdf(low.expand_as(actions))), normal.log_prob(actions)),
+    )
+    assert ((actions >= high) | (actions <= low)).any(dim=0).tolist()[::2] == [True, True]  # both kinds occur
+    torch.testing.assert_close(log_prob, expected.sum(-1))
+    torch.testing.assert_close(entropy, normal.entropy().sum(-1))  # the Gaussian's, as without the option
+    inside = torch.tensor([[0.0, 0.0, 0.25]] * 5).double()  # within every bound: the density, as without the option
+    plain = make_distribution(gym.spaces.Box(-1.0, 1.0, (3,), np.float32))
+    torch.testing.assert_close(dist.log_prob_entropy(params[:5], inside), plain.log_prob_entropy(params[:5], inside))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    mean=st.floats(-50, 50),
+    log_std=st.floats(-8, 3),
+    action=st.floats(-60, 60),
+    advantage=st.floats(-10, 10),
+)
+def test_the_clipped_log_prob_and_its_gradient_stay_finite_far_beyond_a_bound(mean, log_std, action, advantage):
+    """A mean 50 beyond a bound with a std of e^-8: log P(beyond) is ~0 or hugely negative, never inf or nan, and so
+    is its closed-form gradient (float32, as the worker computes it)."""
+    dist = make_distribution(gym.spaces.Box(-1.0, 1.0, (1,), np.float32), clipped_log_prob=True)
+    params = torch.tensor([[mean, log_std]], dtype=torch.float32)
+    log_prob, _, dparams = dist.policy_grad(params, torch.tensor([[action]]), torch.tensor([advantage]), 0.01)
+    assert torch.isfinite(log_prob).all() and torch.isfinite(dparams).all()
 
 
 def test_multicategorical_log_prob_and_entropy_match_torch_distributions():
@@ -50,8 +94,9 @@ def test_multicategorical_log_prob_and_entropy_match_torch_distributions():
             torch.stack([torch.randint(0, 3, (7,)), torch.randint(0, 2, (7,))], -1),
         ),
         (Categorical(4), torch.randn(7, 4).double(), torch.randint(0, 4, (7,))),
+        (clipped_gaussian(), gaussian_params(), 2 * torch.randn(7, 3).double()),  # about half beyond a bound
     ],
-    ids=["gaussian", "multidiscrete", "categorical"],
+    ids=["gaussian", "multidiscrete", "categorical", "gaussian-clipped-log-prob"],
 )
 def test_closed_form_policy_gradient_matches_autograd(dist, params, actions):
     advantages = torch.randn(7).double()
