@@ -379,6 +379,30 @@ def test_every_space_combination_trains_and_round_trips_through_a_checkpoint(tmp
         assert spec.action_space.contains(np.asarray(action, dtype=spec.action_space.dtype))
 
 
+@pytest.mark.parametrize("gsde", [False, True], ids=["gaussian", "gsde"])
+def test_the_clipped_log_prob_trains_the_box_policy(gsde):
+    """--clipped-log-prob through a worker's updates (the Gaussian's closed-form gradient; gSDE's autograd), with a
+    policy wide enough that samples pass Spaces-v0's bounds [-1, 1]: the updates apply and every loss is finite
+    (the log-prob's math against a reference: tests/learn/test_distributions.py)."""
+    worker, store = make_worker(
+        env="envs/Spaces-v0",
+        env_kwargs={"obs": "box", "action": "box"},
+        n_steps=5,
+        hidden_sizes=(8,),
+        gsde=gsde,
+        clipped_log_prob=True,
+        log_std_init=1.0,
+    )
+    assert worker.dist.clipped_log_prob
+    before = store.params.clone()
+    beyond = 0
+    for _ in range(3):
+        worker.step()
+        beyond += int((worker.actions.abs() > 1.0).sum())
+    assert store.optimizer.step_count() == 3 and not torch.equal(store.params, before)
+    assert np.isfinite(worker.last_loss).all() and beyond > 0
+
+
 def test_lstm_state_is_reset_at_episode_ends_inside_a_rollout():
     """Scripted episodes end at steps 2 (terminated) and 6 (truncated) of an 8-step rollout: the policy that acted
     on obs[3] and obs[7] (first observations of new episodes) must be the one of a fresh state, and the update's
