@@ -16,15 +16,17 @@ rollouts) and its log-prob needs the log-det correction at every sample; clippin
 does (its rl-zoo3 presets for Pendulum and the continuous LunarLander use it), and its one bias (the probability mass
 beyond a bound acts as the bound) shrinks as the policy sharpens.
 
-That bias has a cost where a mean drifts past a bound: every sample there reaches the env as the bound, whatever it
-was, so the advantage says nothing about it and the density's gradient is noise, a random walk that carries the mean
-further out (on HalfCheetah-v5 half the trained policy's means lay beyond [-1, 1], one joint's near 9).
-``--clipped-log-prob`` (Fujita & Maeda 2018, "Clipped Action Policy Gradient") gives the loss the log-probability of
-the action the env was given: for a sample beyond a bound, log P(x beyond the bound) = log Phi(distance / sigma).
-Its gradient moves the mean toward or away from the bound as the advantage of the bound's action says, and vanishes
-once reaching the bound is certain, so a mean beyond it no longer wanders; within the bounds the term is the density,
-as without the option. It estimates the same policy gradient without bias and with less variance (the paper's
-result); the entropy stays the Gaussian's.
+That bias has a cost where a mean lies past a bound: every sample there reaches the env as the bound, whatever it
+was, so the advantage says nothing about it, and the density's gradient for that dimension is noise, large where the
+std is small (it scales with 1 / sigma), that enters the shared layers with every update. ``--clipped-log-prob``
+(Fujita & Maeda 2018, "Clipped Action Policy Gradient") gives the loss the log-probability of the action the env was
+given: for a sample beyond a bound, log P(x beyond the bound) = log Phi(distance / sigma). Its gradient moves the
+mean toward or away from the bound as the advantage of the bound's action says, and vanishes as reaching the bound
+becomes certain; within the bounds the term is the density, as without the option. It estimates the same policy
+gradient without bias and with less variance (the paper's result); the entropy stays the Gaussian's. A policy that
+learns to saturate its actions gains most: HalfCheetah's trained policies hold 91-95% of their means beyond [-1, 1]
+(maximal torques); without the option seed 1 collapsed at 600k steps, with it neither seed 1 nor 2 did
+(docs/suite.md).
 """
 
 from __future__ import annotations
