@@ -1,6 +1,7 @@
 """ActorCritic (built from the spaces, with and without an LSTM core), its rollout unroll, the flat parameter/gradient
 buffers, and the Categorical distribution."""
 
+import copy
 import json
 import subprocess
 import sys
@@ -227,31 +228,40 @@ def test_cnn_reads_channels_where_they_are_and_scales_uint8(channels_last):
 @pytest.mark.parametrize("shape", [(4, 84, 84), (84, 84, 4), (10, 10, 2)])
 def test_the_updates_channels_last_convolutions_give_the_same_values_and_gradients(shape):
     """With autograd on (the update) the CNN reads its input channels-last (a faster convolution backward): the
-    outputs and the weights' gradients, which land in the flat buffer, are those of the plain contiguous layers."""
+    outputs and the weights' gradients are those of the plain contiguous layers, and the gradients land in the flat
+    buffer. The layouts are compared in float64: in float32 the two convolutions sum in different orders, and among
+    the ~150k ReLU inputs of a batch one now and then lies within rounding of 0 and flips, which changes a few
+    gradient entries by up to 1% of the largest (seen on 2 threads about once in 60 batches), a property of ReLU
+    networks and not of the layout."""
     torch.manual_seed(0)
     space = gym.spaces.Box(0, 255, shape, np.uint8)
+    space.seed(0)
     model, _ = build_model(EnvSpec("Img-v0", space, gym.spaces.Discrete(6), None, None), Config())
     _, grads = flatten_parameters(model)
     views = [p.grad.data_ptr() for p in model.parameters()]
     frames = torch.from_numpy(np.stack([space.sample() for _ in range(12)]))
-    with torch.no_grad():
-        acting = model(frames)[0]
     params, values, _ = model(frames)
     (params.square().sum() + values.sum()).backward()
-    torso = model.actor
+    assert [p.grad.data_ptr() for p in model.parameters()] == views  # accumulated in place: the flat buffer holds them
+    torch.testing.assert_close(grads, torch.cat([p.grad.reshape(-1) for p in model.parameters()]), rtol=0, atol=0)
+
+    model64 = copy.deepcopy(model).double()  # the forward casts its input to the weights' dtype
+    torso = model64.actor
     assert isinstance(torso, CnnTorso)
-    x = frames.float() / 255
+    with torch.no_grad():
+        acting = model64(frames)[0]
+    params, values, _ = model64(frames)
+    weights = list(model64.parameters())
+    got = torch.autograd.grad(params.square().sum() + values.sum(), weights)
+    x = frames.double() / 255
     x = (x.permute(0, 3, 1, 2) if torso.channels_last else x).contiguous()
     features = torso.fc(torso.convs(x))  # the same layers on the contiguous input, by hand
-    ref_params, ref_values = model.policy_head(features), model.value_head(features).squeeze(-1)
-    weights = [p for p in model.parameters()]
+    ref_params, ref_values = model64.policy_head(features), model64.value_head(features).squeeze(-1)
     ref_grads = torch.autograd.grad(ref_params.square().sum() + ref_values.sum(), weights)
     torch.testing.assert_close(params, ref_params)
     torch.testing.assert_close(acting, ref_params.detach())
-    for p, g in zip(weights, ref_grads, strict=True):
-        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
-    assert [p.grad.data_ptr() for p in weights] == views  # accumulated in place: the flat buffer holds them
-    torch.testing.assert_close(grads, torch.cat([g.reshape(-1) for g in ref_grads]), rtol=1e-4, atol=1e-6)
+    for g, ref in zip(got, ref_grads, strict=True):
+        torch.testing.assert_close(g, ref, rtol=1e-9, atol=1e-9 * ref.abs().max().item())
 
 
 def test_uint8_vectors_are_scaled_and_floats_are_not():
