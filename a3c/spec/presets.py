@@ -52,16 +52,42 @@ def read_presets(path: Path, fix: str = "fix or restore it") -> dict[str, dict[s
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise UserError(f"cannot read the presets file {path} ({err}); {fix}") from None
-    presets: dict[str, dict[str, Any]] = {}
     for name, table in data.items():
         if not isinstance(table, dict):
             raise UserError(f"{path}: {name!r} must be a table ([{name}]) of settings")
-        presets[name] = {key.replace("-", "_"): checked_setting(path, name, key, value) for key, value in table.items()}
+    presets: dict[str, dict[str, Any]] = {}
+    for name in data:
+        presets[name] = {
+            key.replace("-", "_"): checked_setting(path, name, key, value)
+            for key, value in inherited_settings(path, data, name).items()
+        }
         try:
             Config(**presets[name]).validate()
         except UserError as err:
             raise UserError(f"{path} [{name}]: {err}") from None
     return presets
+
+
+EXTENDS = "extends"  # a table's `extends = "NAME"`: table NAME's settings first, its own keys over them
+
+
+def inherited_settings(path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
+    """Table ``name``'s settings as TOML gives them, with those of the table it ``extends`` (and so on up) beneath
+    its own: a family of envs tuned alike (the MuJoCo robots) is written once. UserError for a name that is not a
+    table of the file, or a loop."""
+    chain = [name]
+    while EXTENDS in data[chain[-1]]:
+        base = data[chain[-1]][EXTENDS]
+        where = f"{path} [{chain[-1]}] {EXTENDS}"
+        if not isinstance(base, str) or base not in data:
+            raise UserError(f"{where} = {base!r}: expected the name of a table of this file ({', '.join(data)})")
+        if base in chain:
+            raise UserError(f"{where} = {base!r}: a loop ({' -> '.join([*chain, base])}); break it")
+        chain.append(base)
+    settings: dict[str, Any] = {}
+    for table in reversed(chain):  # the farthest base first, the table itself last (its keys win)
+        settings.update({key: value for key, value in data[table].items() if key != EXTENDS})
+    return settings
 
 
 def checked_setting(path: Path, name: str, key: str, value: Any) -> Any:

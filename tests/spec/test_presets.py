@@ -11,7 +11,7 @@ from procs import train_cmd
 
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
-from a3c.spec.presets import ATARI_PRESET, load_presets, preset_name, resolve_config
+from a3c.spec.presets import ATARI_PRESET, PRESETS_FILE, load_presets, preset_name, resolve_config, tomllib
 from a3c.train import build_parser, parse_cli, parse_config
 
 
@@ -20,8 +20,10 @@ def test_every_shipped_preset_is_a_known_env_with_valid_settings():
 
     presets = load_presets()
     assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "envs/Memory-v0"} <= set(presets)
+    extended = {table["extends"] for table in tomllib.loads(PRESETS_FILE.read_text()).values() if "extends" in table}
+    assert extended == {"mujoco"}
     for name, settings in presets.items():
-        if name != ATARI_PRESET:  # the one preset named for a family of ids (every ALE/...), not for one id
+        if name != ATARI_PRESET and name not in extended:  # presets named for a family of ids, not for one id
             gym.spec(name)  # a registered id (LunarLander needs box2d only to be made, not to be looked up)
         assert settings, f"preset {name} sets nothing"
         Config(**settings).validate()
@@ -98,6 +100,42 @@ def test_resolve_config_precedence_is_default_preset_flag():
     ],
 )
 def test_a_broken_presets_file_is_a_user_error_naming_the_key(tmp_path, toml, message):
+    path = tmp_path / "presets.toml"
+    path.write_text(toml)
+    with pytest.raises(UserError, match=message):
+        load_presets(path)
+
+
+def test_a_table_extends_another_and_its_own_keys_win(tmp_path):
+    path = tmp_path / "presets.toml"
+    path.write_text(
+        "[base]\nlr = 0.5\nn-steps = 8\n\n[mid]\nextends = 'base'\nn-steps = 16\ngamma = 0.9\n\n"
+        "[X-v0]\nextends = 'mid'\ngamma = 0.95\n"
+    )
+    presets = load_presets(path)
+    assert presets["X-v0"] == {"lr": 0.5, "n_steps": 16, "gamma": 0.95}
+    assert presets["mid"] == {"lr": 0.5, "n_steps": 16, "gamma": 0.9} and presets["base"] == {"lr": 0.5, "n_steps": 8}
+
+
+def test_the_mujoco_robots_share_one_table_and_each_gets_all_of_it():
+    presets = load_presets()
+    assert presets["mujoco"]["clipped_log_prob"] is True and presets["mujoco"]["n_steps"] == 8
+    for robot in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5"):
+        assert presets[robot] == presets["mujoco"]
+        config, sources, _ = parse_cli(["--env", robot])
+        assert config.preset == robot and config.gsde and sources["gsde"] == "preset"
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ("[X-v0]\nextends = 'nowhere'\n", r"\[X-v0\] extends = 'nowhere': expected the name of a table"),
+        ("[X-v0]\nextends = 3\n", r"extends = 3: expected the name of a table of this file \(X-v0\)"),
+        ("[A]\nextends = 'B'\n[B]\nextends = 'A'\n", r"a loop \(A -> B -> A\); break it"),
+        ("[A]\nlr = 1\n[X-v0]\nextends = 'A'\ngamma = 2.0\n", r"\[X-v0\]: --gamma must be in"),
+    ],
+)
+def test_a_bad_extends_is_a_user_error_naming_the_table(tmp_path, toml, message):
     path = tmp_path / "presets.toml"
     path.write_text(toml)
     with pytest.raises(UserError, match=message):
