@@ -206,16 +206,27 @@ class DiagGaussian(Distribution):
         self._low = torch.from_numpy(np.where(np.isfinite(self.low), self.low, 0.0)).float()
         self._high = torch.from_numpy(np.where(np.isfinite(self.high), self.high, 0.0)).float()
 
-    def _beyond(self, actions: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """For --clipped-log-prob: where each sample lies at or beyond a bound (masks [B, A]), and the standardised
-        distances from the mean to that bound whose normal CDF is the probability the env's clipping gives the bound:
-        P(x >= high) = Phi((mu - high) / sigma), P(x <= low) = Phi((low - mu) / sigma). Clamped at -30: a branch
-        not taken (or a mean 30 stds inside a bound, which no sample passes) must not overflow its derivative."""
-        upper = self._has_high & (actions >= self._high)
-        lower = self._has_low & (actions <= self._low) & ~upper
-        x_high = ((mean - self._high) * inv_std).clamp(min=-30.0)
-        x_low = ((self._low - mean) * inv_std).clamp(min=-30.0)
-        return upper, lower, x_high, x_low
+    def _log_terms(
+        self, flat: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...] | None]:
+        """Per dimension [B, A]: z = (a - mu) / sigma, 1 / sigma, and the action's log-probability term: the
+        density's, or with --clipped-log-prob, where the sample lies at or beyond a bound, log Phi(x) of the bound's
+        standardised distance, the probability the env's clipping gives that bound: P(a >= high) = Phi((mu - high) /
+        sigma), P(a <= low) = Phi((low - mu) / sigma). The last item is None without the option, else (upper: the
+        masks of samples at or beyond the upper bound, beyond: beyond either, x, log Phi(x)). x is clamped at -30: a
+        branch not taken (or a mean 30 stds inside a bound, which no sample passes) must not overflow its
+        derivative."""
+        inv_std = torch.exp(-log_std)
+        z = (flat - mean) * inv_std
+        log_terms = -(0.5 * z.pow(2) + log_std) - _HALF_LOG_2PI
+        if not self.clipped_log_prob:
+            return z, inv_std, log_terms, None
+        upper = self._has_high & (flat >= self._high)
+        lower = self._has_low & (flat <= self._low) & ~upper
+        beyond = upper | lower
+        x = torch.where(upper, mean - self._high, self._low - mean).mul(inv_std).clamp(min=-30.0)
+        log_cdf = torch.special.log_ndtr(x)
+        return z, inv_std, torch.where(beyond, log_cdf, log_terms), (upper, beyond, x, log_cdf)
 
     def _mean_log_std(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return params[:, : self.dim], params[:, self.dim :]
@@ -235,17 +246,9 @@ class DiagGaussian(Distribution):
         With --clipped-log-prob, a dimension whose sample lies beyond a bound counts log P(x >= high) (or
         log P(x <= low)) instead of its density: the probability of the action the env was given."""
         mean, log_std = self._mean_log_std(params)
-        flat = actions.reshape(actions.shape[0], -1)
-        inv_std = torch.exp(-log_std)
-        z = (flat - mean) * inv_std
-        log_density = -(0.5 * z.pow(2) + log_std) - _HALF_LOG_2PI  # [B, A]
-        if self.clipped_log_prob:
-            upper, lower, x_high, x_low = self._beyond(flat, mean, inv_std)
-            log_density = torch.where(
-                upper, torch.special.log_ndtr(x_high), torch.where(lower, torch.special.log_ndtr(x_low), log_density)
-            )
+        _, _, log_terms, _ = self._log_terms(actions.reshape(actions.shape[0], -1), mean, log_std)
         entropy = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
-        return log_density.sum(-1), entropy
+        return log_terms.sum(-1), entropy
 
     def policy_grad(
         self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
@@ -262,25 +265,17 @@ class DiagGaussian(Distribution):
         with torch.no_grad():
             batch = params.shape[0]
             mean, log_std = self._mean_log_std(params)
-            flat = actions.reshape(batch, -1)
-            inv_std = torch.exp(-log_std)
-            z = (flat - mean) * inv_std
-            z2 = z.pow(2)
-            log_density = -(0.5 * z2 + log_std) - _HALF_LOG_2PI
+            z, inv_std, log_terms, clipped = self._log_terms(actions.reshape(batch, -1), mean, log_std)
             scaled_adv = (advantages / batch).unsqueeze(-1)
             dmean = -scaled_adv * z * inv_std
-            dlog_std = -scaled_adv * (z2 - 1.0)
-            if self.clipped_log_prob:
-                upper, lower, x_high, x_low = self._beyond(flat, mean, inv_std)
-                x = torch.where(upper, x_high, x_low)
-                log_cdf = torch.special.log_ndtr(x)
+            dlog_std = -scaled_adv * (z.pow(2) - 1.0)
+            if clipped is not None:
+                upper, beyond, x, log_cdf = clipped
                 mills = torch.exp(-0.5 * x.pow(2) - _HALF_LOG_2PI - log_cdf)  # phi(x) / Phi(x), in logs: no 0 / 0
-                beyond = upper | lower
                 sign = torch.where(upper, -1.0, 1.0)
                 dmean = torch.where(beyond, sign * scaled_adv * mills * inv_std, dmean)
                 dlog_std = torch.where(beyond, scaled_adv * mills * x, dlog_std)
-                log_density = torch.where(beyond, log_cdf, log_density)
-            log_probs = log_density.sum(-1)
+            log_probs = log_terms.sum(-1)
             entropies = log_std.sum(-1) + self.dim * (0.5 + _HALF_LOG_2PI)
             dlog_std = dlog_std - ent_coef / batch
         return log_probs, entropies, torch.cat([dmean, dlog_std], dim=-1)
