@@ -171,6 +171,7 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
         (["--optimizer", "sgd"], "argument --optimizer: invalid choice"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--bf16"], "--bf16 is for image observations (the CNN torso), but CartPole-v1 observes Box("),
     ],
 )
 def test_value_errors(argv, expected, capsys, tmp_path):

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from a3c.learn.distributions import Distribution, make_distribution
+from a3c.spec.environment import is_image
 
 if TYPE_CHECKING:
     from a3c.spec.config import Config
@@ -82,9 +83,11 @@ class CnnTorso(Torso):
     4x4/2, 3x3/1); smaller images (grids from about 3x3): two 3x3 convs (the second of stride 2) that keep the
     picture. Sized with a dummy forward pass."""
 
-    def __init__(self, shape: tuple[int, ...], channels_last: bool, scale: float, width: int = 512) -> None:
+    def __init__(
+        self, shape: tuple[int, ...], channels_last: bool, scale: float, width: int = 512, bf16: bool = False
+    ) -> None:
         super().__init__()
-        self.channels_last, self.scale, self.width = channels_last, scale, width
+        self.channels_last, self.scale, self.width, self.bf16 = channels_last, scale, width, bf16
         self.add_channel = len(shape) == 2
         c, h, w = (1, *shape) if self.add_channel else ((shape[2], shape[0], shape[1]) if channels_last else shape)
         if min(h, w) >= 36:
@@ -110,14 +113,13 @@ class CnnTorso(Torso):
             # channels-last input (docs/atari.md; the weights stay views of the flat buffer, in their own layout).
             # Acting (no autograd, 1-8 observations) gains nothing from it, so pays no copy.
             x = x.contiguous(memory_format=torch.channels_last)
+        if self.bf16:
+            # --bf16: the convolutions and the dense layer compute in bfloat16 (oneDNN's AVX-512 BF16 / AMX kernels);
+            # the weights, their gradients (autocast casts a float32 weight per use, and its backward casts the
+            # gradient back) and everything after the torso stay float32
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return self.fc(self.convs(x)).float()
         return self.fc(self.convs(x))
-
-
-def is_image(space: gym.spaces.Box) -> bool:
-    """3-D observations, and 2-D ones of uint8 or bool (a grey frame, a grid), are images (a CNN torso, which takes
-    any size: the A3C paper's convolutions from 36x36 up, two small ones below); everything else is a vector (an
-    MLP)."""
-    return len(space.shape) == 3 or (len(space.shape) == 2 and space.dtype in (np.uint8, np.bool_))
 
 
 def input_scale(observation_space: gym.spaces.Box, config: Config) -> float:
@@ -139,7 +141,7 @@ def make_torso(observation_space: gym.spaces.Box, config: Config) -> Torso:
     scale = input_scale(observation_space, config)
     shape = tuple(observation_space.shape)
     if is_image(observation_space):
-        return CnnTorso(shape, len(shape) == 3 and shape[-1] < shape[0], scale)
+        return CnnTorso(shape, len(shape) == 3 and shape[-1] < shape[0], scale, bf16=config.bf16)
     return MlpTorso(int(np.prod(shape)), config.hidden_sizes, scale)
 
 
@@ -276,6 +278,14 @@ def build_model(spec: EnvSpec, config: Config) -> tuple[ActorCritic, Distributio
     shared = config.shared_torso or is_image(spec.observation_space)
     critic = None if shared else make_torso(spec.observation_space, config)
     model = ActorCritic(torso, critic, dist.make_head(width), config.lstm)
+    if not config.ortho_init:
+        # --no-ortho-init: every dense layer as PyTorch makes it (uniform in +-1/sqrt(fan_in), as SB3 with
+        # ortho_init=False), in place of the orthogonal init each layer got above; the log-std and LSTM cells keep
+        # theirs. Smaller torso weights give less saturated tanh features, and with gSDE (whose std is a function of
+        # them) a smaller first exploration.
+        for layer in model.modules():
+            if isinstance(layer, nn.Linear):
+                layer.reset_parameters()
     return model, dist
 
 

@@ -46,7 +46,7 @@ from a3c.record.run_dir import check_new_run_dir, resume_checkpoint
 from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.config import Config
-from a3c.spec.environment import EnvSpec, describe_env
+from a3c.spec.environment import EnvSpec, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.presets import CHECKPOINT, FLAG, preset_line, resolve_config, short_run_warning
 
@@ -156,6 +156,11 @@ def preflight(config: Config) -> EnvSpec:
     if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):
         raise UserError(
             f"--gsde is for continuous (Box) actions, but {config.env} has {spec.action_space} actions; drop --gsde"
+        )
+    if config.bf16 and not is_image(spec.observation_space):
+        raise UserError(
+            f"--bf16 is for image observations (the CNN torso), but {config.env} observes {spec.observation_space}, "
+            "which an MLP takes in float32; drop --bf16"
         )
     check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
     if config.resume is None and config.run_dir:

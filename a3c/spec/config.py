@@ -138,6 +138,18 @@ class Config:
         group="model",
         help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs)",
     )
+    ortho_init: bool = flag(
+        True,
+        group="model",
+        help="orthogonal initial weights (gain sqrt 2 in the torso, 0.01 for the policy head, 1 for the value head), "
+        "as SB3's ortho_init; --no-ortho-init: PyTorch's default init of every dense layer (rl-zoo3's gSDE settings)",
+    )
+    bf16: bool = flag(
+        False,
+        group="model",
+        help="image observations: the CNN torso computes in bfloat16 (CPU autocast; weights, gradients, optimizer and "
+        "loss stay float32). Pays on CPUs with AVX-512 BF16 or AMX (oneDNN's bf16 kernels), costs elsewhere",
+    )
     normalize_obs: bool = flag(
         False,
         group="env",

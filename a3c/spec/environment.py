@@ -36,6 +36,13 @@ def _register_project_envs() -> None:
     importlib.import_module("envs")  # registers the `envs/` namespace on import
 
 
+def is_image(space: gym.spaces.Box) -> bool:
+    """3-D observations, and 2-D ones of uint8 or bool (a grey frame, a grid), are images (a CNN torso, which takes
+    any size: the A3C paper's convolutions from 36x36 up, two small ones below); everything else is a vector (an
+    MLP)."""
+    return len(space.shape) == 3 or (len(space.shape) == 2 and space.dtype in (np.uint8, np.bool_))
+
+
 @dataclass(frozen=True)
 class EnvSpec:
     """What the model and the trainer need to know about an environment: its spaces (shapes, dtypes, the action

@@ -3,6 +3,7 @@ buffers, and the Categorical distribution."""
 
 import copy
 import json
+import math
 import subprocess
 import sys
 
@@ -262,6 +263,57 @@ def test_the_updates_channels_last_convolutions_give_the_same_values_and_gradien
     torch.testing.assert_close(acting, ref_params.detach())
     for g, ref in zip(got, ref_grads, strict=True):
         torch.testing.assert_close(g, ref, rtol=1e-9, atol=1e-9 * ref.abs().max().item())
+
+
+@pytest.mark.parametrize("shape", [(84, 84, 4), (10, 10, 2)])
+def test_bf16_computes_the_cnn_in_bfloat16_and_keeps_weights_and_gradients_float32(shape):
+    """--bf16: the same network (same weights) gives nearly the float32 outputs and gradients (bfloat16 keeps 8 bits
+    of mantissa: within a few percent, and the gradient pointing the same way), while the weights, their gradients
+    in the flat buffer and the heads' outputs stay float32."""
+    torch.manual_seed(0)
+    space = gym.spaces.Box(0, 255, shape, np.uint8)
+    space.seed(0)
+    spec = EnvSpec("Img-v0", space, gym.spaces.Discrete(6), None, None)
+    model, _ = build_model(spec, Config(bf16=True))
+    reference, _ = build_model(spec, Config())
+    reference.load_state_dict(model.state_dict())
+    assert model.actor.bf16 and not reference.actor.bf16
+    _, grads = flatten_parameters(model)
+    frames = torch.from_numpy(np.stack([space.sample() for _ in range(12)]))
+    outputs = []
+    for net in (model, reference):
+        params, values, _ = net(frames)
+        (params.square().sum() + values.sum()).backward()
+        assert params.dtype == values.dtype == torch.float32
+        outputs.append(torch.cat([params.reshape(-1), values]).detach())
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32 for p in model.parameters())
+    assert grads.dtype == torch.float32 and torch.isfinite(grads).all()
+    ref_grads = torch.cat([p.grad.reshape(-1) for p in reference.parameters()])
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=0.05, atol=0.05 * outputs[1].abs().max().item())
+    assert torch.nn.functional.cosine_similarity(grads, ref_grads, dim=0) > 0.99
+    assert not torch.equal(grads, ref_grads)  # (it did compute in bfloat16)
+    with torch.no_grad():  # acting takes the same path
+        torch.testing.assert_close(model(frames)[0], outputs[0][: 12 * 6].view(12, 6))
+
+
+def test_no_ortho_init_gives_every_dense_layer_pytorchs_default_init():
+    """--no-ortho-init (rl-zoo3's gSDE settings: SB3's ortho_init=False): each dense layer's weights uniform in
+    +-1/sqrt(fan_in), as nn.Linear makes them, where the default is orthogonal (the policy head at gain 0.01)."""
+    spec = EnvSpec("Pendulum-v1", gym.spaces.Box(-8, 8, (3,)), gym.spaces.Box(-2, 2, (1,)), None, None)
+    for gsde in (False, True):
+        torch.manual_seed(0)
+        plain, _ = build_model(spec, Config(ortho_init=False, gsde=gsde, log_std_init=-2.0))
+        torch.manual_seed(0)
+        ortho, _ = build_model(spec, Config(gsde=gsde, log_std_init=-2.0))
+        layers = [m for m in plain.modules() if isinstance(m, torch.nn.Linear)]
+        assert len(layers) == 6  # the actor's 2, the critic's 2, the policy mean, the value
+        for layer in layers:
+            bound = 1 / math.sqrt(layer.in_features)
+            assert layer.weight.abs().max() <= bound and layer.weight.abs().max() > 0.5 * bound
+        head = plain.policy_head.mean.weight
+        assert head.abs().max() > 10 * ortho.policy_head.mean.weight.abs().max()  # not the 0.01-gain head
+        log_std = dict(plain.named_parameters())["policy_head.log_std"]
+        assert torch.all(log_std == -2.0)  # the log-std keeps --log-std-init
 
 
 def test_uint8_vectors_are_scaled_and_floats_are_not():
