@@ -6,6 +6,7 @@ vf_coef 0.25, RMSpropTFLike). Learning is not measured here (a game needs ~10M f
 
     pip install -e ".[atari,bench]"
     python scripts/bench_atari.py --steps 20000 --repeats 1 --out bench-out
+    python scripts/bench_atari.py --steps 20000 --repeats 2 --a3c-variant= --a3c-variant=--bf16 --out bench-out
 
 a3c's steps/s is its summary.json's (from the workers' common first step; start-up excluded, in its own column);
 SB3's is its agent steps over the time of model.learn (envs and model built before the clock starts). Prints a
@@ -15,6 +16,7 @@ markdown table; writes OUT/atari.json, .md and .png.
 from __future__ import annotations
 
 import argparse
+import shlex
 import statistics
 import sys
 import tempfile
@@ -74,45 +76,63 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="a3c's --workers")
     parser.add_argument("--sb3-envs", type=int, default=16, help="SB3's n_envs (rl-zoo3: 16)")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
+    parser.add_argument(
+        "--a3c-variant",
+        action="append",
+        metavar="FLAGS",
+        help="an a3c configuration to time, as more flags for a3c.train in one string (--a3c-variant=--bf16); "
+        "give it again for another (--a3c-variant= is the plain preset); default: the plain preset alone",
+    )
     args = parser.parse_args()
+    variants = [shlex.split(v) for v in (args.a3c_variant or [""])]
+    names = [" ".join(v) or "preset" for v in variants]
 
-    a3c_sps: list[float] = []
-    a3c_startup: list[float] = []
+    a3c_sps: dict[str, list[float]] = {name: [] for name in names}
+    a3c_startup: dict[str, list[float]] = {name: [] for name in names}
     sb3_sps: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.repeats):
-            flags = ["--env", args.env, "--workers", str(args.workers), "--total-steps", str(args.steps)]
-            s = run_train([*flags, "--eval-every", "0", "--seed", str(r + 1)], Path(tmp) / f"a3c-{r}")
-            a3c_sps.append(s["steps_per_s"])
-            a3c_startup.append(s["startup_s"] or 0.0)
-            print(f"a3c run {r + 1}: {s['steps_per_s'] * FRAME_SKIP:,.0f} frames/s", flush=True)
+        for r in range(args.repeats):  # each repeat: every a3c variant, then SB3 (alternating, as the load drifts)
+            for i, (name, extra) in enumerate(zip(names, variants, strict=True)):
+                flags = ["--env", args.env, "--workers", str(args.workers), "--total-steps", str(args.steps), *extra]
+                s = run_train([*flags, "--eval-every", "0", "--seed", str(r + 1)], Path(tmp) / f"a3c-{r}-{i}")
+                a3c_sps[name].append(s["steps_per_s"])
+                a3c_startup[name].append(s["startup_s"] or 0.0)
+                print(f"a3c ({name}) run {r + 1}: {s['steps_per_s'] * FRAME_SKIP:,.0f} frames/s", flush=True)
             sb3_sps.append(sb3_steps_per_s(args.env, args.steps, args.sb3_envs, r + 1))
             print(f"SB3 run {r + 1}: {sb3_sps[-1] * FRAME_SKIP:,.0f} frames/s", flush=True)
 
-    a3c, sb3 = statistics.median(a3c_sps) * FRAME_SKIP, statistics.median(sb3_sps) * FRAME_SKIP
+    sb3 = statistics.median(sb3_sps) * FRAME_SKIP
+    medians = {name: statistics.median(v) * FRAME_SKIP for name, v in a3c_sps.items()}
     rows = [
-        [f"a3c ({args.workers} workers, atari preset)", a3c, ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in a3c_sps)],
-        [f"SB3 A2C ({args.sb3_envs} envs)", sb3, ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in sb3_sps)],
+        [
+            f"a3c ({args.workers} workers, atari preset{'' if name == 'preset' else ' ' + name})",
+            medians[name],
+            ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in a3c_sps[name]),
+            f"{medians[name] / sb3:.2f}x",
+        ]
+        for name in names
     ]
-    table = markdown_table(["trainer", "median frames/s", "runs"], rows)
-    table += f"\n\n{args.env}, {args.steps:,} agent steps per run: a3c / SB3 = **{a3c / sb3:.2f}x**"
+    rows.append([f"SB3 A2C ({args.sb3_envs} envs)", sb3, ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in sb3_sps), ""])
+    table = markdown_table(["trainer", "median frames/s", "runs", "a3c / SB3"], rows)
+    table += f"\n\n{args.env}, {args.steps:,} agent steps per run, {args.repeats} run(s) of each, alternating"
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 3.5), dpi=100)
-    ax.bar(["a3c", "SB3 A2C"], [a3c, sb3], color=["tab:blue", "tab:orange"])
+    fig, ax = plt.subplots(figsize=(1.6 * (len(names) + 1) + 2, 3.5), dpi=100)
+    ax.bar([f"a3c\n{name}" for name in names] + ["SB3 A2C"], [*medians.values(), sb3])
     ax.set_ylabel("frames/s (agent steps x 4)")
     ax.set_title(f"{args.env}: training throughput, same machine")
     fig.tight_layout()
     data = {
         "env": args.env,
         "steps": args.steps,
+        "variants": dict(zip(names, variants, strict=True)),
         "a3c_steps_per_s": a3c_sps,
         "a3c_startup_s": a3c_startup,
         "sb3_steps_per_s": sb3_sps,
-        "ratio": a3c / sb3,
+        "ratio": {name: medians[name] / sb3 for name in names},
     }
     save_results(args.out, "atari", data, table, fig)
 
