@@ -79,3 +79,19 @@ def test_the_cnn_learns_catch_from_a_bool_grid_and_the_run_evaluates_and_loads(t
     obs, _ = env.reset(seed=123)
     assert obs.dtype == np.bool_ and env.action_space.contains(agent.act(obs))
     assert np.mean(returns(env, agent.act, 10)) > 0.5
+
+
+def test_a_bf16_run_trains_checkpoints_and_loads_with_its_setting(tmp_path):
+    """--bf16 end to end on the pixel task: the workers' CNN computes in bfloat16, the run finishes with finite
+    losses, its config keeps the setting, and a3c.load builds the same bf16 torso and acts."""
+    run_dir = tmp_path / "catch-bf16"
+    cmd = train_cmd(run_dir, "--env", "envs/Catch-v0", "--bf16", "--total-steps", "4000", "--eval-every", "0")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    s = summary(run_dir)
+    assert s["updates"] > 0 and s["skipped_updates"] == 0, s
+    assert json.loads((run_dir / "config.json").read_text())["bf16"] is True
+    agent = a3c.load(run_dir)
+    assert agent.model.actor.bf16
+    obs, _ = make_env("envs/Catch-v0").reset(seed=0)
+    assert gym.spaces.Discrete(3).contains(agent.act(obs))
