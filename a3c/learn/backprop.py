@@ -14,6 +14,10 @@ Linear heads (Categorical's and MultiCategorical's logits; the value head) are d
 than a Linear layer (the Gaussian's state-independent log-std, gSDE's) runs under autograd on the torso's features
 as a leaf, and the features' gradient it leaves continues by hand through the torso. Only the first ``rows``
 outputs carry gradient (the rollout's T x K samples; the boundary observation's row is a bootstrap target).
+
+``backward_from`` is the hand-off to autograd for everything else (the CNN, the LSTM, the Gaussian head): the
+gradient of sum(grad * output) from one scalar root, not from explicit gradient tensors, which would make torch
+import sympy in every worker (see its docstring).
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ class MlpBackprop:
             assert saved.head_leaf is not None and saved.head_out is not None
             grad_out = torch.zeros_like(saved.head_out)
             grad_out[:rows] = dparams
-            saved.head_out.backward(grad_out)  # the head's parameters' .grad, and the leaf's
+            backward_from((saved.head_out,), (grad_out,))  # the head's parameters' .grad, and the leaf's
             assert saved.head_leaf.grad is not None
             d_features = saved.head_leaf.grad[:rows]
         with torch.no_grad():
@@ -149,6 +153,21 @@ class MlpBackprop:
                 _backward(self.actor, actor, d_features)
                 assert self.critic is not None
                 _backward(self.critic, critic, d_value_features)
+
+
+def backward_from(outputs: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...]) -> None:
+    """Accumulate into the leaves' .grad the gradient of sum_i <grads[i], outputs[i]>, exactly what
+    ``torch.autograd.backward(outputs, grads)`` does, but from one scalar root.
+
+    Why: given explicit gradient tensors, torch.autograd.backward checks their shapes with
+    ``torch.fx.experimental.symbolic_shapes``, importing it and with it sympy and mpmath (about 500 modules, half a
+    second and 40 MB) in every process on its first call, so the fork server had to preload them for every run. From
+    a scalar, autograd seeds the root with a 1 and never imports them. The values are the same bit for bit: the
+    sum's backward hands each product a gradient of ones, and the product's backward multiplies it by grads[i]
+    (1.0 * g == g exactly); where two roots feed one node (a shared torso), the two contributions are added, as
+    before, and two-term addition does not depend on the order."""
+    root = sum(((out * grad.detach()).sum() for out, grad in zip(outputs, grads, strict=True)), torch.zeros(()))
+    root.backward()
 
 
 def _forward(layers: list[nn.Linear], x: torch.Tensor) -> list[torch.Tensor]:

@@ -16,6 +16,10 @@ Memory: a rendered Figure sits in reference cycles (figure <-> canvas <-> artist
 them late: redrawn every 30 s, RSS grew by several MB per redraw (issue 15). ``figure_png`` therefore clears the
 figure and drops its renderer right after rendering it, then runs the collector, which frees every figure rendered
 before (the one just rendered is still referenced by its caller): at most one, emptied, figure is ever alive.
+
+matplotlib is imported where a figure is first drawn, not with this module: the trainer imports it at start-up
+(for the bounded loss history) and draws at the end, and importing matplotlib.figure takes about half a second of a
+core that the workers starting beside it need.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from a3c.record.files import atomic_write
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 MAX_POINTS = 4000  # per line; more points than pixels only cost time
 HISTORY_CAPACITY = 1024  # bucket means kept per line during a run (a panel is ~400 px wide)
@@ -155,6 +162,8 @@ def draw_loss_history(
     """The loss-history figure from lines already laid out: per_worker[rank] = (episode index, loss) on the
     left, overall = (episode index of all workers in the run's order, loss) on the right: the global step's (the
     dashboard's and python -m a3c.plot's), or another that ``overall_order`` names on the axis."""
+    from matplotlib.figure import Figure  # (at first use: see the module docstring)
+
     fig = Figure(figsize=(11, 4), dpi=80)
     left, right = fig.subplots(1, 2)
     for rank in sorted(per_worker):
@@ -191,6 +200,8 @@ def comparison_figure(
     """``metric`` of every run against the global env step (left) and against wall time (right): a faint line of
     the raw per-episode values and, on top, their mean over the last ``window`` episodes (all workers), in the
     order of each axis (the workers' episodes interleave a little differently by step and by time)."""
+    from matplotlib.figure import Figure  # (at first use: see the module docstring)
+
     fig = Figure(figsize=(11, 4), dpi=80)
     by_step, by_time = fig.subplots(1, 2, sharey=True)
     colors = [f"C{i % 10}" for i in range(len(runs))]

@@ -190,7 +190,7 @@ def start_fork_server(config: Config) -> None:
     input checks: a run whose input is wrong starts no process."""
     if config.resolved_start_method() != "forkserver" or config.backend == "serial":
         return
-    multiprocessing.get_context("forkserver").set_forkserver_preload(["a3c.run.preload"])
+    multiprocessing.get_context("forkserver").set_forkserver_preload(preload_modules(config))
     # The server is started with SIGINT ignored. It inherits SIG_IGN through exec, Python then leaves SIGINT ignored,
     # and every child it forks restores the server's own startup handler: SIG_IGN. Started with SIGINT live, a
     # worker would run with Python's KeyboardInterrupt handler until it ignores SIGINT itself, and a Ctrl-C in that
@@ -204,3 +204,43 @@ def start_fork_server(config: Config) -> None:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+# Packages whose env modules the fork server may import ahead of the workers: importing them only defines and
+# registers envs. A user's own env module is left to each worker (its import could start a thread or open a
+# connection, which a fork must not share).
+ENV_PACKAGES_TO_PRELOAD = ("gymnasium", "ale_py", "envs")
+
+
+def preload_modules(config: Config) -> list[str]:
+    """What the fork server imports before it forks: a3c.run.preload (what every worker needs), the main module of
+    ``python -m a3c.train`` and the env's own module (gymnasium's, ale-py's or this project's envs), each of which
+    every child would otherwise import again after the fork (see a3c.run.preload). Call it after the env was made
+    here (preflight), so that an `envs/` or `module:` id is registered."""
+    # ("envs": this project's namespace, which making any env imports first, a3c.spec.environment)
+    return ["a3c.run.preload", "envs", *_main_module_to_preload(), *_env_module_to_preload(config.env)]
+
+
+def _env_module_to_preload(env_id: str) -> list[str]:
+    """The module of the env's entry point (e.g. gymnasium.envs.classic_control.cartpole), if it is one of
+    ENV_PACKAGES_TO_PRELOAD's; [] otherwise, or when the id is not registered (yet) in this process."""
+    try:
+        entry_point = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return []
+    if not isinstance(entry_point, str):
+        return []
+    module = entry_point.split(":", 1)[0]
+    return [module] if module.split(".", 1)[0] in ENV_PACKAGES_TO_PRELOAD else []
+
+
+def _main_module_to_preload() -> list[str]:
+    """The main module, when it is one of a3c's run with -m (``python -m a3c.train``): multiprocessing runs it again
+    as ``__mp_main__`` in every child it starts, and preloaded in the fork server its imports are there already (see
+    a3c.run.preload). Not a user's script or module (the server would run its top-level code), nor a package's
+    ``__main__`` (multiprocessing does not run those again; importing one would run its command)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    if isinstance(name, str) and name.startswith("a3c.") and not name.endswith("__main__"):
+        return [name]
+    return []

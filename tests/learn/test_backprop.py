@@ -1,6 +1,7 @@
 """a3c.learn.backprop: the update's forward and backward by hand give autograd's values and gradients (into the same
 flat buffer), and the acting forward the model's policy, for every action family's head, shared or separate
-torsos, scaled uint8 inputs; models it does not cover (an LSTM core, a CNN) are left to autograd."""
+torsos, scaled uint8 inputs; models it does not cover (an LSTM core, a CNN) are left to autograd, through
+backward_from, which gives torch.autograd.backward's gradients bit for bit."""
 
 import gymnasium as gym
 import numpy as np
@@ -9,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a3c.learn.backprop import MlpBackprop
+from a3c.learn.backprop import MlpBackprop, backward_from
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
@@ -104,3 +105,36 @@ def test_models_it_does_not_cover_are_left_to_autograd():
 
     assert MlpBackprop.of(lstm) is None and MlpBackprop.of(cnn) is None
     assert MlpBackprop.of(unflattened) is None  # no .grad views to accumulate into
+
+
+@pytest.mark.parametrize(
+    ("obs_space", "settings"),
+    [
+        (gym.spaces.Box(-1, 1, (5,)), dict(shared_torso=True)),  # two roots meet in the torso
+        (gym.spaces.Box(-1, 1, (5,)), dict(lstm=6)),
+        (gym.spaces.Box(0, 255, (12, 12, 2), np.uint8), dict()),  # the CNN torso, shared by both heads
+    ],
+    ids=["shared-mlp", "lstm", "cnn"],
+)
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_backward_from_a_scalar_root_gives_autograds_gradients_bit_for_bit(obs_space, settings, action):
+    torch.manual_seed(3)
+    model, _, grads = built(obs_space, ACTIONS[action], **settings)
+    T, K = 5, 3
+    if isinstance(obs_space, gym.spaces.Box) and obs_space.dtype == np.uint8:
+        obs = torch.randint(0, 256, (T + 1, K, *obs_space.shape), dtype=torch.uint8)
+    else:
+        obs = torch.randn(T + 1, K, *obs_space.shape)
+    state = model.initial_state(K)
+    gen = torch.Generator().manual_seed(4)
+    results = []
+    for backward in (torch.autograd.backward, backward_from):
+        grads.zero_()
+        params, values, _ = model.unroll(obs, state, torch.zeros(T, K))
+        outputs = (params, values[:T].reshape(-1))
+        if not results:
+            dparams, dvalues = torch.randn(params.shape, generator=gen), torch.randn(T * K, generator=gen)
+        backward(outputs, (dparams, dvalues))
+        results.append(grads.clone())
+    assert results[0].abs().sum() > 0
+    assert torch.equal(results[0], results[1])

@@ -111,3 +111,41 @@ def test_a_resume_reads_its_checkpoint_once_and_runs_the_checks_once(tmp_path, m
     assert [p.name for p in loads] == ["latest.pt"] and checks == [1] and compat == [1]
     resumed = a3c.load(first.run_dir)
     assert resumed.global_step >= 400
+
+
+@pytest.mark.parametrize(
+    ("main_name", "preloaded"),
+    [
+        ("a3c.train", ["a3c.train"]),  # python -m a3c.train: every child runs it again, as __mp_main__
+        ("a3c.tune.__main__", []),  # a package's __main__ is not run again; importing it would run the command
+        ("my_training_script", []),  # a user's module: the server does not run its top-level code
+        (None, []),  # python -c, a REPL, a script run by path
+    ],
+)
+def test_the_fork_server_preloads_a3cs_main_module_and_the_envs_module(monkeypatch, main_name, preloaded):
+    main = type(sys)("__main__")
+    main.__spec__ = None if main_name is None else type("Spec", (), {"name": main_name})()
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    preflight(Config(env="CartPole-v1"))  # (the env is made, and so registered, before the server starts)
+    assert resolve.preload_modules(Config(env="CartPole-v1")) == [
+        "a3c.run.preload",
+        "envs",
+        *preloaded,
+        "gymnasium.envs.classic_control.cartpole",
+    ]
+
+
+def test_only_envs_of_known_packages_are_preloaded(tmp_path, monkeypatch):
+    """A user's env module is imported by each worker itself: its import may start a thread or open a connection,
+    which a fork must not share."""
+    (tmp_path / "my_envs_for_preload.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('MyPreloadEnv-v0', entry_point='my_envs_for_preload:Env')\n"
+        "class Env(gym.Env):\n"
+        "    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    __import__("my_envs_for_preload")
+    assert resolve._env_module_to_preload("MyPreloadEnv-v0") == []
+    assert resolve._env_module_to_preload("envs/Catch-v0") == ["envs.catch"]
+    assert resolve._env_module_to_preload("NotRegistered-v0") == []
