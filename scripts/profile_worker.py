@@ -3,6 +3,11 @@ a fixed number of env steps, then prints the time per phase of the loop (env.ste
 sampling, loss + backward, optimizer step, weight pull) and the top functions.
 
     python scripts/profile_worker.py --envs-per-worker 8 --n-steps 5 --steps 40000
+    python scripts/profile_worker.py --phases     # no profiler: the median time of each phase of the loop
+
+``--phases`` times pull, rollout, update and publish with the clock (after 300 untimed iterations) and prints the
+median of each in microseconds: the way to compare two checkouts (run it from each with ``PYTHONPATH``, in turn,
+several times; on a shared machine take the fastest run of each).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -55,6 +61,7 @@ def main() -> None:
     parser.add_argument("--n-steps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=40_000)
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--phases", action="store_true", help="time the loop's phases without the profiler")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cfg = Config(
@@ -66,6 +73,9 @@ def main() -> None:
         SharedRun(params, make_optimizer(cfg.optimizer, params, cfg.lr, 1), EpisodeBoard(1), cfg.total_steps)
     )
     worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
+    if args.phases:
+        time_phases(worker, args.steps // (args.envs_per_worker * args.n_steps))
+        return
     profiler = cProfile.Profile()
     start = time.perf_counter()
     profiler.enable()
@@ -85,6 +95,31 @@ def main() -> None:
     print(markdown_table(["phase", "cumulative s", "share"], rows))
     print("\n(update includes the optimizer step; phases overlap where one calls another)\n")
     stats.sort_stats("tottime").print_stats(args.top)
+
+
+def time_phases(worker: Worker, iterations: int, warm_up: int = 300) -> None:
+    """The loop of Worker.step, each phase timed: prints the median of each over ``iterations``, in microseconds."""
+    phases: dict[str, list[float]] = {"pull": [], "rollout": [], "update": [], "publish": []}
+    clock = time.perf_counter
+    for i in range(warm_up + iterations):
+        t0 = clock()
+        pulled_at = worker.channel.pull(worker.params)
+        t1 = clock()
+        worker.rollout()
+        t2 = clock()
+        worker.update(pulled_at)
+        t3 = clock()
+        worker.publish()
+        t4 = clock()
+        if i >= warm_up:
+            for name, seconds in zip(phases, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                phases[name].append(seconds)
+    medians = {name: statistics.median(v) * 1e6 for name, v in phases.items()}
+    steps = worker.config.envs_per_worker * worker.config.n_steps
+    print(
+        "  ".join(f"{name} {us:.1f} us" for name, us in medians.items())
+        + f"  | loop {sum(medians.values()):.1f} us per {steps} steps"
+    )
 
 
 if __name__ == "__main__":

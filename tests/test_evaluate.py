@@ -31,6 +31,12 @@ def run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("eval") / "run"
     cmd = train_cmd(
         run_dir,
+        # CartPole behind a 1 ms step: 6,000 steps take seconds, several of the main process's 0.25 s ticks between
+        # two multiples of --eval-every, however fast the trainer is (plain CartPole ran them in 0.7 s: 3 ticks)
+        "--env",
+        "envs/SlowCartPole-v1",
+        "--env-kwargs",
+        "latency=0.001",
         "--total-steps",
         str(TOTAL),
         "--eval-every",

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from a3c.learn.backprop import MlpBackprop, backward_from
-from a3c.learn.losses import actor_critic_loss_grads, gae_advantages, next_state_values
+from a3c.learn.losses import actor_critic_loss_grads, rollout_targets
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
 from a3c.record.rows import FIELD, FIELDS, Stat
@@ -251,10 +251,10 @@ class Worker:
         step_rewards, step_terms, step_truncs = [0.0] * K, [False] * K, [False] * K
         next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
         for t in range(T):
-            with torch.inference_mode():
-                if self.backprop is not None:  # (a model without a core: no state)
-                    params = self.backprop.policy(self.obs[t])
-                else:
+            if self.backprop is not None:  # (a model without a core: no state; no autograd, numpy)
+                params = self.backprop.policy(self.obs[t])
+            else:
+                with torch.inference_mode():
                     params, self.state = self.model.policy(self.obs[t], self.state)
             actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
@@ -304,29 +304,33 @@ class Worker:
     def update(self, pulled_at: int) -> None:
         cfg = self.config
         T, K = cfg.n_steps, cfg.envs_per_worker
-        dones = torch.maximum(self.terminated, self.truncated)
-        # the whole rollout (+ the boundary observation) with autograd on, from the state stored at its start:
-        # one batched forward without a core; V(final observation) where an episode was truncated
-        truncated = bool(self.truncated.any())
+        truncated = bool(self.truncated.numpy().any())
         saved = None
         if self.backprop is not None:
             params, values_all, final_values, saved = self.backprop.unroll(
                 self.obs, self.final_obs if truncated else None
             )
         else:
+            dones = torch.maximum(self.terminated, self.truncated)
             params, values_all, final_values = self.model.unroll(
                 self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
             )
         values = values_all[:T]
-        if final_values is None:
-            final_values = torch.zeros(T, K)
-        next_values = next_state_values(values.detach(), values_all[T].detach(), final_values, self.truncated)
-        advantages, returns = gae_advantages(
-            self.rewards, values.detach(), next_values, self.terminated, dones, cfg.gamma, cfg.gae_lambda
+        # the bootstrap (V(s_{t+1}): the final observation's where an episode was truncated) and GAE, in numpy on the
+        # rollout buffers' memory (a3c.learn.losses.rollout_targets)
+        adv_np, returns_np = rollout_targets(
+            self.rewards.numpy(),
+            values_all.detach().numpy(),
+            None if final_values is None else final_values.detach().numpy(),
+            self.terminated.numpy(),
+            self.truncated.numpy(),
+            cfg.gamma,
+            cfg.gae_lambda,
         )
+        advantages, returns = torch.from_numpy(adv_np), torch.from_numpy(returns_np)
         # the loss's gradient w.r.t. the network outputs (closed form where the distribution has one); autograd then
         # only runs through the network
-        terms, dparams, dvalues = actor_critic_loss_grads(
+        loss_values, dparams, dvalues = actor_critic_loss_grads(
             self.dist,
             params,
             values.reshape(-1),
@@ -344,7 +348,6 @@ class Worker:
         else:
             backward_from((params, values.reshape(-1)), (dparams, dvalues))  # (not autograd.backward: sympy)
         grad_norm = float(self.grads.norm())
-        loss_values = torch.stack([x.detach() for x in terms]).numpy()  # total, policy, value, entropy
         if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):
             # a non-finite update would poison the shared model for every worker: skip it, count it
             self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation

@@ -2,8 +2,11 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from a3c.learn.distributions import Categorical
 from a3c.learn.losses import (
@@ -12,6 +15,7 @@ from a3c.learn.losses import (
     gae_advantages,
     n_step_returns,
     next_state_values,
+    rollout_targets,
 )
 
 
@@ -95,6 +99,41 @@ def test_gae_matches_slow_loop_with_truncation_mid_rollout(gamma, lam, seed):
         )
         assert adv[:, k].tolist() == pytest.approx(exp_adv, rel=1e-12, abs=1e-12)
         assert ret[:, k].tolist() == pytest.approx(exp_ret, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    T=st.integers(1, 8),
+    K=st.integers(1, 5),
+    gamma=st.floats(0.0, 1.0),
+    lam=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**16),
+    truncations=st.booleans(),
+)
+def test_the_workers_numpy_targets_follow_the_definitions(T, K, gamma, lam, seed, truncations):
+    """rollout_targets (the worker's: bootstrap and GAE in one, in numpy, float32 as the buffers are) against the
+    slow loop written like the maths; episodes end anywhere, terminated or truncated, never both."""
+    rng = np.random.default_rng(seed)
+    rewards, values, final = (rng.normal(size=s).astype(np.float32) for s in ((T, K), (T + 1, K), (T, K)))
+    ends = rng.random((T, K)) < 0.3
+    truncated_at = ends & (rng.random((T, K)) < 0.5) if truncations else np.zeros((T, K), bool)
+    terminated = (ends & ~truncated_at).astype(np.float32)
+    truncated = truncated_at.astype(np.float32)
+    adv, ret = rollout_targets(rewards, values, final if truncations else None, terminated, truncated, gamma, lam)
+    assert adv.dtype == ret.dtype == np.float32 and adv.shape == ret.shape == (T, K)
+    for k in range(K):
+        exp_adv, exp_ret = slow_gae(
+            rewards[:, k].tolist(),
+            values[:T, k].tolist(),
+            float(values[T, k]),
+            final[:, k].tolist(),
+            terminated[:, k].tolist(),
+            truncated[:, k].tolist(),
+            gamma,
+            lam,
+        )
+        np.testing.assert_allclose(adv[:, k], exp_adv, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ret[:, k], exp_ret, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("gamma", [0.99, 0.7, 1.0])
