@@ -98,7 +98,7 @@ def _gae(
     for t in range(values.shape[0] - 1, -1, -1):
         running = deltas[t] + trace[t] * running
         adv[t] = running
-    return adv.astype(values.dtype, copy=False)
+    return adv
 
 
 def n_step_returns(
