@@ -41,8 +41,10 @@ def test_worker_killed_with_sigkill_is_restarted_and_the_run_completes(tmp_path,
         "envs/Faulty-v0",
         "--env-kwargs",
         f"pid_dir={pids}",
+        # long enough that the kill lands mid-run however fast the workers are (8,000 steps took ~0.1 s of training
+        # once the workers' arithmetic moved to numpy)
         "--total-steps",
-        "8000",
+        "60000",
         start_method=start_method,
     )
     run = Run(cmd, tmp_path / "log.txt")

@@ -246,6 +246,12 @@ def test_serial_backend_restarts_a_crashed_worker(tmp_path):
             "--env-kwargs",
             "crash_at=600",
             "crash_ranks=1",
+            # rank 0 then stalls for 0.5 s (its turn blocks the one process): the tick ends while the run goes on, so
+            # the supervisor sees the crash before the run is over, however fast the turns are (2,000 steps of
+            # CartPole now fit in one 0.25 s tick, and a crash found at the end is not restarted)
+            "hang_at=700",
+            "hang_ranks=0",
+            "hang_s=0.5",
             "--total-steps",
             "2000",
             "--run-dir",
