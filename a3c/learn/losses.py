@@ -11,7 +11,7 @@ it bootstraps from V(observation after the last step). Both are expressed by `ne
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -147,21 +147,20 @@ def actor_critic_loss(
     total  = policy + vf_coef * value - ent_coef * entropy
     """
     action_log_probs, entropies = dist.log_prob_entropy(params, actions)
-    return _combine(action_log_probs, advantages.detach(), entropies, values - returns.detach(), ent_coef, vf_coef)
+    errors = values - returns.detach()
+    return LossTerms(*_combine(action_log_probs, advantages.detach(), entropies, errors, ent_coef, vf_coef))
 
 
 def _combine(
-    action_log_probs: torch.Tensor,
-    advantages: torch.Tensor,
-    entropies: torch.Tensor,
-    errors: torch.Tensor,
-    ent_coef: float,
-    vf_coef: float,
-) -> LossTerms:
+    action_log_probs: Any, advantages: Any, entropies: Any, errors: Any, ent_coef: float, vf_coef: float
+) -> tuple[Any, Any, Any, Any]:
+    """(total, policy, value, entropy) from the per-sample terms, in one formula for both kinds of arrays: torch
+    tensors (actor_critic_loss: the loss to differentiate) and float64 numpy arrays (_loss_values: the numbers the
+    worker records, where a reduction over B samples costs a microsecond instead of several)."""
     policy_loss = -(action_log_probs * advantages).mean()
-    value_loss = 0.5 * errors.pow(2).mean()
+    value_loss = 0.5 * (errors**2).mean()
     entropy = entropies.mean()
-    return LossTerms(policy_loss + vf_coef * value_loss - ent_coef * entropy, policy_loss, value_loss, entropy)
+    return policy_loss + vf_coef * value_loss - ent_coef * entropy, policy_loss, value_loss, entropy
 
 
 def actor_critic_loss_grads(
@@ -209,13 +208,9 @@ def _loss_values(
     ent_coef: float,
     vf_coef: float,
 ) -> np.ndarray:
-    """_combine's four terms as numbers, for the record (the gradients are computed apart): in numpy, where each of
-    these reductions over B samples costs a microsecond instead of several. float64 [total, policy, value, entropy]."""
+    """_combine's four terms as numbers, for the record (the gradients are computed apart), in numpy: float64
+    [total, policy, value, entropy]."""
     alp, adv, ent, err = (
         x.detach().cpu().numpy().astype(np.float64) for x in (action_log_probs, advantages, entropies, errors)
     )
-    batch = len(alp)
-    policy = -float(np.dot(alp, adv)) / batch
-    value = 0.5 * float(np.dot(err, err)) / batch
-    entropy = float(ent.sum()) / batch
-    return np.array([policy + vf_coef * value - ent_coef * entropy, policy, value, entropy])
+    return np.array(_combine(alp, adv, ent, err, ent_coef, vf_coef), dtype=np.float64)

@@ -5,14 +5,14 @@ the ``fork`` start method the trainer imports it before forking.
 ``a3c.run.worker`` pulls in torch, gymnasium and the project's envs; ``a3c.run.evaluator`` the evaluator process's
 loop; ``a3c.run.backends.shared_memory`` what a child unpickles its channel with. Whatever a child imports after the
 fork it imports alone, from source (the server runs with -B: no bytecode written) and into private memory: before
-this list was complete each of 16 workers spent 0.2 s of CPU importing before its first line ran. The main module
-of ``python -m a3c.train`` is preloaded too (a3c.run.resolve.start_fork_server adds it): multiprocessing runs the
-main module again in every child, as ``__mp_main__``, and that re-run then finds its imports loaded.
-Nothing beyond what a child needs: every module here is on the critical path of start-up (the workers are forked
-only once the server has imported it). The first
-``backward()`` used to import torch.fx.experimental.symbolic_shapes (sympy, mpmath: about 500 modules, 40+ MB, half
-a second), so it was preloaded here too; the update now hands autograd a scalar root (a3c.learn.backprop.
-backward_from), which never imports it (tests/run/test_preload.py checks that no worker update does).
+this list was complete each of 16 workers spent 0.2 s of CPU importing before its first line ran. The fork server's
+preload list (a3c.run.resolve.preload_modules) adds the main module of ``python -m a3c.train``, which
+multiprocessing runs again in every child as ``__mp_main__`` (that re-run then finds its imports loaded), and the
+env's own module. Nothing beyond what a child needs: every module here is on the critical path of start-up (the
+workers are forked only once the server has imported it). The first ``backward()`` used to import
+torch.fx.experimental.symbolic_shapes (sympy, mpmath: about 500 modules, 40+ MB, half a second), so it was preloaded
+here too; the update now hands autograd a scalar root (a3c.learn.backprop.backward_from), which never imports it
+(tests/run/test_preload.py checks that no worker update does).
 
 The other half of the memory story is in ``a3c.run.worker.worker_main``: ``gc.freeze()`` first thing in the child.
 """
