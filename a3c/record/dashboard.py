@@ -36,6 +36,7 @@ from a3c.record.figures import LossHistory, draw_loss_history, figure_png, write
 from a3c.record.progress import ProgressBar
 from a3c.record.rows import FIELD, Episode, EpisodeSource, Stat
 from a3c.record.run_dir import EpisodeLog, RunDirectory, RunDirWriteError, writing
+from a3c.record.tensorboard_writer import TensorBoardWriter
 from a3c.record.tracking import WandbTracker
 
 PLOT_EVERY_S = 30.0
@@ -102,10 +103,6 @@ class Dashboard:
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
         self.clock = clock
-        # imported here, not with the module: TensorBoard's writer takes ~0.2 s to import, and the trainer builds the
-        # dashboard once the workers are launched, so that the import overlaps their start instead of delaying it
-        from a3c.record.tensorboard_writer import TensorBoardWriter
-
         self.tensorboard = TensorBoardWriter(run.path, source.workers)
         self.tracker = tracker
         self.scalars = EpisodeScalars(points_per_s)
