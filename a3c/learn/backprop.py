@@ -8,9 +8,9 @@ By hand each layer costs a matrix product, a bias add and an in-place tanh forwa
 operations for tanh' (1 - h^2), one product into the weight's gradient, one sum into the bias's, and one product to
 the layer below (skipped for the first layer). In numpy rather than torch because at these sizes torch's own
 operations cost more than their arithmetic too (tanh on [48, 64]: 7.8 us against 0.9; an elementwise product 1.2 us
-against 0.5; the matrix products about the same). The gradients land in the parameters' existing ``.grad`` tensors,
-the views of the worker's flat gradient buffer (a3c.learn.model.flatten_parameters), as autograd's in-place
-accumulation would put them there; they are autograd's up to the order of float rounding (tests/learn/
+against 0.5; the matrix products about the same). The gradients are written into the parameters' existing ``.grad``
+tensors, the views of the worker's flat gradient buffer (a3c.learn.model.flatten_parameters), where autograd would
+accumulate them into zeroed ones; they are autograd's up to the order of float rounding (tests/learn/
 test_backprop.py).
 
 Linear heads (Categorical's and MultiCategorical's logits; the value head) are done by hand too; a head with more
@@ -25,7 +25,7 @@ import sympy in every worker (see its docstring).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -37,12 +37,17 @@ from a3c.learn.model import ActorCritic, MlpTorso
 @dataclass(frozen=True)
 class _Layer:
     """A Linear layer's weight and bias and their .grad, as numpy arrays on the same memory (the worker's flat
-    parameter and gradient buffers): ``np.add(grad_w, ..., out=grad_w)`` accumulates into the flat gradient in place."""
+    parameter and gradient buffers): ``np.matmul(..., out=grad_w)`` writes into the flat gradient in place."""
 
     w: np.ndarray
     b: np.ndarray
     grad_w: np.ndarray
     grad_b: np.ndarray
+
+    w_t: np.ndarray = field(init=False)  # W^T, [in, out] ([2, in, out] for a pair): a view made once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "w_t", self.w.swapaxes(-1, -2))  # (np.swapaxes costs ~2 us a call)
 
     @classmethod
     def of(cls, layer: nn.Linear) -> _Layer:
@@ -57,9 +62,10 @@ class Pass:
     tanh output), and the policy head's leaf features and output when the head runs under autograd."""
 
     actor: list[np.ndarray]
-    critic: list[np.ndarray] | None  # None: the critic shares the actor's torso
+    critic: list[np.ndarray] | None  # None: the critic shares the actor's torso (or runs paired with it, below)
     head_leaf: torch.Tensor | None = None
     head_out: torch.Tensor | None = None
+    pair: list[np.ndarray] | None = None  # the paired chains' activations, [2, B, width] each ([B, in] first)
 
 
 def _chain(torso: nn.Module) -> list[nn.Linear] | None:
@@ -84,7 +90,8 @@ class MlpBackprop:
 
     def __init__(self, model: ActorCritic, actor: list[nn.Linear], critic: list[nn.Linear] | None) -> None:
         self.model, self.actor, self.critic = model, actor, critic
-        self.actor_torso = model.actor
+        assert isinstance(model.actor, MlpTorso)
+        self.obs_dim, self.scale = model.actor.obs_dim, model.actor.scale
         head = model.policy_head
         self.linear_head = head if isinstance(head, nn.Linear) and head.bias is not None else None
         self.value_head = model.value_head
@@ -94,6 +101,8 @@ class MlpBackprop:
         self.critic_np = None if critic is None else [_Layer.of(layer) for layer in critic]
         self.value_np = _Layer.of(model.value_head)
         self.linear_np = None if self.linear_head is None else _Layer.of(self.linear_head)
+        # separate actor and critic of one shape: the update runs both chains as one (see _paired)
+        self.pair_np = None if critic is None else _paired(actor, critic)
 
     @classmethod
     def of(cls, model: ActorCritic) -> MlpBackprop | None:
@@ -120,61 +129,96 @@ class MlpBackprop:
                 final_values = self.model(final_obs.reshape(T * K, *obs.shape[2:]))[1].view(T, K)
         return params[: T * K], values.view(T + 1, K), final_values, saved
 
-    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+    def policy(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
         """ActorCritic.policy's params (acting, no autograd): the actor's chain and head in numpy on the same weights
         (a batch of 8 through a 64-64 MLP: 10 us, against 23 us for the same operations through torch)."""
-        torso = self.actor_torso
-        assert isinstance(torso, MlpTorso)
-        with torch.no_grad():
-            x = torso.inputs(obs).numpy()
-        features = _forward_np(self.actor_np, x)[-1]
+        features = _forward_np(self.actor_np, self.inputs(obs))[-1]
         if self.linear_np is not None:
-            return torch.from_numpy(features @ self.linear_np.w.T + self.linear_np.b)
+            return torch.from_numpy(features @ self.linear_np.w_t + self.linear_np.b)
         with torch.no_grad():
             return self.model.policy_head(torch.from_numpy(features))
+
+    def inputs(self, obs: torch.Tensor | np.ndarray) -> np.ndarray:
+        """MlpTorso.inputs in numpy: the observations [B, ...] (a tensor or an array) flattened to [B, obs_dim], in
+        the weights' dtype, scaled (uint8 frames). On every acting step and every update, where torch's version
+        costs ~5 us."""
+        if isinstance(obs, np.ndarray):
+            x = obs
+        else:
+            x = obs.detach().numpy() if obs.requires_grad else obs.numpy()
+        x = x.reshape(x.shape[0], self.obs_dim)
+        dtype = self.actor_np[0].w.dtype
+        if x.dtype != dtype:  # uint8 or bool observations; float32 ones for a float64 copy of the model (tests)
+            x = x.astype(dtype)
+        if self.scale != 1.0:
+            x = x * dtype.type(self.scale)
+        return x
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Pass]:
         """obs [B, *obs_shape] -> (policy params [B, P], values [B], what backward needs); no autograd graph but
         the non-Linear policy head's."""
-        torso = self.actor_torso
-        assert isinstance(torso, MlpTorso)
-        with torch.no_grad():
-            x = torso.inputs(obs).numpy()
-        actor = _forward_np(self.actor_np, x)
-        critic = None if self.critic_np is None else _forward_np(self.critic_np, x)
-        value_features = actor[-1] if critic is None else critic[-1]
-        values = torch.from_numpy((value_features @ self.value_np.w.T)[:, 0] + self.value_np.b)
+        x = self.inputs(obs)
+        pair = None
+        if self.pair_np is not None:
+            pair = _forward_np(self.pair_np, x)
+            actor, critic = [x], None
+            features, value_features = pair[-1][0], pair[-1][1]
+        else:
+            actor = _forward_np(self.actor_np, x)
+            critic = None if self.critic_np is None else _forward_np(self.critic_np, x)
+            features = actor[-1]
+            value_features = features if critic is None else critic[-1]
+        values = torch.from_numpy((value_features @ self.value_np.w_t)[:, 0] + self.value_np.b)
         if self.linear_np is not None:
             head = self.linear_np
-            return torch.from_numpy(actor[-1] @ head.w.T + head.b), values, Pass(actor, critic)
-        leaf = torch.from_numpy(actor[-1]).requires_grad_(True)
+            return torch.from_numpy(features @ head.w_t + head.b), values, Pass(actor, critic, pair=pair)
+        leaf = torch.from_numpy(features).requires_grad_(True)
         with torch.enable_grad():
             out = self.model.policy_head(leaf)
-        return out.detach(), values, Pass(actor, critic, leaf, out)
+        return out.detach(), values, Pass(actor, critic, leaf, out, pair)
 
     def backward(self, saved: Pass, dparams: torch.Tensor, dvalues: torch.Tensor) -> None:
-        """Accumulate into the parameters' .grad the gradient of sum(dparams * params[:rows]) + sum(dvalues *
-        values[:rows]), rows = len(dparams) (as ``torch.autograd.backward((params[:rows], values[:rows]), (dparams,
-        dvalues))`` would)."""
+        """Into the parameters' .grad, the gradient of sum(dparams * params[:rows]) + sum(dvalues * values[:rows]),
+        rows = len(dparams), as ``torch.autograd.backward((params[:rows], values[:rows]), (dparams, dvalues))`` would
+        put it there into zeroed gradients: the torsos' and the linear heads' gradients are *written* (each is
+        produced once, and a product written straight into the flat gradient buffer saves an add and a temporary
+        per layer); a non-Linear policy head's are accumulated by autograd. The caller zeroes the gradients first."""
         rows = dparams.shape[0]
-        actor = [a[:rows] for a in saved.actor]
-        critic = None if saved.critic is None else [c[:rows] for c in saved.critic]
+        pair = None
+        if saved.pair is not None:
+            pair = [saved.pair[0][:rows]] + [h[:, :rows] for h in saved.pair[1:]]
+            features, value_features = pair[-1][0], pair[-1][1]
+            # the two chains' output gradients side by side, [2, rows, width]: written below, one per chain
+            d_pair = np.empty_like(pair[-1])
+            d_features, d_value_features = d_pair[0], d_pair[1]
+        else:
+            actor = [a[:rows] for a in saved.actor]
+            critic = None if saved.critic is None else [c[:rows] for c in saved.critic]
+            features = actor[-1]
+            value_features = features if critic is None else critic[-1]
+            d_features, d_value_features = None, None
         dv = dvalues.detach().numpy().reshape(rows, 1)
-        value_features = actor[-1] if critic is None else critic[-1]
         _linear_backward_np(self.value_np, value_features, dv)
-        d_value_features = dv @ self.value_np.w
+        d_value_features = np.matmul(dv, self.value_np.w, out=d_value_features)
         if self.linear_np is not None:
             dp = dparams.detach().numpy()
-            _linear_backward_np(self.linear_np, actor[-1], dp)
-            d_features = dp @ self.linear_np.w
+            _linear_backward_np(self.linear_np, features, dp)
+            d_features = np.matmul(dp, self.linear_np.w, out=d_features)
         else:
             assert saved.head_leaf is not None and saved.head_out is not None
             grad_out = torch.zeros_like(saved.head_out)
             grad_out[:rows] = dparams
             backward_from((saved.head_out,), (grad_out,))  # the head's parameters' .grad, and the leaf's
             assert saved.head_leaf.grad is not None
-            d_features = saved.head_leaf.grad[:rows].numpy()
-        if critic is None:
+            leaf_grad = saved.head_leaf.grad[:rows].numpy()
+            if d_features is None:
+                d_features = leaf_grad
+            else:
+                d_features[...] = leaf_grad
+        if pair is not None:
+            assert self.pair_np is not None
+            _backward_np(self.pair_np, pair, d_pair)
+        elif critic is None:
             _backward_np(self.actor_np, actor, d_features + d_value_features)
         else:
             assert self.critic_np is not None
@@ -197,21 +241,61 @@ def backward_from(outputs: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, 
     root.backward()
 
 
+def _paired(actor: list[nn.Linear], critic: list[nn.Linear]) -> list[_Layer] | None:
+    """The actor's and the critic's chains as one chain of stacked layers, when they have the same shapes: layer i's
+    weight as a [2, out, in] numpy view whose first index steps from the actor's weight to the critic's *in the flat
+    buffer* (a stride of the distance between them: no copy, so every pull of the global weights is seen), and so
+    its bias, its weight's gradient and its bias's. One matrix product, one tanh, one sum then does a layer of both
+    networks (numpy's matmul loops over the stack inside one call): on the update path that halves the number of
+    array operations through the torsos, each of which costs a microsecond or two of call overhead at these sizes.
+    None where the shapes differ or the tensors are not in one buffer at a fixed distance (then the chains run one
+    after the other)."""
+    if len(actor) != len(critic):
+        return None
+    pairs = []
+    for a, c in zip(actor, critic, strict=True):
+        if a.weight.shape != c.weight.shape:
+            return None
+        views = []
+        for x, y in (
+            (a.weight, c.weight),
+            (a.bias, c.bias),
+            (a.weight.grad, c.weight.grad),
+            (a.bias.grad, c.bias.grad),
+        ):
+            assert y is not None and x is not None
+            if x.untyped_storage().data_ptr() != y.untyped_storage().data_ptr() or not (
+                x.is_contiguous() and y.is_contiguous()
+            ):
+                return None  # not views of one flat buffer
+            gap = (y.data_ptr() - x.data_ptr()) // x.element_size()
+            if abs(gap) < x.numel():
+                return None  # overlapping: not two different tensors
+            first = x.detach().numpy()
+            views.append(
+                np.lib.stride_tricks.as_strided(first, (2, *first.shape), (gap * first.itemsize, *first.strides))
+            )
+        pairs.append(_Layer(*views))
+    return pairs
+
+
 def _forward_np(layers: list[_Layer], x: np.ndarray) -> list[np.ndarray]:
-    """[x, h1, h2, ...]: h = tanh(x W^T + b), layer by layer, each h computed in place in its own new array."""
+    """[x, h1, h2, ...]: h = tanh(x W^T + b), layer by layer, each h computed in place in its own new array. For
+    paired layers (``_paired``) x [B, in] broadcasts over the pair and every h is [2, B, out]."""
     outs = [x]
     for layer in layers:
-        z = x @ layer.w.T
-        z += layer.b
+        z = np.matmul(x, layer.w_t)
+        z += layer.b[..., None, :]
         x = np.tanh(z, out=z)
         outs.append(x)
     return outs
 
 
 def _linear_backward_np(layer: _Layer, x: np.ndarray, dy: np.ndarray) -> None:
-    """y = x W^T + b: dW += dy^T x, db += sum over rows of dy, into the flat gradient buffer's memory."""
-    np.add(layer.grad_w, dy.T @ x, out=layer.grad_w)
-    np.add(layer.grad_b, dy.sum(axis=0), out=layer.grad_b)
+    """y = x W^T + b: dW = dy^T x, db = the sum over rows of dy, written into the flat gradient buffer's memory (for
+    paired layers, dy [2, rows, out] and x [rows, in] or [2, rows, in]: each network's own)."""
+    np.matmul(dy.swapaxes(-1, -2), x, out=layer.grad_w)
+    np.add.reduce(dy, axis=-2, out=layer.grad_b)
 
 
 def _backward_np(layers: list[_Layer], outs: list[np.ndarray], d_out: np.ndarray) -> None:
@@ -219,7 +303,9 @@ def _backward_np(layers: list[_Layer], outs: list[np.ndarray], d_out: np.ndarray
     layer's weight and bias gradients, and d x = d z W for the layer below (none below the first)."""
     for i in range(len(layers) - 1, -1, -1):
         h = outs[i + 1]
-        dz = d_out - d_out * (h * h)
+        dz = h * h
+        np.subtract(1.0, dz, out=dz)
+        dz *= d_out
         _linear_backward_np(layers[i], outs[i], dz)
         if i:
             d_out = dz @ layers[i].w

@@ -105,6 +105,41 @@ def test_the_gradients_by_hand_are_autograds_for_any_sizes(T, K, obs_dim, hidden
     check_same(model, grads, torch.randn(T + 1, K, obs_dim), seed)
 
 
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_the_paired_chains_are_the_two_chains_one_after_the_other(action):
+    """Separate actor and critic of one shape run as one stacked chain (strided views of the flat buffers): the
+    same values and gradients as running each chain on its own, and the pair sees a weight written after it was
+    built (the views are of the buffer, not copies: a pull of the global weights must reach them)."""
+    torch.manual_seed(5)
+    model, _, grads = built(gym.spaces.Box(-1, 1, (5,)), ACTIONS[action], torch.float64)
+    paired = MlpBackprop.of(model)
+    assert paired is not None and paired.pair_np is not None
+    with torch.no_grad():
+        model.critic.net[2].weight.mul_(1.5)  # a write through the model's own tensors, after the pair was made
+    gen = torch.Generator().manual_seed(6)
+    obs = torch.randn(4, 3, 5, dtype=torch.float64, generator=gen)
+    dparams = torch.randn(
+        9, model.policy_head(torch.zeros(1, 64, dtype=torch.float64)).shape[-1], generator=gen, dtype=torch.float64
+    )
+    dvalues = torch.randn(9, generator=gen, dtype=torch.float64)
+    results = []
+    for pair in (paired.pair_np, None):
+        paired.pair_np = pair
+        grads.zero_()
+        params, values, _, saved = paired.unroll(obs)
+        paired.backward(saved, dparams, dvalues)
+        results.append((params, values, grads.clone()))
+    for ours, theirs in zip(*results, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    check_same(model, grads, obs)  # and both are autograd's
+
+
+def test_bool_observations_are_taken_as_zeros_and_ones():
+    torch.manual_seed(7)
+    model, _, grads = built(gym.spaces.MultiBinary(6), ACTIONS["discrete"], torch.float64)
+    check_same(model, grads, torch.randint(0, 2, (4, 3, 6)).bool())
+
+
 def test_models_it_does_not_cover_are_left_to_autograd():
     lstm, _, _ = built(gym.spaces.Box(-1, 1, (4,)), ACTIONS["discrete"], lstm=4)
     cnn, _, _ = built(gym.spaces.Box(0, 255, (10, 10, 2), np.uint8), ACTIONS["discrete"])

@@ -12,10 +12,17 @@ def _gradients(n, steps, seed=0):
     return [torch.randn(n, generator=g) for _ in range(steps)]
 
 
+def _unfused_adam(p):
+    opt = SharedAdam(p, lr=1e-2, slots=3)
+    opt.fused = False  # the rule for torch builds without the fused kernel
+    return opt
+
+
 @pytest.mark.parametrize(
     "ours,theirs",
     [
-        (lambda p: SharedAdam(p, lr=1e-2, slots=3), lambda p: torch.optim.Adam([p], lr=1e-2, foreach=False)),
+        (lambda p: SharedAdam(p, lr=1e-2, slots=3), lambda p: torch.optim.Adam([p], lr=1e-2, fused=True)),
+        (_unfused_adam, lambda p: torch.optim.Adam([p], lr=1e-2, foreach=False)),
         (
             lambda p: SharedRMSprop(p, lr=1e-2, alpha=0.99, eps=1e-5, slots=3),
             lambda p: torch.optim.RMSprop([p], lr=1e-2, alpha=0.99, eps=1e-5, foreach=False),
@@ -34,6 +41,35 @@ def test_matches_torch_optim_on_same_gradients(ours, theirs):
         torch.testing.assert_close(mine, reference.detach(), rtol=1e-5, atol=1e-6)
     assert opt.step_count() == 25
     assert opt.steps.tolist() == [9, 8, 8]
+
+
+def test_fused_adam_is_torch_optims_fused_adam_bit_for_bit():
+    """The default path is one call of the kernel torch.optim.Adam(fused=True) calls, with the global step count:
+    the same numbers exactly, step after step (and within rounding of the single-tensor rule, above)."""
+    start = torch.randn(1000, generator=torch.Generator().manual_seed(2))
+    mine, reference = start.clone(), start.clone().requires_grad_(True)
+    opt, ref_opt = SharedAdam(mine, lr=3e-3, slots=2), torch.optim.Adam([reference], lr=3e-3, fused=True)
+    assert opt.fused
+    for i, grad in enumerate(_gradients(1000, 40, seed=3)):
+        opt.step(grad, slot=i % 2)
+        reference.grad = grad.clone()
+        ref_opt.step()
+        assert torch.equal(mine, reference.detach())
+    assert torch.equal(opt.state["exp_avg_sq"], ref_opt.state[reference]["exp_avg_sq"])
+
+
+def test_the_per_process_scratch_is_not_pickled():
+    """The fused step's count tensor and the numpy view of the counts are made in each process: a pickled optimizer
+    (what a worker receives) carries neither, so no two workers write one count tensor."""
+    import pickle
+
+    opt = SharedAdam(torch.zeros(4), lr=1e-3, slots=2)
+    opt.step(torch.ones(4), slot=1)
+    assert opt._step_tensor is not None and opt._steps_np is not None
+    copy = pickle.loads(pickle.dumps(opt))
+    assert copy._step_tensor is None and copy._steps_np is None
+    copy.step(torch.ones(4), slot=0)
+    assert copy.steps.tolist() == [1, 1] and opt.steps.tolist() == [0, 1]
 
 
 def test_state_is_created_eagerly_and_shared():

@@ -94,10 +94,10 @@ class SharedMemoryChannel:
         return lag
 
     def should_stop(self) -> bool:
-        return bool(self.control[STOP]) or self.board.global_step() >= self.total_steps
+        return bool(self.control.numpy()[STOP]) or self.board.global_step() >= self.total_steps
 
     def interval(self) -> int:
-        return int(self.control[INTERVAL])
+        return int(self.control.numpy()[INTERVAL])
 
     def global_step(self) -> int:
         return self.board.global_step()
