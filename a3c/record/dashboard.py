@@ -92,12 +92,15 @@ class Dashboard:
         points_per_s: float = POINTS_PER_S,
         clock: Callable[[], float] = time.time,
         tracker: WandbTracker | None = None,
+        origin: tuple[float, int, np.ndarray] | None = None,
     ) -> None:
         """``interval`` returns the logging interval the workers tag their lag maxima with (the store's
         ``interval``); the trainer advances it right after each tick, so at a tick the interval that is ending is
         the current one. Without it, the newest interval found in the stats is used. ``clock``: the time that
         paces the TensorBoard intervals (a test passes its own). ``tracker``: --track's W&B run
-        (a3c/record/tracking.py), handed every scalar written to TensorBoard and the summary; finished by close()."""
+        (a3c/record/tracking.py), handed every scalar written to TensorBoard and the summary; finished by close().
+        ``origin``: (time by ``clock``, global step, a copy of the stats) at the session's start, from which the first
+        perf point (charts/SPS, updates/s, lag) measures."""
         self.run, self.source, self.start_time = run, source, start_time
         self.interval = interval
         self.plot_every_s = plot_every_s
@@ -119,7 +122,10 @@ class Dashboard:
         # the tutorial's per-process loss history, bounded (episodes.csv keeps every episode)
         self.loss_history = LossHistory(source.workers)
         self.restarts = restarts
-        self._last = (clock(), source.global_step(), self._stats().copy())  # at the last perf point
+        # at the last perf point (time by ``clock``, global step, the stats): first the session's start, ``origin``,
+        # taken before the workers were launched, so that the first point counts every step of the session (the
+        # dashboard is built after the launch: a short run can be over by then); without it, now
+        self._last = origin if origin is not None else (clock(), source.global_step(), self._stats().copy())
         self._lag_interval_done = -1  # the newest interval whose lag maximum was written
         self._plotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a3c-plot")
         self._plot: Future[tuple[bytes, int]] | None = None

@@ -189,6 +189,8 @@ class Trainer:
         summary: dict[str, Any] | None = None
         exit_code, reason = 0, "total_steps"
         failures = WriteFailures()
+        # where the dashboard's first perf point measures from: this session's start, before any worker stepped
+        perf_origin = (time.time(), coordinator.global_step(), coordinator.stats().copy())
         try:
             supervisor.start_all()
             self.evaluation = self._evaluation(run, self.run_start)
@@ -218,6 +220,7 @@ class Trainer:
                 interval=coordinator.interval,
                 points_per_s=cfg.tb_episode_points_per_s,
                 tracker=tracker,
+                origin=perf_origin,
             )
             if resume is not None:
                 # TensorBoard events from just past the checkpoint's step on are purged: they were written after

@@ -436,3 +436,39 @@ def test_a_tensorboard_writer_that_fails_to_open_puts_the_excepthook_back(tmp_pa
     with pytest.raises(Exception, match="No space left on device"):
         tensorboard_writer.TensorBoardWriter(tmp_path / "tb", workers=2)
     assert threading.excepthook is before
+
+
+@pytest.mark.parametrize("with_origin", [True, False])
+def test_the_first_perf_point_counts_from_the_sessions_start(tmp_path, with_origin):
+    """The trainer builds the dashboard after launching the workers: a short run can have taken all its steps by
+    then. Measured from the session's start (``origin``, taken before the launch), the first perf point counts
+    every step; measured from the dashboard's construction (no origin) it saw none, and charts/SPS was never
+    written."""
+    run = RunDirectory(tmp_path / "run")
+    run.path.mkdir()
+    run.plots.mkdir()
+    board = EpisodeBoard(WORKERS, capacity=64)
+    source = coordinator_for(board)
+    times = itertools.count(1000.0, 10.0)
+    origin = (next(times), source.global_step(), source.stats().copy())  # the session starts at t = 1000 s
+    board.add_steps(0, 500)  # every step of the run, taken before the dashboard exists
+    update(board, 0, 2, 0)
+    dash = Dashboard(
+        run,
+        source,
+        total_steps=500,
+        reward_threshold=None,
+        start_time=0.0,
+        clock=times.__next__,
+        origin=origin if with_origin else None,
+    )
+    dash.tick()
+    dash.close()
+    tags = set(read_events(run.path).Tags()["scalars"])
+    if not with_origin:
+        assert "charts/SPS" not in tags  # what the origin is for
+        return
+    points = read_events(run.path).Scalars("charts/SPS")
+    assert [p.step for p in points] == [500]
+    seconds = 500 / points[0].value  # from the origin (t = 1000 s) to the tick, a whole number of 10 s readings
+    assert 10 <= seconds <= 60 and seconds / 10 == pytest.approx(round(seconds / 10), abs=1e-4)
