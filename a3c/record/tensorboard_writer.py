@@ -29,6 +29,11 @@ from a3c.record.figures import png_size
 from a3c.record.run_dir import RunDirWriteError, writing
 
 WORKERS_DIR = "workers"  # workers/<rank>/: each worker's event stream (a TensorBoard run of its own)
+# Events each stream's writer thread may hold before add_event blocks (SummaryWriter's default is 10). The thread
+# serialises each event and computes its CRC in pure Python (~0.1 ms); with 10 places, a tick that writes many
+# events (--tb-episode-points-per-s 0 writes one per episode) blocks on every put and hands the GIL back and forth
+# with the thread at each. With room for a tick's events the tick runs through and the thread drains after it.
+TB_QUEUE = 4096
 EVENT_FILES = (
     "its TensorBoard event files"  # what a3c.record.run_dir.RunDirWriteError names for a failed TensorBoard write
 )
@@ -96,7 +101,7 @@ class TensorBoardWriter:
         self._restore_excepthook = _quiet_event_writer_threads()
         try:
             with writing(EVENT_FILES):
-                self.writer = SummaryWriter(log_dir=str(self.path), flush_secs=1)
+                self.writer = SummaryWriter(log_dir=str(self.path), flush_secs=1, max_queue=TB_QUEUE)
                 self.worker_writers = {r: self._worker_writer(r) for r in range(workers)}
                 self.writer.add_custom_scalars(custom_scalars_layout())
         except BaseException:
@@ -106,7 +111,7 @@ class TensorBoardWriter:
 
     def _worker_writer(self, rank: int) -> SummaryWriter:
         with writing(EVENT_FILES):
-            return SummaryWriter(log_dir=str(self.path / WORKERS_DIR / str(rank)), flush_secs=1)
+            return SummaryWriter(log_dir=str(self.path / WORKERS_DIR / str(rank)), flush_secs=1, max_queue=TB_QUEUE)
 
     def _writer(self, group: int) -> SummaryWriter:
         if group == ALL:

@@ -30,10 +30,17 @@ import torch
 from a3c.record.rows import FIELDS, Episode, Stat
 
 
+# Rows in each worker's ring: 1 MB a worker (8 float64 fields). What it buys is time: a worker whose episodes are
+# a few steps long finishes ~4,000 a second, and the main process is not reading yet while it builds the dashboard
+# after the launch (TensorBoard's writers, ~0.5 s), nor when the plot thread holds the GIL; 4,096 rows held ~1 s of
+# that, and runs of 3-step episodes lost 1,000-2,000 of 25,000 episodes at their start.
+CAPACITY = 16_384
+
+
 class EpisodeBoard:
     """Shared tensors written by the workers (each its own rows) and read by the main process."""
 
-    def __init__(self, workers: int, capacity: int = 4096) -> None:
+    def __init__(self, workers: int, capacity: int = CAPACITY) -> None:
         self.workers, self.capacity = workers, capacity
         self.rows = torch.zeros(workers, capacity, len(FIELDS), dtype=torch.float64).share_memory_()
         self.written = torch.zeros(workers, dtype=torch.int64).share_memory_()
