@@ -29,7 +29,6 @@ import torch
 
 from a3c.record.rows import FIELDS, Episode, Stat
 
-
 # Rows in each worker's ring: 1 MB a worker (8 float64 fields). What it buys is time: a worker whose episodes are
 # a few steps long finishes ~4,000 a second, and the main process is not reading yet while it builds the dashboard
 # after the launch (TensorBoard's writers, ~0.5 s), nor when the plot thread holds the GIL; 4,096 rows held ~1 s of
