@@ -103,6 +103,7 @@ class MlpBackprop:
         self.linear_np = None if self.linear_head is None else _Layer.of(self.linear_head)
         # separate actor and critic of one shape: the update runs both chains as one (see _paired)
         self.pair_np = None if critic is None else _paired(actor, critic)
+        self.acted: _Acted | None = None  # the acting passes of the rollout in hand (see ``record``)
 
     @classmethod
     def of(cls, model: ActorCritic) -> MlpBackprop | None:
@@ -117,36 +118,77 @@ class MlpBackprop:
         return cls(model, actor, critic)
 
     def unroll(
-        self, obs: torch.Tensor, final_obs: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, Pass]:
-        """ActorCritic.unroll of a model without a core, by hand: obs [T+1, K, ...] -> (params [T*K, P], values
-        [T+1, K], V(final_obs) [T, K] or None, what ``backward`` needs)."""
+        self, obs: torch.Tensor | np.ndarray, final_obs: torch.Tensor | np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, Pass]:
+        """ActorCritic.unroll of a model without a core, by hand, in numpy: obs [T+1, K, ...] (a tensor or an
+        array) -> (params [T*K, P], values [T+1, K], V(final_obs) [T, K] or None, what ``backward`` needs), arrays on
+        the worker's update path (each torch view or slice there costs a microsecond or two)."""
         T, K = obs.shape[0] - 1, obs.shape[1]
-        params, values, saved = self.forward(obs.reshape((T + 1) * K, *obs.shape[2:]))
+        flat = self.inputs(obs, (T + 1) * K)
+        acted = self.acted
+        if acted is not None and acted.complete(T, K):
+            params, values, saved = self._forward_after_acting(flat, acted)
+        else:
+            params, values, saved = self._forward(flat)
+        if acted is not None:
+            acted.steps_done = 0  # used once: the next update needs the next rollout's acting passes
         final_values = None
-        if final_obs is not None:
-            with torch.no_grad():
-                final_values = self.model(final_obs.reshape(T * K, *obs.shape[2:]))[1].view(T, K)
-        return params[: T * K], values.view(T + 1, K), final_values, saved
+        if final_obs is not None:  # (an episode truncated in this rollout: V of its final observation)
+            x = self.inputs(final_obs, T * K)
+            chain = self.actor_np if self.critic_np is None else self.critic_np
+            features = _forward_np(chain, x)[-1]
+            final_values = ((features @ self.value_np.w_t)[:, 0] + self.value_np.b).reshape(T, K)
+        return params[: T * K], values.reshape(T + 1, K), final_values, saved
 
-    def policy(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
+    def record(self, steps: int, envs: int) -> None:
+        """From now on, keep what the acting passes of each rollout of ``steps`` x ``envs`` compute (``policy`` with
+        its ``step``), for its update: the actor's activations and the policy's params of the rollout's observations
+        are then not computed twice. The update (``unroll``) runs only the critic's chain, on all (T + 1) K rows, and
+        reads the actor's from here. Valid because acting and the update use the same weights: a worker pulls the
+        global weights before a rollout and changes them only after its update; whoever changes the weights
+        between a rollout's acting and its update must not ``record``. Only for paired chains (separate actor and
+        critic of one shape, the default model); elsewhere a no-op."""
+        if self.pair_np is None:
+            return
+        widths = [layer.b.shape[-1] for layer in self.pair_np]
+        dtype = self.actor_np[0].w.dtype
+        param_dim = None if self.linear_np is None else self.linear_np.b.shape[-1]
+        self.acted = _Acted(steps, envs, widths, param_dim, dtype)
+
+    def policy(self, obs: torch.Tensor | np.ndarray, step: int | None = None) -> torch.Tensor:
         """ActorCritic.policy's params (acting, no autograd): the actor's chain and head in numpy on the same weights
-        (a batch of 8 through a 64-64 MLP: 10 us, against 23 us for the same operations through torch)."""
-        features = _forward_np(self.actor_np, self.inputs(obs))[-1]
+        (a batch of 8 through a 64-64 MLP: 10 us, against 23 us for the same operations through torch). ``step``:
+        the rollout step these observations are, for ``record``."""
+        x = self.inputs(obs)
+        acted = self.acted
+        if acted is None or step is None or not acted.next_is(step, x.shape[0]):
+            features = _forward_np(self.actor_np, x)[-1]
+            if self.linear_np is not None:
+                return torch.from_numpy(features @ self.linear_np.w_t + self.linear_np.b)
+            with torch.no_grad():
+                return self.model.policy_head(torch.from_numpy(features))
+        outs = acted.step_views[step]
+        for layer, out in zip(self.actor_np, outs, strict=False):  # as _forward_np, into the record
+            z = np.matmul(x, layer.w_t, out=out)
+            z += layer.b
+            x = np.tanh(z, out=z)
+        acted.steps_done += 1
         if self.linear_np is not None:
-            return torch.from_numpy(features @ self.linear_np.w_t + self.linear_np.b)
+            logits = np.matmul(x, self.linear_np.w_t, out=outs[-1])
+            logits += self.linear_np.b
+            return torch.from_numpy(logits)
         with torch.no_grad():
-            return self.model.policy_head(torch.from_numpy(features))
+            return self.model.policy_head(torch.from_numpy(x))
 
-    def inputs(self, obs: torch.Tensor | np.ndarray) -> np.ndarray:
-        """MlpTorso.inputs in numpy: the observations [B, ...] (a tensor or an array) flattened to [B, obs_dim], in
-        the weights' dtype, scaled (uint8 frames). On every acting step and every update, where torch's version
-        costs ~5 us."""
+    def inputs(self, obs: torch.Tensor | np.ndarray, rows: int | None = None) -> np.ndarray:
+        """MlpTorso.inputs in numpy: the observations (a tensor or an array; ``rows`` of them, flattened from
+        the leading dimensions, or [B, ...]) as [rows, obs_dim] in the weights' dtype, scaled (uint8 frames). On every
+        acting step and every update, where torch's version costs ~5 us."""
         if isinstance(obs, np.ndarray):
             x = obs
         else:
             x = obs.detach().numpy() if obs.requires_grad else obs.numpy()
-        x = x.reshape(x.shape[0], self.obs_dim)
+        x = x.reshape(x.shape[0] if rows is None else rows, self.obs_dim)
         dtype = self.actor_np[0].w.dtype
         if x.dtype != dtype:  # uint8 or bool observations; float32 ones for a float64 copy of the model (tests)
             x = x.astype(dtype)
@@ -154,10 +196,12 @@ class MlpBackprop:
             x = x * dtype.type(self.scale)
         return x
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Pass]:
+    def forward(self, obs: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray, Pass]:
         """obs [B, *obs_shape] -> (policy params [B, P], values [B], what backward needs); no autograd graph but
         the non-Linear policy head's."""
-        x = self.inputs(obs)
+        return self._forward(self.inputs(obs))
+
+    def _forward(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, Pass]:
         pair = None
         if self.pair_np is not None:
             pair = _forward_np(self.pair_np, x)
@@ -168,16 +212,35 @@ class MlpBackprop:
             critic = None if self.critic_np is None else _forward_np(self.critic_np, x)
             features = actor[-1]
             value_features = features if critic is None else critic[-1]
-        values = torch.from_numpy((value_features @ self.value_np.w_t)[:, 0] + self.value_np.b)
+        values = (value_features @ self.value_np.w_t)[:, 0] + self.value_np.b
         if self.linear_np is not None:
             head = self.linear_np
-            return torch.from_numpy(features @ head.w_t + head.b), values, Pass(actor, critic, pair=pair)
+            return features @ head.w_t + head.b, values, Pass(actor, critic, pair=pair)
         leaf = torch.from_numpy(features).requires_grad_(True)
         with torch.enable_grad():
             out = self.model.policy_head(leaf)
-        return out.detach(), values, Pass(actor, critic, leaf, out, pair)
+        return out.detach().numpy(), values, Pass(actor, critic, leaf, out, pair)
 
-    def backward(self, saved: Pass, dparams: torch.Tensor, dvalues: torch.Tensor) -> None:
+    def _forward_after_acting(self, x: np.ndarray, acted: _Acted) -> tuple[np.ndarray, np.ndarray, Pass]:
+        """``_forward`` of a rollout whose acting passes were recorded: the critic's chain over every row (into the
+        record's second halves: the pair's activations are then whole), the actor's taken from the record. The
+        boundary rows of the actor's half are never computed (zeros): the update's gradient has no row there."""
+        assert self.pair_np is not None and self.critic_np is not None
+        h = x
+        for layer, out in zip(self.critic_np, acted.layers, strict=True):
+            z = np.matmul(h, layer.w_t, out=out[1])
+            z += layer.b
+            h = np.tanh(z, out=z)
+        pair = [x, *acted.layers]
+        values = (h @ self.value_np.w_t)[:, 0] + self.value_np.b
+        if acted.params is not None:
+            return acted.params, values, Pass([x], None, pair=pair)
+        leaf = torch.from_numpy(acted.layers[-1][0, : acted.steps * acted.envs]).requires_grad_(True)
+        with torch.enable_grad():
+            out_t = self.model.policy_head(leaf)
+        return out_t.detach().numpy(), values, Pass([x], None, leaf, out_t, pair)
+
+    def backward(self, saved: Pass, dparams: torch.Tensor | np.ndarray, dvalues: torch.Tensor | np.ndarray) -> None:
         """Into the parameters' .grad, the gradient of sum(dparams * params[:rows]) + sum(dvalues * values[:rows]),
         rows = len(dparams), as ``torch.autograd.backward((params[:rows], values[:rows]), (dparams, dvalues))`` would
         put it there into zeroed gradients: the torsos' and the linear heads' gradients are *written* (each is
@@ -197,17 +260,17 @@ class MlpBackprop:
             features = actor[-1]
             value_features = features if critic is None else critic[-1]
             d_features, d_value_features = None, None
-        dv = dvalues.detach().numpy().reshape(rows, 1)
+        dv = _as_numpy(dvalues).reshape(rows, 1)
         _linear_backward_np(self.value_np, value_features, dv)
         d_value_features = np.matmul(dv, self.value_np.w, out=d_value_features)
         if self.linear_np is not None:
-            dp = dparams.detach().numpy()
+            dp = _as_numpy(dparams)
             _linear_backward_np(self.linear_np, features, dp)
             d_features = np.matmul(dp, self.linear_np.w, out=d_features)
         else:
             assert saved.head_leaf is not None and saved.head_out is not None
             grad_out = torch.zeros_like(saved.head_out)
-            grad_out[:rows] = dparams
+            grad_out[:rows] = torch.as_tensor(dparams)
             backward_from((saved.head_out,), (grad_out,))  # the head's parameters' .grad, and the leaf's
             assert saved.head_leaf.grad is not None
             leaf_grad = saved.head_leaf.grad[:rows].numpy()
@@ -224,6 +287,40 @@ class MlpBackprop:
             assert self.critic_np is not None
             _backward_np(self.actor_np, actor, d_features)
             _backward_np(self.critic_np, critic, d_value_features)
+
+
+class _Acted:
+    """A rollout's acting passes, recorded (``MlpBackprop.record``): per layer of the paired chains a [2, (T + 1) K,
+    width] array whose first half the acting passes fill row block by row block (step t: rows t K to (t + 1) K) and
+    whose second half the update's critic pass fills, and the policy's params [T K, P] (linear heads). The arrays
+    are reused by every rollout."""
+
+    def __init__(self, steps: int, envs: int, widths: list[int], param_dim: int | None, dtype: np.dtype) -> None:
+        self.steps, self.envs = steps, envs
+        self.layers = [np.zeros((2, (steps + 1) * envs, w), dtype=dtype) for w in widths]
+        self.params = None if param_dim is None else np.zeros((steps * envs, param_dim), dtype=dtype)
+        self.steps_done = 0  # acting passes recorded, in order, since the last update
+        # step t's rows of each layer's actor half (and of the params), as views made once
+        self.step_views = [
+            [layer[0, t * envs : (t + 1) * envs] for layer in self.layers]
+            + ([] if self.params is None else [self.params[t * envs : (t + 1) * envs]])
+            for t in range(steps)
+        ]
+
+    def next_is(self, step: int, batch: int) -> bool:
+        """Whether an acting pass of ``batch`` rows at rollout ``step`` is the next to record (a new rollout at step
+        0 starts the record afresh); a pass out of order is not recorded, and the update then runs the whole
+        forward pass itself."""
+        if step == 0:
+            self.steps_done = 0
+        return batch == self.envs and step == self.steps_done < self.steps
+
+    def complete(self, steps: int, envs: int) -> bool:
+        return self.steps_done == steps == self.steps and envs == self.envs
+
+
+def _as_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    return x if isinstance(x, np.ndarray) else x.detach().numpy()
 
 
 def backward_from(outputs: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...]) -> None:

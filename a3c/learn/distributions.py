@@ -42,6 +42,17 @@ from torch import nn
 
 from a3c.spec.errors import UserError
 
+_ARANGES: dict[int, np.ndarray] = {}
+
+
+def _arange(n: int) -> np.ndarray:
+    """np.arange(n), made once per n (the row index of every update's fancy indexing)."""
+    rows = _ARANGES.get(n)
+    if rows is None:
+        rows = _ARANGES[n] = np.arange(n)
+        rows.flags.writeable = False
+    return rows
+
 
 class Distribution(ABC):
     param_dim: int  # width of the policy head's output
@@ -65,6 +76,13 @@ class Distribution(ABC):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """(log pi(a) [B], H [B], d/d params of [-mean(log pi(a) * A) - ent_coef * mean(H)]) in closed form, or None
         where the family has no closed form (the loss then differentiates log_prob_entropy)."""
+        return None
+
+    def policy_grad_np(
+        self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``policy_grad`` on numpy arrays, in numpy (the worker's update path, where each torch operation on a few
+        dozen numbers costs several times its arithmetic), or None where the family has no numpy form."""
         return None
 
     def env_actions(self, actions: np.ndarray) -> list[Any]:
@@ -115,24 +133,33 @@ class Categorical(Distribution):
         d policy / d z_i    = (A_i / B) * (p_i - onehot(a_i))
         d (-c_e H) / d z_i  = (c_e / B) * p_i * (log p_i + H_i)      where H_i = -sum_j p_ij log p_ij
         """
-        # in numpy, on the tensors' memory: a dozen operations on [B, n] arrays cost a microsecond each there and
-        # several through torch's dispatch, on every update
-        # (the reductions through the ufuncs' reduce: ndarray.max/.sum go through a Python wrapper, twice the cost)
         z = params.detach().cpu().numpy()
-        batch, rows, taken = z.shape[0], np.arange(z.shape[0]), actions.cpu().numpy()
+        log_probs, entropies, dparams = self.policy_grad_np(
+            z, actions.cpu().numpy(), advantages.detach().cpu().numpy().astype(z.dtype, copy=False), ent_coef
+        )
+        return torch.from_numpy(log_probs), torch.from_numpy(entropies), torch.from_numpy(dparams)
+
+    def policy_grad_np(
+        self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``policy_grad``'s formulas in numpy: a dozen operations on [B, n] arrays cost a microsecond each here and
+        several through torch's dispatch, on every update (the reductions through the ufuncs' reduce: ndarray.max
+        and .sum go through a Python wrapper, twice the cost). ``advantages`` in the dtype of ``params``."""
+        z, batch = params, params.shape[0]
+        rows = _arange(batch)
         shifted = z - np.maximum.reduce(z, axis=-1, keepdims=True)  # log_softmax, as torch computes it
-        exp = np.exp(shifted)
-        total = np.add.reduce(exp, axis=-1, keepdims=True)
-        log_probs = shifted - np.log(total)
-        probs = exp / total
+        probs = np.exp(shifted)
+        total = np.add.reduce(probs, axis=-1, keepdims=True)
+        log_probs = np.subtract(shifted, np.log(total), out=shifted)
+        probs /= total
         entropies = -np.add.reduce(probs * log_probs, axis=-1)
-        scaled_adv = advantages.detach().cpu().numpy().astype(z.dtype, copy=False) / batch
+        scaled_adv = advantages / batch
         inner = log_probs + entropies[:, None]
         inner *= ent_coef / batch
         inner += scaled_adv[:, None]
         dparams = np.multiply(probs, inner, out=inner)
-        dparams[rows, taken] -= scaled_adv
-        return torch.from_numpy(log_probs[rows, taken]), torch.from_numpy(entropies), torch.from_numpy(dparams)
+        dparams[rows, actions] -= scaled_adv
+        return log_probs[rows, actions], entropies, dparams
 
     def env_actions(self, actions: np.ndarray) -> list[Any]:
         return (actions + self.start).tolist() if self.start else actions.tolist()  # Python ints, cheap to step with
@@ -184,6 +211,19 @@ class MultiCategorical(Distribution):
         log_probs = torch.stack([lp for lp, _, _ in parts]).sum(0)
         entropies = torch.stack([h for _, h, _ in parts]).sum(0)
         return log_probs, entropies, torch.cat([d for _, _, d in parts], dim=-1)
+
+    def policy_grad_np(
+        self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        flat = actions.reshape(actions.shape[0], -1)
+        columns = np.split(params, np.cumsum(self.sizes)[:-1], axis=-1)
+        parts = [
+            part.policy_grad_np(p, flat[:, j], advantages, ent_coef)
+            for j, (part, p) in enumerate(zip(self.parts, columns, strict=True))
+        ]
+        log_probs = np.add.reduce(np.stack([lp for lp, _, _ in parts]), axis=0)
+        entropies = np.add.reduce(np.stack([h for _, h, _ in parts]), axis=0)
+        return log_probs, entropies, np.concatenate([d for _, _, d in parts], axis=-1)
 
     def env_actions(self, actions: np.ndarray) -> list[Any]:
         shaped = (actions.reshape(actions.shape[0], -1) + self.start).astype(self.dtype)

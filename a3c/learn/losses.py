@@ -178,56 +178,65 @@ def _np_mean(x: np.ndarray) -> float:
 
 def actor_critic_loss_grads(
     dist: Distribution,
-    params: torch.Tensor,
-    values: torch.Tensor,
-    actions: torch.Tensor,
-    advantages: torch.Tensor,
-    returns: torch.Tensor,
+    params: torch.Tensor | np.ndarray,
+    values: torch.Tensor | np.ndarray,
+    actions: torch.Tensor | np.ndarray,
+    advantages: torch.Tensor | np.ndarray,
+    returns: torch.Tensor | np.ndarray,
     ent_coef: float,
     vf_coef: float,
-) -> tuple[np.ndarray, torch.Tensor, torch.Tensor]:
-    """The loss of actor_critic_loss (same arguments), with its gradient with respect to the distribution's params
-    and the values, so that the loss itself adds nothing to the network's autograd graph:
-    ``torch.autograd.backward((params, values), (dparams, dvalues))`` then backpropagates only through the network.
-    Returns (the loss's terms [total, policy, value, entropy] as a float64 numpy array, dparams [B, P], dvalues [B]).
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The loss of actor_critic_loss (same arguments, as CPU tensors or numpy arrays), with its gradient with respect
+    to the distribution's params and the values, so that the loss itself adds nothing to the network's autograd
+    graph: ``torch.autograd.backward((params, values), (dparams, dvalues))`` then backpropagates only through the
+    network. Returns numpy arrays: (the loss's terms [total, policy, value, entropy] in float64, dparams [B, P],
+    dvalues [B]).
 
-    The policy and entropy part comes in closed form from the distribution where it has one (Categorical: on the
-    worker's update path this halves the cost of the backward pass, a dozen small autograd nodes less per update);
-    otherwise from autograd over the head's output alone. The value part is always closed form:
+    The policy and entropy part comes in closed form from the distribution where it has one, in numpy where the
+    family has a numpy form (Categorical: on the worker's update path the whole function is then a few dozen numpy
+    operations, no torch dispatch); otherwise from autograd over the head's output alone. The value part is always
+    closed form:
       d (c_v value) / d V_i = (c_v / B) * (V_i - R_i)
     """
     batch = params.shape[0]
-    # the value part and the record in numpy, on the tensors' memory (the worker's are CPU tensors without a graph):
-    # each operation on B numbers costs about a microsecond there, several through torch's dispatch
     errors = _numpy(values) - _numpy(returns)
-    dvalues = torch.from_numpy(errors * (vf_coef / batch))
-    closed = dist.policy_grad(params.detach(), actions, advantages, ent_coef)
-    if closed is not None:
-        action_log_probs, entropies, dparams = closed
-    else:
-        leaf = params.detach().requires_grad_(True)
-        with torch.enable_grad():
-            action_log_probs, entropies = dist.log_prob_entropy(leaf, actions)
-            surrogate = -(action_log_probs * advantages).mean() - ent_coef * entropies.mean()
-            (dparams,) = torch.autograd.grad(surrogate, leaf)
-    return _loss_values(action_log_probs, advantages, entropies, errors, ent_coef, vf_coef), dparams, dvalues
+    dvalues = errors * (vf_coef / batch)
+    z = _numpy(params)
+    adv = _numpy(advantages)
+    closed = dist.policy_grad_np(z, _numpy(actions), adv.astype(z.dtype, copy=False), ent_coef)
+    if closed is None:
+        tensors = [torch.as_tensor(x) for x in (params, actions, advantages)]
+        closed_t = dist.policy_grad(tensors[0].detach(), tensors[1], tensors[2], ent_coef)
+        if closed_t is None:
+            leaf = tensors[0].detach().requires_grad_(True)
+            with torch.enable_grad():
+                action_log_probs, entropies = dist.log_prob_entropy(leaf, tensors[1])
+                surrogate = -(action_log_probs * tensors[2]).mean() - ent_coef * entropies.mean()
+                (dparams,) = torch.autograd.grad(surrogate, leaf)
+            closed_t = (action_log_probs, entropies, dparams)
+        closed = (_numpy(closed_t[0]), _numpy(closed_t[1]), _numpy(closed_t[2]))
+    action_log_probs_np, entropies_np, dparams_np = closed
+    return _loss_values(action_log_probs_np, adv, entropies_np, errors, ent_coef, vf_coef), dparams_np, dvalues
 
 
-def _numpy(x: torch.Tensor) -> np.ndarray:
-    """A CPU tensor's numpy view (detached first where it carries a graph: detach costs a microsecond a call)."""
+def _numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A CPU tensor's numpy view (detached first where it carries a graph: detach costs a microsecond a call); an
+    array as it is."""
+    if isinstance(x, np.ndarray):
+        return x
     return (x.detach() if x.requires_grad else x).cpu().numpy()
 
 
 def _loss_values(
-    action_log_probs: torch.Tensor,
-    advantages: torch.Tensor,
-    entropies: torch.Tensor,
+    action_log_probs: np.ndarray,
+    advantages: np.ndarray,
+    entropies: np.ndarray,
     errors: np.ndarray,
     ent_coef: float,
     vf_coef: float,
 ) -> np.ndarray:
     """_combine's four terms as numbers, for the record (the gradients are computed apart), in numpy, in the
     inputs' precision: float64 [total, policy, value, entropy]."""
-    alp, adv, ent = (_numpy(x) for x in (action_log_probs, advantages, entropies))
-    terms = _combine(alp, adv.astype(alp.dtype, copy=False), ent, errors, ent_coef, vf_coef, _np_mean)
+    adv = advantages.astype(action_log_probs.dtype, copy=False)
+    terms = _combine(action_log_probs, adv, entropies, errors, ent_coef, vf_coef, _np_mean)
     return np.array(terms, dtype=np.float64)

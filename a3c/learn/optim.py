@@ -55,13 +55,16 @@ class _SharedOptimizer:
 
     def step_count(self) -> int:
         """Total optimizer steps taken by all workers."""
-        return int(self._counts().sum())
+        return int(np.add.reduce(self._counts()))  # (ndarray.sum's Python wrapper doubles the cost)
 
-    def step(self, grad: torch.Tensor, slot: int = 0, lr: float | None = None) -> None:
+    def step(self, grad: torch.Tensor, slot: int = 0, lr: float | None = None) -> int:
         """Apply ``grad`` (this process's own flat gradient) to the shared parameters, with learning rate ``lr``
-        (a schedule's current value; default: the optimizer's own)."""
-        self._counts()[slot] += 1
-        self._update(grad, self.step_count(), self.lr if lr is None else lr)
+        (a schedule's current value; default: the optimizer's own). Returns the step count before this step."""
+        counts = self._counts()
+        counts[slot] += 1
+        t = int(np.add.reduce(counts))
+        self._update(grad, t, self.lr if lr is None else lr)
+        return t - 1
 
     def _update(self, grad: torch.Tensor, t: int, lr: float) -> None:
         raise NotImplementedError
@@ -103,8 +106,9 @@ class SharedAdam(_SharedOptimizer):
         self.betas, self.eps = betas, eps
         self.fused = _FUSED_ADAM is not None and params.dtype in (torch.float32, torch.float64)
         self._step_tensor: torch.Tensor | None = None
+        self._step_np: np.ndarray | None = None  # its numpy view
 
-    _per_process = ("_steps_np", "_step_tensor")
+    _per_process = ("_steps_np", "_step_tensor", "_step_np")
 
     def _update(self, grad: torch.Tensor, t: int, lr: float) -> None:
         if self.fused:
@@ -115,7 +119,9 @@ class SharedAdam(_SharedOptimizer):
             assert _FUSED_ADAM is not None
             if self._step_tensor is None:
                 self._step_tensor = torch.zeros(())
-            self._step_tensor.fill_(t)
+                self._step_np = self._step_tensor.numpy()
+            assert self._step_np is not None
+            self._step_np[...] = t  # (through numpy: a fifth of fill_'s cost)
             beta1, beta2 = self.betas
             _FUSED_ADAM(
                 [self.params],

@@ -139,6 +139,10 @@ class Worker:
         # MLP torsos without a core: the update's forward and backward by hand (a3c.learn.backprop), the same
         # gradients without autograd's per-operation bookkeeping; other models go through autograd
         self.backprop = MlpBackprop.of(self.model)
+        if self.backprop is not None:
+            # the acting passes' actor activations and logits kept for the update, which then runs only the critic
+            # (the weights do not change between a rollout and its update: pulled before, pushed after)
+            self.backprop.record(config.n_steps, config.envs_per_worker)
         # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
         # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
         # uint8 frames stay uint8 (scaled in the model), unless --normalize-obs turns them into floats here
@@ -259,7 +263,7 @@ class Worker:
         next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
         for t in range(T):
             if self.backprop is not None:  # (a model without a core: no state; no autograd, numpy)
-                params = self.backprop.policy(obs_np[t])
+                params = self.backprop.policy(obs_np[t], t)
             else:
                 with torch.inference_mode():
                     params, self.state = self.model.policy(self.obs[t], self.state)
@@ -279,10 +283,16 @@ class Worker:
                 terminated[t] = step_terms
                 # a terminal state is terminal even at the time limit: truncated only where not terminated
                 np.greater(step_truncs, step_terms, out=truncated[t])
-            obs_np[t + 1] = self.observe(next_obs)
-            self.ep_return += step_rewards  # the env's own rewards: returns are reported unscaled and unclipped ...
-            self.ep_length += 1
-            rewards[t] = step_rewards
+            if self.obs_norm is None:
+                try:
+                    obs_np[t + 1] = next_obs  # the list straight into the buffer: one conversion, no temporary
+                except ValueError:  # observations of another shape of the same size (reshaped there)
+                    obs_np[t + 1] = self.observe(next_obs)
+            else:
+                obs_np[t + 1] = self.observe(next_obs)
+            step_rewards_np = np.array(step_rewards)  # (float64: one conversion for both uses)
+            self.ep_return += step_rewards_np  # the env's own rewards: returns are reported unscaled and unclipped ...
+            rewards[t] = step_rewards_np
             if self.clip_rewards:
                 np.sign(rewards[t], out=rewards[t])  # ... Atari trains on the reward's sign ...
             if self.reward_scale is not None:  # ... and --normalize-reward on rewards over the return's std
@@ -292,21 +302,25 @@ class Worker:
                     final = np.asarray(final_obs, dtype=self.obs_dtype).reshape(obs_shape)
                     final_np[t, k] = final if self.obs_norm is None else self.obs_norm.apply(final)
                 if not info.get(LIFE_LOST):  # a lost life ends the learner's episode, not the game's
-                    self.finish_episode(k, base_step + (t + 1) * K)
+                    self.finish_episode(k, t, base_step + (t + 1) * K)
             if ended and self.state:  # the next observation starts a new episode: so does its state
                 self.state = self.model.reset_state(self.state, torch.from_numpy(1.0 - terminated[t] - truncated[t]))
+        # the lengths once a rollout (an episode that ended at step t was counted to there by finish_episode, and
+        # starts this addition at -(t + 1): it holds the T - t - 1 steps of the new one)
+        self.ep_length += T
         self.unpublished_steps += T * K
 
-    def finish_episode(self, k: int, global_step: int) -> None:
+    def finish_episode(self, k: int, t: int, global_step: int) -> None:
+        """Env ``k``'s episode ended at step ``t`` of the rollout in hand: its row to publish, its counters reset."""
         losses = self.ep_loss_sum[k] / self.ep_updates[k] if self.ep_updates[k] else self.last_loss
         row = np.empty(len(FIELDS))
         row[FIELD["return"]] = self.ep_return[k]
-        row[FIELD["length"]] = self.ep_length[k]
+        row[FIELD["length"]] = self.ep_length[k] + t + 1  # ep_length counts up to the rollout's start
         row[FIELD["loss"] : FIELD["entropy"] + 1] = losses
         row[FIELD["global_step"]] = global_step
         row[FIELD["wall_time"]] = time.time() - self.run_start
         self.finished.append(row)
-        self.ep_return[k], self.ep_length[k], self.ep_updates[k] = 0.0, 0, 0
+        self.ep_return[k], self.ep_length[k], self.ep_updates[k] = 0.0, -(t + 1), 0
         self.ep_loss_sum[k] = 0.0
 
     def update(self, pulled_at: int) -> None:
@@ -314,37 +328,38 @@ class Worker:
         T, K = cfg.n_steps, cfg.envs_per_worker
         truncated = bool(self.truncated_np.any())
         saved = None
-        if self.backprop is not None:
-            params, values_all, final_values, saved = self.backprop.unroll(
-                self.obs, self.final_obs if truncated else None
+        params: torch.Tensor | np.ndarray
+        if self.backprop is not None:  # numpy arrays
+            params, values_np, final_values, saved = self.backprop.unroll(
+                self.obs_np, self.final_obs_np if truncated else None
             )
-        else:
+        else:  # tensors, with autograd's graph
             dones = torch.maximum(self.terminated, self.truncated)
-            params, values_all, final_values = self.model.unroll(
+            params, values_all, final_t = self.model.unroll(
                 self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
             )
-        values = values_all[:T]
+            values_np = values_all.detach().numpy()
+            final_values = None if final_t is None else final_t.detach().numpy()
         # the bootstrap (V(s_{t+1}): the final observation's where an episode was truncated) and GAE, in numpy on the
         # rollout buffers' memory (a3c.learn.losses.rollout_targets)
         adv_np, returns_np = rollout_targets(
             self.rewards_np,
-            values_all.detach().numpy(),
-            None if final_values is None else final_values.detach().numpy(),
+            values_np,
+            final_values,
             self.terminated_np,
             self.truncated_np,
             cfg.gamma,
             cfg.gae_lambda,
         )
-        advantages, returns = torch.from_numpy(adv_np), torch.from_numpy(returns_np)
-        # the loss's gradient w.r.t. the network outputs (closed form where the distribution has one); autograd then
-        # only runs through the network
+        # the loss's gradient w.r.t. the network outputs (closed form where the distribution has one: in numpy, on
+        # these arrays' memory, for the Categorical families); autograd then only runs through the network
         loss_values, dparams, dvalues = actor_critic_loss_grads(
             self.dist,
             params,
-            values.reshape(-1),
-            self.actions.view(T * K, *self.dist.action_shape),
-            advantages.view(-1),
-            returns.view(-1),
+            values_np[:T].reshape(-1),
+            self.actions_np.reshape(T * K, *self.dist.action_shape),
+            adv_np.reshape(-1),
+            returns_np.reshape(-1),
             cfg.ent_coef,
             cfg.vf_coef,
         )
@@ -354,13 +369,16 @@ class Worker:
             assert saved is not None
             self.backprop.backward(saved, dparams, dvalues)
         else:
-            backward_from((params, values.reshape(-1)), (dparams, dvalues))  # (not autograd.backward: sympy)
+            assert isinstance(params, torch.Tensor)
+            # (not autograd.backward: sympy)
+            backward_from((params, values_all[:T].reshape(-1)), (torch.from_numpy(dparams), torch.from_numpy(dvalues)))
         grads = self.grads_np
-        with np.errstate(over="ignore", invalid="ignore"):
-            grad_norm = math.sqrt(float(np.dot(grads, grads)))
+        # through torch: numpy's dot warns on a float32 overflow, and its np.errstate costs twice the dot
+        grad_norm = math.sqrt(self.grads.dot(self.grads).item())
         if not math.isfinite(grad_norm):  # overflow of the float32 sum of squares, or a non-finite entry: in float64
             grad_norm = float(np.linalg.norm(grads.astype(np.float64)))
-        if not (math.isfinite(grad_norm) and np.isfinite(loss_values).all()):
+        # (the four loss terms' sum is finite exactly when each is: float64 sums of float32-sized terms never overflow)
+        if not (math.isfinite(grad_norm) and math.isfinite(np.add.reduce(loss_values))):
             # a non-finite update would poison the shared model for every worker: skip it, count it
             self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
             return

@@ -43,7 +43,7 @@ def by_hand(model, grads, obs, dparams, dvalues):
     assert backprop is not None
     params, values, _, saved = backprop.unroll(obs)
     backprop.backward(saved, dparams, dvalues)
-    return params, values, grads.clone()
+    return torch.from_numpy(params), torch.from_numpy(values), grads.clone()
 
 
 def check_same(model, grads, obs, seed=0):
@@ -128,10 +128,62 @@ def test_the_paired_chains_are_the_two_chains_one_after_the_other(action):
         grads.zero_()
         params, values, _, saved = paired.unroll(obs)
         paired.backward(saved, dparams, dvalues)
-        results.append((params, values, grads.clone()))
+        results.append((torch.from_numpy(params), torch.from_numpy(values), grads.clone()))
     for ours, theirs in zip(*results, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
     check_same(model, grads, obs)  # and both are autograd's
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-6)])
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_an_update_after_recorded_acting_passes_is_the_whole_forward_passes(action, dtype, tol):
+    """``record``: the acting passes of a rollout keep the actor's activations and the policy's params, and the
+    update runs only the critic: the same params, values and gradients as the update's own forward over every row
+    (float32: numpy's products of 3 rows and of 12 may sum in another order). A record is used once; acting passes
+    out of order (or none) leave the update to the whole forward pass, with the same result."""
+    torch.manual_seed(8)
+    model, _, grads = built(gym.spaces.Box(-1, 1, (5,)), ACTIONS[action], dtype)
+    T, K = 3, 4
+    gen = torch.Generator().manual_seed(9)
+    dparams = torch.randn(
+        T * K, model.policy_head(torch.zeros(1, 64, dtype=dtype)).shape[-1], generator=gen, dtype=dtype
+    )
+    dvalues = torch.randn(T * K, generator=gen, dtype=dtype)
+    whole = MlpBackprop.of(model)
+    recorded = MlpBackprop.of(model)
+    assert whole is not None and recorded is not None
+    recorded.record(T, K)
+
+    def update(backprop, acting_steps, obs):
+        acting = [backprop.policy(obs[t], t) for t in acting_steps]
+        grads.zero_()
+        params, values, _, saved = backprop.unroll(obs)
+        backprop.backward(saved, dparams, dvalues)
+        return acting, (torch.from_numpy(params), torch.from_numpy(values), grads.clone()), saved
+
+    for steps in (range(T), range(T), [0, 2, 1], [], range(T)):
+        obs = torch.randn(T + 1, K, 5, dtype=dtype, generator=gen)  # each rollout its own
+        _, expected, _ = update(whole, [], obs)
+        acting, got, saved = update(recorded, steps, obs)
+        assert (saved.pair is not None and saved.pair[1] is recorded.acted.layers[0]) == (list(steps) == [0, 1, 2])
+        for t, params in zip(steps, acting, strict=True):
+            torch.testing.assert_close(params, expected[0][t * K : (t + 1) * K], rtol=0, atol=tol)
+        for ours, theirs in zip(got, expected, strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=0, atol=tol * max(1.0, float(theirs.abs().max())))
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_final_observations_values_are_the_models(shared):
+    """V(final observation) (the bootstrap at truncation), by hand: the model's value of those observations."""
+    torch.manual_seed(10)
+    model, _, _ = built(gym.spaces.Box(-1, 1, (3,)), ACTIONS["discrete"], torch.float64, shared_torso=shared)
+    backprop = MlpBackprop.of(model)
+    assert backprop is not None
+    obs, final_obs = torch.randn(4, 2, 3, dtype=torch.float64), torch.randn(3, 2, 3, dtype=torch.float64)
+    _, _, final_values, _ = backprop.unroll(obs, final_obs)
+    with torch.no_grad():
+        expected = model(final_obs.reshape(6, 3))[1].view(3, 2)
+    torch.testing.assert_close(torch.from_numpy(final_values), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_bool_observations_are_taken_as_zeros_and_ones():

@@ -88,10 +88,8 @@ class SharedMemoryChannel:
         reads it and updates the shared parameters and shared moments in place. No gradient tensor is ever shared,
         so there is no `.grad` of the global model to keep alive across processes (the usual Hogwild pitfall), and
         workers never see each other's half-written gradients: only parameter and moment updates interleave."""
-        lag = self.optimizer.step_count() - pulled_at
         lr = scheduled_lr(self.optimizer.lr, self.lr_schedule, self.board.global_step() / self.total_steps)
-        self.optimizer.step(grad, slot=self.rank, lr=lr)
-        return lag
+        return self.optimizer.step(grad, slot=self.rank, lr=lr) - pulled_at  # the steps others took since the pull
 
     def should_stop(self) -> bool:
         return bool(self.control.numpy()[STOP]) or self.board.global_step() >= self.total_steps
