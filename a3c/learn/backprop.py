@@ -66,6 +66,10 @@ class Pass:
     head_leaf: torch.Tensor | None = None
     head_out: torch.Tensor | None = None
     pair: list[np.ndarray] | None = None  # the paired chains' activations, [2, B, width] each ([B, in] first)
+    # the same, of the rows that carry gradient, and the buffer for the last layer's output gradient: made once
+    # where the arrays are the record's (``MlpBackprop.record``), else by ``backward``
+    pair_rows: list[np.ndarray] | None = None
+    d_pair: np.ndarray | None = None
 
 
 def _chain(torso: nn.Module) -> list[nn.Linear] | None:
@@ -232,13 +236,14 @@ class MlpBackprop:
             z += layer.b
             h = np.tanh(z, out=z)
         pair = [x, *acted.layers]
+        pair_rows = [x[: acted.steps * acted.envs], *acted.layer_rows]
         values = (h @ self.value_np.w_t)[:, 0] + self.value_np.b
         if acted.params is not None:
-            return acted.params, values, Pass([x], None, pair=pair)
+            return acted.params, values, Pass([x], None, pair=pair, pair_rows=pair_rows, d_pair=acted.d_last)
         leaf = torch.from_numpy(acted.layers[-1][0, : acted.steps * acted.envs]).requires_grad_(True)
         with torch.enable_grad():
             out_t = self.model.policy_head(leaf)
-        return out_t.detach().numpy(), values, Pass([x], None, leaf, out_t, pair)
+        return out_t.detach().numpy(), values, Pass([x], None, leaf, out_t, pair, pair_rows, acted.d_last)
 
     def backward(self, saved: Pass, dparams: torch.Tensor | np.ndarray, dvalues: torch.Tensor | np.ndarray) -> None:
         """Into the parameters' .grad, the gradient of sum(dparams * params[:rows]) + sum(dvalues * values[:rows]),
@@ -249,10 +254,13 @@ class MlpBackprop:
         rows = dparams.shape[0]
         pair = None
         if saved.pair is not None:
-            pair = [saved.pair[0][:rows]] + [h[:, :rows] for h in saved.pair[1:]]
+            if saved.pair_rows is not None and saved.d_pair is not None and saved.d_pair.shape[1] == rows:
+                pair, d_pair = saved.pair_rows, saved.d_pair
+            else:
+                pair = [saved.pair[0][:rows]] + [h[:, :rows] for h in saved.pair[1:]]
+                # the two chains' output gradients side by side, [2, rows, width]: written below, one per chain
+                d_pair = np.empty_like(pair[-1])
             features, value_features = pair[-1][0], pair[-1][1]
-            # the two chains' output gradients side by side, [2, rows, width]: written below, one per chain
-            d_pair = np.empty_like(pair[-1])
             d_features, d_value_features = d_pair[0], d_pair[1]
         else:
             actor = [a[:rows] for a in saved.actor]
@@ -300,6 +308,9 @@ class _Acted:
         self.layers = [np.zeros((2, (steps + 1) * envs, w), dtype=dtype) for w in widths]
         self.params = None if param_dim is None else np.zeros((steps * envs, param_dim), dtype=dtype)
         self.steps_done = 0  # acting passes recorded, in order, since the last update
+        # the rows that carry gradient (all but the boundary's), and the last layer's output gradient's buffer
+        self.layer_rows = [layer[:, : steps * envs] for layer in self.layers]
+        self.d_last = np.empty((2, steps * envs, widths[-1]), dtype=dtype)
         # step t's rows of each layer's actor half (and of the params), as views made once
         self.step_views = [
             [layer[0, t * envs : (t + 1) * envs] for layer in self.layers]

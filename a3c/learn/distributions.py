@@ -111,12 +111,15 @@ class Categorical(Distribution):
 
     def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
         """Inverse CDF, without torch.distributions: constructing a Categorical per env step costs several times the
-        forward pass itself; softmax + cumsum + one uniform draw per row is exact and cheap. int64 [B]."""
-        probs = torch.softmax(params, dim=-1).numpy()
-        cdf = np.cumsum(probs, axis=-1)
-        u = rng.random((cdf.shape[0], 1)) * cdf[:, -1:]  # scale by the last entry so rounding can never overflow
-        actions = (u >= cdf).sum(axis=-1)
-        return np.minimum(actions, probs.shape[-1] - 1).astype(np.int64)
+        forward pass itself; the cumulative sum of exp(logits - max) and one uniform draw per row, scaled by the
+        last entry (the normaliser, so rounding can never overflow), is exact and cheap; in numpy (torch's softmax
+        alone costs what this whole function does). int64 [B]."""
+        z = params.numpy() if isinstance(params, torch.Tensor) else params
+        cdf = np.add.accumulate(np.exp(z - np.maximum.reduce(z, axis=-1, keepdims=True)), axis=-1)
+        u = rng.random((cdf.shape[0], 1))
+        u *= cdf[:, -1:]
+        actions = np.add.reduce(u >= cdf, axis=-1, dtype=np.int64)
+        return np.minimum(actions, cdf.shape[-1] - 1, out=actions)
 
     def mode(self, params: torch.Tensor) -> np.ndarray:
         return params.argmax(dim=-1).numpy().astype(np.int64)

@@ -177,8 +177,11 @@ class Worker:
         # per-env running episode statistics
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
-        self.ep_loss_sum = np.zeros((K, 4))  # loss, policy, value, entropy summed over updates during the episode
-        self.ep_updates = np.zeros(K, dtype=np.int64)
+        # the loss terms (loss, policy, value, entropy) averaged over the updates during each env's episode: running
+        # totals over all updates, and each env's totals at its episode's start (one addition an update, not K)
+        self.loss_total, self.updates_total = np.zeros(4), 0
+        self.ep_loss_start = np.zeros((K, 4))
+        self.ep_updates_start = np.zeros(K, dtype=np.int64)
         self.last_loss = np.full(4, np.nan)
         # what the next publish carries: finished episodes, env steps, and this worker's stats row (it goes on from
         # the coordinator's row: counters restored by a resume or left by this rank's previous incarnation)
@@ -312,7 +315,8 @@ class Worker:
 
     def finish_episode(self, k: int, t: int, global_step: int) -> None:
         """Env ``k``'s episode ended at step ``t`` of the rollout in hand: its row to publish, its counters reset."""
-        losses = self.ep_loss_sum[k] / self.ep_updates[k] if self.ep_updates[k] else self.last_loss
+        updates = self.updates_total - self.ep_updates_start[k]
+        losses = (self.loss_total - self.ep_loss_start[k]) / updates if updates else self.last_loss
         row = np.empty(len(FIELDS))
         row[FIELD["return"]] = self.ep_return[k]
         row[FIELD["length"]] = self.ep_length[k] + t + 1  # ep_length counts up to the rollout's start
@@ -320,13 +324,13 @@ class Worker:
         row[FIELD["global_step"]] = global_step
         row[FIELD["wall_time"]] = time.time() - self.run_start
         self.finished.append(row)
-        self.ep_return[k], self.ep_length[k], self.ep_updates[k] = 0.0, -(t + 1), 0
-        self.ep_loss_sum[k] = 0.0
+        self.ep_return[k], self.ep_length[k], self.ep_updates_start[k] = 0.0, -(t + 1), self.updates_total
+        self.ep_loss_start[k] = self.loss_total
 
     def update(self, pulled_at: int) -> None:
         cfg = self.config
         T, K = cfg.n_steps, cfg.envs_per_worker
-        truncated = bool(self.truncated_np.any())
+        truncated = bool(np.maximum.reduce(self.truncated_np, axis=None))  # (ndarray.any: a Python wrapper, 3x)
         saved = None
         params: torch.Tensor | np.ndarray
         if self.backprop is not None:  # numpy arrays
@@ -402,5 +406,5 @@ class Worker:
             s[Stat.LAG_MAX] = max(s[Stat.LAG_MAX], lag)
         s[Stat.LOSS : Stat.ENTROPY + 1] = loss_values
         self.last_loss = loss_values
-        self.ep_loss_sum += loss_values
-        self.ep_updates += 1
+        self.loss_total += loss_values
+        self.updates_total += 1

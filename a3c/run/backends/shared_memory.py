@@ -78,9 +78,25 @@ class SharedMemoryChannel:
         self.rank, self.params, self.optimizer, self.board = rank, run.params, run.optimizer, run.board
         self.control, self.total_steps, self.lr_schedule = control, run.total_steps, run.lr_schedule
         self.obs_stats, self.reward_stats = run.obs_stats, run.reward_stats
+        self._views: tuple[np.ndarray, np.ndarray] | None = None  # numpy views, made in the worker's process
+        self._dest: tuple[torch.Tensor, np.ndarray] | None = None  # pull's destination and its view
+
+    def __getstate__(self) -> dict[str, object]:
+        # a numpy view would not travel as a view of the shared memory
+        return {**self.__dict__, "_views": None, "_dest": None}
+
+    def _numpy(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the shared parameters, the control slots) as numpy views: each read or copy through them costs a
+        fraction of torch's dispatch, on every iteration of every worker."""
+        if self._views is None:
+            self._views = (self.params.detach().numpy(), self.control.numpy())
+        return self._views
 
     def pull(self, dest: torch.Tensor) -> int:
-        dest.copy_(self.params)  # one memcpy of the whole model; other workers may be writing (Hogwild)
+        # one memcpy of the whole model; other workers may be writing (Hogwild)
+        if self._dest is None or self._dest[0] is not dest:
+            self._dest = (dest, dest.detach().numpy())
+        np.copyto(self._dest[1], self._numpy()[0])
         return self.optimizer.step_count()
 
     def push(self, grad: torch.Tensor, pulled_at: int) -> int:
@@ -92,10 +108,10 @@ class SharedMemoryChannel:
         return self.optimizer.step(grad, slot=self.rank, lr=lr) - pulled_at  # the steps others took since the pull
 
     def should_stop(self) -> bool:
-        return bool(self.control.numpy()[STOP]) or self.board.global_step() >= self.total_steps
+        return bool(self._numpy()[1][STOP]) or self.board.global_step() >= self.total_steps
 
     def interval(self) -> int:
-        return int(self.control.numpy()[INTERVAL])
+        return int(self._numpy()[1][INTERVAL])
 
     def global_step(self) -> int:
         return self.board.global_step()
