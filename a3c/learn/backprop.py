@@ -13,6 +13,11 @@ tensors, the views of the worker's flat gradient buffer (a3c.learn.model.flatten
 accumulate them into zeroed ones; they are autograd's up to the order of float rounding (tests/learn/
 test_backprop.py).
 
+The update reuses the acting passes: a worker's weights are the same from its pull through its rollout to its
+update, so the actor's activations and logits the rollout's acting computed for its observations are what the
+update's forward would compute again. ``record`` has the acting passes write them into arrays the update then reads
+(``_Acted``), and the update runs only the critic's chain (over the rollout and its boundary observation).
+
 Linear heads (Categorical's and MultiCategorical's logits; the value head) are done by hand too; a head with more
 than a Linear layer (the Gaussian's state-independent log-std, gSDE's) runs under autograd on the torso's features
 as a leaf, and the features' gradient it leaves continues by hand through the torso. Only the first ``rows``
