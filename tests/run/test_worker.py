@@ -465,6 +465,39 @@ class LivesEnv(ScriptedEnv):
 gym.register("LivesForWorkerTest-v0", entry_point=LivesEnv)
 
 
+@pytest.mark.parametrize("n_steps", [1, 2, 3, 5])
+def test_episodes_that_span_rollouts_are_reported_whole(n_steps):
+    """Lengths are counted once a rollout (a3c.run.worker's rollout): an episode over several rollouts, or ending
+    inside one and going on in the next, is reported with its own length and return whatever the rollout length."""
+    worker, store = make_worker(n_steps=n_steps)
+    for _ in range(14 // n_steps + 1):  # episodes of 3, 4, 3, 4 steps: 14 steps and more
+        worker.rollout()
+    worker.publish()
+    episodes = BoardReader(store.board).drain()
+    assert [(e["return"], e["length"]) for e in episodes][:8] == [(3.0, 3)] * 2 + [(4.0, 4)] * 2 + [(3.0, 3)] * 2 + [
+        (4.0, 4)
+    ] * 2
+
+
+class OffShapeEnv(ScriptedEnv):
+    """The script's observations as [1, 2] arrays for a (2,) space: same size, another shape."""
+
+    def _obs(self):
+        return super()._obs().reshape(1, 2)
+
+
+gym.register("OffShapeForWorkerTest-v0", entry_point=OffShapeEnv, max_episode_steps=4)
+
+
+@pytest.mark.filterwarnings("ignore")  # gymnasium's checker warns about the shape
+def test_observations_of_another_shape_of_the_same_size_are_reshaped():
+    worker, _ = make_worker(env="OffShapeForWorkerTest-v0")
+    reference, _ = make_worker()
+    for w in (worker, reference):
+        w.rollout()
+    assert worker.obs.equal(reference.obs)
+
+
 def test_lost_lives_end_the_learners_episode_but_games_are_reported_whole():
     worker, store = make_worker(env="LivesForWorkerTest-v0", envs_per_worker=1, n_steps=12)
     worker.rollout()
