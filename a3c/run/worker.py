@@ -367,8 +367,9 @@ class Worker:
             cfg.ent_coef,
             cfg.vf_coef,
         )
-        self.grads.zero_()
-        # fills self.grads (the .grad views of our private flat buffer)
+        # fills self.grads (the .grad views of our private flat buffer): written, or accumulated into zeros
+        if self.backprop is None or not self.backprop.writes_all_grads:
+            self.grads.zero_()
         if self.backprop is not None:
             assert saved is not None
             self.backprop.backward(saved, dparams, dvalues)
