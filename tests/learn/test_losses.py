@@ -136,6 +136,33 @@ def test_the_workers_numpy_targets_follow_the_definitions(T, K, gamma, lam, seed
         np.testing.assert_allclose(ret[:, k], exp_ret, rtol=1e-5, atol=1e-5)
 
 
+@settings(max_examples=60, deadline=None)
+@given(T=st.integers(1, 8), K=st.integers(1, 5), seed=st.integers(0, 2**16), truncations=st.booleans())
+def test_the_workers_numpy_targets_are_the_torch_references_bit_for_bit(T, K, seed, truncations):
+    """rollout_targets computes GAE with fewer array operations than _gae (the recursion in place, the products in
+    another order where a factor is exactly 0 or 1): the same float32 numbers as next_state_values + gae_advantages,
+    exactly."""
+    rng = np.random.default_rng(seed)
+    rewards, values, final = (rng.normal(size=s).astype(np.float32) for s in ((T, K), (T + 1, K), (T, K)))
+    ends = rng.random((T, K)) < 0.3
+    truncated_at = ends & (rng.random((T, K)) < 0.5) if truncations else np.zeros((T, K), bool)
+    terminated, truncated = (ends & ~truncated_at).astype(np.float32), truncated_at.astype(np.float32)
+    adv, ret = rollout_targets(rewards, values, final if truncations else None, terminated, truncated, 0.99, 0.95)
+    v, t = torch.from_numpy(values), torch.from_numpy(truncated)
+    next_values = next_state_values(v[:T], v[T], torch.from_numpy(final) if truncations else v[1:], t)
+    ref_adv, ref_ret = gae_advantages(
+        torch.from_numpy(rewards),
+        v[:T],
+        next_values,
+        torch.from_numpy(terminated),
+        torch.maximum(torch.from_numpy(terminated), t),
+        0.99,
+        0.95,
+    )
+    np.testing.assert_array_equal(adv, ref_adv.numpy())
+    np.testing.assert_array_equal(ret, ref_ret.numpy())
+
+
 @pytest.mark.parametrize("gamma", [0.99, 0.7, 1.0])
 def test_n_step_returns_match_slow_loop_and_gae_lambda_one(gamma):
     rewards, values, last, final, terminated, truncated = rollout_case(3)
