@@ -50,9 +50,11 @@ class _Layer:
     grad_b: np.ndarray
 
     w_t: np.ndarray = field(init=False)  # W^T, [in, out] ([2, in, out] for a pair): a view made once
+    b_row: np.ndarray = field(init=False)  # b as a row, [1, out] ([2, 1, out] for a pair): adds to [B, out] outputs
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "w_t", self.w.swapaxes(-1, -2))  # (np.swapaxes costs ~2 us a call)
+        object.__setattr__(self, "b_row", self.b[..., None, :])
 
     @classmethod
     def of(cls, layer: nn.Linear) -> _Layer:
@@ -183,10 +185,7 @@ class MlpBackprop:
             with torch.no_grad():
                 return self.model.policy_head(torch.from_numpy(features))
         outs = acted.step_views[step]
-        for layer, out in zip(self.actor_np, outs, strict=False):  # as _forward_np, into the record
-            z = np.matmul(x, layer.w_t, out=out)
-            z += layer.b
-            x = np.tanh(z, out=z)
+        x = _forward_np(self.actor_np, x, outs)[-1]  # into the record
         acted.steps_done += 1
         if self.linear_np is not None:
             logits = np.matmul(x, self.linear_np.w_t, out=outs[-1])
@@ -241,11 +240,7 @@ class MlpBackprop:
         record's second halves: the pair's activations are then whole), the actor's taken from the record. The
         boundary rows of the actor's half are never computed (zeros): the update's gradient has no row there."""
         assert self.pair_np is not None and self.critic_np is not None
-        h = x
-        for layer, out in zip(self.critic_np, acted.layers, strict=True):
-            z = np.matmul(h, layer.w_t, out=out[1])
-            z += layer.b
-            h = np.tanh(z, out=z)
+        h = _forward_np(self.critic_np, x, acted.critic_halves)[-1]
         pair = [x, *acted.layers]
         pair_rows = [x[: acted.steps * acted.envs], *acted.layer_rows]
         values = np.matmul(h, self.value_np.w[0]) + self.value_np.b
@@ -325,6 +320,7 @@ class _Acted:
         self.steps_done = 0  # acting passes recorded, in order, since the last update
         # the rows that carry gradient (all but the boundary's), and the last layer's output gradient's buffer
         self.layer_rows = [layer[:, : steps * envs] for layer in self.layers]
+        self.critic_halves = [layer[1] for layer in self.layers]  # what the update's critic pass writes
         self.d_last = np.empty((2, steps * envs, widths[-1]), dtype=dtype)
         # step t's rows of each layer's actor half (and of the params), as views made once
         self.step_views = [
@@ -402,13 +398,14 @@ def _paired(actor: list[nn.Linear], critic: list[nn.Linear]) -> list[_Layer] | N
     return pairs
 
 
-def _forward_np(layers: list[_Layer], x: np.ndarray) -> list[np.ndarray]:
-    """[x, h1, h2, ...]: h = tanh(x W^T + b), layer by layer, each h computed in place in its own new array. For
-    paired layers (``_paired``) x [B, in] broadcasts over the pair and every h is [2, B, out]."""
+def _forward_np(layers: list[_Layer], x: np.ndarray, into: list[np.ndarray] | None = None) -> list[np.ndarray]:
+    """[x, h1, h2, ...]: h = tanh(x W^T + b), layer by layer, each h computed in place in its own new array, or in
+    ``into[i]`` (a record's rows: ``MlpBackprop.record``). For paired layers (``_paired``) x [B, in] broadcasts over
+    the pair and every h is [2, B, out]."""
     outs = [x]
-    for layer in layers:
-        z = np.matmul(x, layer.w_t)
-        z += layer.b[..., None, :]
+    for i, layer in enumerate(layers):
+        z = np.matmul(x, layer.w_t, out=None if into is None else into[i])
+        z += layer.b_row
         x = np.tanh(z, out=z)
         outs.append(x)
     return outs

@@ -75,8 +75,16 @@ class Distribution(ABC):
         self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """(log pi(a) [B], H [B], d/d params of [-mean(log pi(a) * A) - ent_coef * mean(H)]) in closed form, or None
-        where the family has no closed form (the loss then differentiates log_prob_entropy)."""
-        return None
+        where the family has no closed form (the loss then differentiates log_prob_entropy). By default
+        ``policy_grad_np``'s, on the tensors' memory."""
+        z = params.detach().cpu().numpy()
+        closed = self.policy_grad_np(
+            z, actions.cpu().numpy(), advantages.detach().cpu().numpy().astype(z.dtype, copy=False), ent_coef
+        )
+        if closed is None:
+            return None
+        log_probs, entropies, dparams = closed
+        return torch.from_numpy(log_probs), torch.from_numpy(entropies), torch.from_numpy(dparams)
 
     def policy_grad_np(
         self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
@@ -129,26 +137,16 @@ class Categorical(Distribution):
         action_log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return action_log_probs, -(log_probs.exp() * log_probs).sum(-1)
 
-    def policy_grad(
-        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """With p = softmax(z) over B samples:
-        d policy / d z_i    = (A_i / B) * (p_i - onehot(a_i))
-        d (-c_e H) / d z_i  = (c_e / B) * p_i * (log p_i + H_i)      where H_i = -sum_j p_ij log p_ij
-        """
-        z = params.detach().cpu().numpy()
-        log_probs, entropies, dparams = self.policy_grad_np(
-            z, actions.cpu().numpy(), advantages.detach().cpu().numpy().astype(z.dtype, copy=False), ent_coef
-        )
-        return torch.from_numpy(log_probs), torch.from_numpy(entropies), torch.from_numpy(dparams)
-
     def policy_grad_np(
         self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``policy_grad``'s formulas in numpy: a dozen operations on [B, n] arrays cost a microsecond each here and
-        several through torch's dispatch, on every update. They run on the logits transposed, [n, B]: a reduction
-        over the n actions is then a vectorised pass down B-long rows, where along a short last axis it costs two
-        to three times as much; the gradient comes back as a [B, n] view of the [n, B] result (what the policy
+        """With p = softmax(z) over B samples:
+        d policy / d z_i    = (A_i / B) * (p_i - onehot(a_i))
+        d (-c_e H) / d z_i  = (c_e / B) * p_i * (log p_i + H_i)      where H_i = -sum_j p_ij log p_ij
+        In numpy (the torch ``policy_grad`` is this): a dozen operations on [B, n] arrays cost a microsecond each
+        here and several through torch's dispatch, on every update. They run on the logits transposed, [n, B]: a
+        reduction over the n actions is then a vectorised pass down B-long rows, where along a short last axis it
+        costs two to three times as much; the gradient comes back as a [B, n] view of the [n, B] result (what the policy
         head's backward multiplies reads it as it is). ``advantages`` in the dtype of ``params``."""
         batch = params.shape[0]
         z = np.ascontiguousarray(params.T)
@@ -204,23 +202,11 @@ class MultiCategorical(Distribution):
         ]
         return torch.stack([lp for lp, _ in pairs]).sum(0), torch.stack([h for _, h in pairs]).sum(0)
 
-    def policy_grad(
-        self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """log pi(a) = sum_j log pi_j(a_j) and H = sum_j H_j, and component j's logits enter only its own terms: the
-        gradient is each component's Categorical gradient (same advantages, same coefficient) side by side."""
-        flat = actions.reshape(actions.shape[0], -1)
-        parts = [
-            part.policy_grad(p, flat[:, j], advantages, ent_coef)
-            for j, (part, p) in enumerate(zip(self.parts, self._split(params), strict=True))
-        ]
-        log_probs = torch.stack([lp for lp, _, _ in parts]).sum(0)
-        entropies = torch.stack([h for _, h, _ in parts]).sum(0)
-        return log_probs, entropies, torch.cat([d for _, _, d in parts], dim=-1)
-
     def policy_grad_np(
         self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """log pi(a) = sum_j log pi_j(a_j) and H = sum_j H_j, and component j's logits enter only its own terms: the
+        gradient is each component's Categorical gradient (same advantages, same coefficient) side by side."""
         flat = actions.reshape(actions.shape[0], -1)
         columns = np.split(params, np.cumsum(self.sizes)[:-1], axis=-1)
         parts = [

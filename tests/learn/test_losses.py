@@ -139,9 +139,8 @@ def test_the_workers_numpy_targets_follow_the_definitions(T, K, gamma, lam, seed
 @settings(max_examples=60, deadline=None)
 @given(T=st.integers(1, 8), K=st.integers(1, 5), seed=st.integers(0, 2**16), truncations=st.booleans())
 def test_the_workers_numpy_targets_are_the_torch_references_bit_for_bit(T, K, seed, truncations):
-    """rollout_targets computes GAE with fewer array operations than _gae (the recursion in place, the products in
-    another order where a factor is exactly 0 or 1): the same float32 numbers as next_state_values + gae_advantages,
-    exactly."""
+    """rollout_targets (the worker's bootstrap and GAE in numpy, on the rollout buffers) gives exactly the float32
+    numbers of the torch references next_state_values + gae_advantages."""
     rng = np.random.default_rng(seed)
     rewards, values, final = (rng.normal(size=s).astype(np.float32) for s in ((T, K), (T + 1, K), (T, K)))
     ends = rng.random((T, K)) < 0.3
