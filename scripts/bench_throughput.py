@@ -6,6 +6,10 @@ raw-loop limit (env.step + the acting forward pass only, one process per core, s
 The cost of evaluation during training: ``--eval-every 0 50000`` runs each configuration without and with it, one
 after the other (0: off, the default).
 
+``--repeats N`` measures each K's round (raw loop, the a3c runs, raw loop) N times in turn and adds a table of each
+configuration's median and lowest share of the raw loop over the rounds: on a shared machine the raw loop itself moves
+by 10-20% from minute to minute, so one round's ratio is one draw of that noise.
+
 Prints a markdown table; writes OUT/throughput.json, .md and .png.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -34,14 +39,17 @@ def main() -> None:
         "--eval-every", type=int, nargs="+", default=[0], help="a3c's --eval-every for each run (0: off); several: each"
     )
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument(
+        "--repeats", type=int, default=1, help="rounds per K, each with its own raw loop before and after"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="a3c-throughput-"))
-    raw: dict[int, float] = {}
+    raw: dict[int, list[float]] = {}  # per K, each round's mean of its raw loop before and after
     results = []
     try:
-        for k in args.envs_per_worker:
+        for k, repeat in ((k, r) for k in args.envs_per_worker for r in range(args.repeats)):
             # the raw loop is measured right before and right after this K's a3c runs, and averaged: a change in
             # the machine's load during the runs moves the limit and the runs alike
             before = raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds)
@@ -65,7 +73,7 @@ def main() -> None:
                         "--eval-episodes",
                         str(args.eval_episodes),
                     ],
-                    tmp / f"w{w}k{k}e{every}",
+                    tmp / f"w{w}k{k}e{every}r{repeat}",
                 )
                 runs.append(
                     {
@@ -83,16 +91,17 @@ def main() -> None:
                     flush=True,
                 )
             after = raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds)
-            raw[k] = (before + after) / 2
+            raw.setdefault(k, []).append((before + after) / 2)
             print(f"raw loop, {k} envs: {before:,.0f} before, {after:,.0f} after", file=sys.stderr, flush=True)
             for r in runs:
                 results.append(
                     {
                         **r,
-                        "raw_limit": raw[k],
+                        "repeat": repeat,
+                        "raw_limit": raw[k][-1],
                         "raw_before": before,
                         "raw_after": after,
-                        "ratio_to_raw": r["steps_per_s"] / raw[k],
+                        "ratio_to_raw": r["steps_per_s"] / raw[k][-1],
                     }
                 )
     finally:
@@ -100,6 +109,7 @@ def main() -> None:
 
     rows = [
         [
+            r["repeat"] + 1,
             r["workers"],
             r["envs_per_worker"],
             r["eval_every"] or "off",
@@ -113,6 +123,7 @@ def main() -> None:
     ]
     table = markdown_table(
         [
+            "round",
             "workers",
             "envs/worker",
             "eval every",
@@ -125,6 +136,39 @@ def main() -> None:
         rows,
     )
 
+    summary = []
+    for w, k, every in dict.fromkeys((r["workers"], r["envs_per_worker"], r["eval_every"]) for r in results):
+        ratios = [
+            r["ratio_to_raw"] for r in results if (r["workers"], r["envs_per_worker"], r["eval_every"]) == (w, k, every)
+        ]
+        summary.append(
+            {
+                "workers": w,
+                "envs_per_worker": k,
+                "eval_every": every,
+                "rounds": len(ratios),
+                "median_ratio_to_raw": statistics.median(ratios),
+                "min_ratio_to_raw": min(ratios),
+                "max_ratio_to_raw": max(ratios),
+            }
+        )
+    if args.repeats > 1:
+        table += "\n\n" + markdown_table(
+            ["workers", "envs/worker", "eval every", "rounds", "median of limit", "lowest", "highest"],
+            [
+                [
+                    x["workers"],
+                    x["envs_per_worker"],
+                    x["eval_every"] or "off",
+                    x["rounds"],
+                    f"{x['median_ratio_to_raw']:.0%}",
+                    f"{x['min_ratio_to_raw']:.0%}",
+                    f"{x['max_ratio_to_raw']:.0%}",
+                ]
+                for x in summary
+            ],
+        )
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -133,7 +177,7 @@ def main() -> None:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
     for k in args.envs_per_worker:
         for i, every in enumerate(args.eval_every):
-            rs = [r for r in results if r["envs_per_worker"] == k and r["eval_every"] == every]
+            rs = [r for r in results if r["envs_per_worker"] == k and r["eval_every"] == every and r["repeat"] == 0]
             label = f"a3c, {k} envs" + (f", eval every {every:,}" if every else "")
             line = ax.plot(
                 [r["workers"] for r in rs],
@@ -142,14 +186,16 @@ def main() -> None:
                 ls="-" if i == 0 else ":",
                 label=label,
             )
-        ax.axhline(raw[k], color=line[0].get_color(), ls="--", lw=0.8, label=f"raw-loop limit, {k} envs")
+        ax.axhline(
+            statistics.median(raw[k]), color=line[0].get_color(), ls="--", lw=0.8, label=f"raw-loop limit, {k} envs"
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("workers")
     ax.set_ylabel("env steps/s")
     ax.set_title(f"{args.env} throughput ({os.cpu_count()} cores)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    save_results(args.out, "throughput", {"results": results, "raw_limit": raw}, table, fig)
+    save_results(args.out, "throughput", {"results": results, "summary": summary, "raw_limit": raw}, table, fig)
 
 
 if __name__ == "__main__":
