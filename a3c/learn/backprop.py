@@ -23,9 +23,9 @@ than a Linear layer (the Gaussian's state-independent log-std, gSDE's) runs unde
 as a leaf, and the features' gradient it leaves continues by hand through the torso. Only the first ``rows``
 outputs carry gradient (the rollout's T x K samples; the boundary observation's row is a bootstrap target).
 
-``backward_from`` is the hand-off to autograd for everything else (the CNN, the LSTM, the Gaussian head): the
-gradient of sum(grad * output) from one scalar root, not from explicit gradient tensors, which would make torch
-import sympy in every worker (see its docstring).
+The CNN has its own pass by hand (a3c.learn.cnn_backprop). ``backward_from`` is the hand-off to autograd for
+everything else (the LSTM, ``--bf16``'s CNN, the Gaussian head): the gradient of sum(grad * output) from one scalar
+root, not from explicit gradient tensors, which would make torch import sympy in every worker (see its docstring).
 """
 
 from __future__ import annotations

@@ -90,6 +90,7 @@ class CnnTorso(Torso):
         self.channels_last, self.scale, self.width, self.bf16 = channels_last, scale, width, bf16
         self.add_channel = len(shape) == 2
         c, h, w = (1, *shape) if self.add_channel else ((shape[2], shape[0], shape[1]) if channels_last else shape)
+        self.image_shape = (c, h, w)  # what the convolutions take: [C, H, W]
         if min(h, w) >= 36:
             convs = [nn.Conv2d(c, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(), nn.Conv2d(64, 64, 3, 1)]
         else:

@@ -19,11 +19,13 @@ import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import Any
 
 import numpy as np
 import torch
 
 from a3c.learn.backprop import MlpBackprop, backward_from
+from a3c.learn.cnn_backprop import CnnBackprop
 from a3c.learn.losses import actor_critic_loss_grads, rollout_targets
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
@@ -137,10 +139,12 @@ class Worker:
         self.params, self.grads = flatten_parameters(self.model)
         self.grads_np = self.grads.numpy()  # the same memory: the norm and the clip below cost a third in numpy
         # MLP torsos without a core: the update's forward and backward by hand (a3c.learn.backprop), the same
-        # gradients without autograd's per-operation bookkeeping; other models go through autograd
-        self.backprop = MlpBackprop.of(self.model)
+        # gradients without autograd's per-operation bookkeeping; a CNN without a core (and with a linear policy
+        # head): acting keeps every layer's activations and the update backpropagates through them by hand
+        # (a3c.learn.cnn_backprop); other models go through autograd
+        self.backprop: MlpBackprop | CnnBackprop | None = MlpBackprop.of(self.model) or CnnBackprop.of(self.model)
         if self.backprop is not None:
-            # the acting passes' actor activations and logits kept for the update, which then runs only the critic
+            # the acting passes' activations and logits kept for the update, which then does not compute them again
             # (the weights do not change between a rollout and its update: pulled before, pushed after)
             self.backprop.record(config.n_steps, config.envs_per_worker)
         # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
@@ -265,7 +269,7 @@ class Worker:
         step_rewards, step_terms, step_truncs = [0.0] * K, [False] * K, [False] * K
         next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
         for t in range(T):
-            if self.backprop is not None:  # (a model without a core: no state; no autograd, numpy)
+            if self.backprop is not None:  # (a model without a core: no state; no autograd; step t recorded)
                 params = self.backprop.policy(obs_np[t], t)
             else:
                 with torch.inference_mode():
@@ -331,7 +335,7 @@ class Worker:
         cfg = self.config
         T, K = cfg.n_steps, cfg.envs_per_worker
         truncated = bool(np.maximum.reduce(self.truncated_np, axis=None))  # (ndarray.any: a Python wrapper, 3x)
-        saved = None
+        saved: Any = None  # what the backprop's unroll kept for its own backward (a Pass or a CnnPass)
         params: torch.Tensor | np.ndarray
         if self.backprop is not None:  # numpy arrays
             params, values_np, final_values, saved = self.backprop.unroll(

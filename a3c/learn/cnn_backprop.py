@@ -1,0 +1,231 @@
+"""The CNN's update after its acting passes: a worker's image model (a3c.learn.model.CnnTorso, shared by actor and
+critic, no LSTM core, linear heads) acts through ``CnnBackprop.policy``, which keeps every layer's activations of the
+rollout; the update then needs no forward pass over the rollout's observations, only over its boundary observation
+(the bootstrap value), and backpropagates by hand through the kept activations.
+
+Why it is valid: a worker pulls the global weights before a rollout and changes them only after its update, so the
+activations its acting passes computed are those the update's forward pass would compute again (to float rounding:
+oneDNN may pick another kernel for a batch of K than for T x K rows). This is the MLP path's reuse
+(a3c.learn.backprop.MlpBackprop.record) for the CNN, where the forward pass is the expensive part: on Pong the update's
+forward pass over 84 observations was a fifth of a worker's time (py-spy; docs/atari.md).
+
+The backward pass by hand, layer by layer from the heads down (ReLU everywhere in the torso):
+  heads      dW = d^T f, db = the sum of d over rows; d f = d_params W_pi + d_values w_v
+  ReLU       d z = d h where h > 0, else 0 (h: the layer's output after the ReLU, kept)
+  dense      dW = d z^T x, db = sum; d x = d z W (x: the flattened output of the last convolution)
+  conv       ``torch.ops.aten.convolution_backward`` (the kernel autograd's Conv2d backward calls) gives d input,
+             d weight and d bias from d z, the layer's input and its weight; the first layer's d input is not needed
+The convolutions' backward runs on channels-last tensors (oneDNN's backward there is 20-35% cheaper; docs/atari.md), so
+the kept activations are stored channels-last as they are recorded. Every parameter's gradient is *written* into its
+``.grad`` (views of the worker's flat gradient buffer), so the worker need not zero them first.
+
+``CnnBackprop.of`` returns None for models it does not cover (an LSTM core, ``--bf16``'s autocast, a non-Linear
+policy head such as the Gaussian's, an MLP torso): those go through autograd as before."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from a3c.learn.model import ActorCritic, CnnTorso
+
+
+@dataclass
+class CnnPass:
+    """What the update's backward needs: the rollout's rows (``rows``) of the torso's input (scaled, channels-last) and
+    of every layer's output after its ReLU (channels-last convolution outputs, then the dense layer's features)."""
+
+    rows: int
+    inputs: torch.Tensor
+    conv_outs: list[torch.Tensor]
+    features: torch.Tensor
+
+
+class _Record:
+    """A rollout's acting passes: each layer's outputs for its T x K rows in buffers made once (channels-last for the
+    convolutions), and the policy's params; ``steps_done`` counts the passes recorded in order since the rollout began
+    (a pass out of order is not recorded, and the update then computes the forward pass itself)."""
+
+    def __init__(self, steps: int, envs: int, conv_shapes: list[torch.Size], width: int, param_dim: int) -> None:
+        rows = steps * envs
+        self.steps, self.envs = steps, envs
+        self.conv_outs = [
+            torch.zeros(rows, *shape).contiguous(memory_format=torch.channels_last) for shape in conv_shapes
+        ]
+        self.features = torch.zeros(rows, width)
+        self.params = torch.zeros(rows, param_dim)
+        self.steps_done = 0
+
+    def next_is(self, step: int, batch: int) -> bool:
+        if step == 0:
+            self.steps_done = 0
+        return batch == self.envs and step == self.steps_done < self.steps
+
+    def complete(self, steps: int, envs: int) -> bool:
+        return self.steps_done == steps == self.steps and envs == self.envs
+
+
+class CnnBackprop:
+    """Acting, the update's forward pass and its backward pass for an ActorCritic with a shared CnnTorso and linear
+    heads; build it with ``CnnBackprop.of(model)``."""
+
+    writes_all_grads = True  # every parameter is a torso layer or a linear head: all gradients are written
+
+    def __init__(self, model: ActorCritic, convs: list[nn.Conv2d], dense: nn.Linear, policy_head: nn.Linear) -> None:
+        torso = model.actor
+        assert isinstance(torso, CnnTorso)
+        self.model, self.torso, self.convs, self.dense = model, torso, convs, dense
+        self.policy_head, self.value_head = policy_head, model.value_head
+        self.recorded: _Record | None = None
+
+    @classmethod
+    def of(cls, model: ActorCritic) -> CnnBackprop | None:
+        torso = model.actor
+        if model.lstm or model.critic is not None or not isinstance(torso, CnnTorso) or torso.bf16:
+            return None
+        head = model.policy_head
+        if not isinstance(head, nn.Linear) or head.bias is None:
+            return None
+        modules = list(torso.convs)
+        convs, relus = modules[0:-1:2], modules[1:-1:2]
+        if not (
+            isinstance(modules[-1], nn.Flatten)
+            and len(convs) == len(relus) > 0
+            and all(isinstance(c, nn.Conv2d) and c.bias is not None and c.groups == 1 for c in convs)
+            and all(isinstance(r, nn.ReLU) for r in relus)
+        ):
+            return None
+        dense = torso.fc[0]
+        if not (isinstance(dense, nn.Linear) and isinstance(torso.fc[1], nn.ReLU) and len(torso.fc) == 2):
+            return None
+        if any(p.grad is None for p in model.parameters()):
+            return None  # the gradients go into existing .grad tensors (the flat buffer's views)
+        return cls(model, convs, dense, head)  # type: ignore[arg-type]
+
+    # -- forward ----------------------------------------------------------------------------------------------------
+    def inputs(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """CnnTorso.forward's input: [B, C, H, W] float, scaled (a view where the observations are channels-last)."""
+        x = torch.from_numpy(obs) if isinstance(obs, np.ndarray) else obs
+        x = x.to(self.dense.weight.dtype) * self.torso.scale
+        if self.torso.add_channel:
+            return x.unsqueeze(1)
+        return x.permute(0, 3, 1, 2) if self.torso.channels_last else x
+
+    def _layers(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+        """Each convolution's output after its ReLU, and the dense layer's features (no autograd)."""
+        outs = []
+        for conv in self.convs:  # (the modules themselves: their hooks see what they would in CnnTorso.forward)
+            x = F.relu(conv(x), inplace=True)
+            outs.append(x)
+        features = F.relu(self.dense(x.flatten(1)), inplace=True)
+        return outs, features
+
+    def record(self, steps: int, envs: int) -> None:
+        """From now on keep the acting passes of each rollout of ``steps`` x ``envs`` for its update (the weights do
+        not change between a rollout's acting and its update)."""
+        with torch.no_grad():
+            sample = torch.zeros(1, *self.torso.image_shape)
+            outs, features = self._layers(sample)
+        param_dim = self.policy_head.out_features
+        self.recorded = _Record(steps, envs, [o.shape[1:] for o in outs], features.shape[1], param_dim)
+
+    def policy(self, obs: torch.Tensor | np.ndarray, step: int | None = None) -> torch.Tensor:
+        """ActorCritic.policy's params for acting (no autograd); with ``step`` (the rollout step these observations
+        are), the pass's activations are recorded for the update."""
+        with torch.no_grad():
+            outs, features = self._layers(self.inputs(obs))
+            params = F.linear(features, self.policy_head.weight, self.policy_head.bias)
+            rec = self.recorded
+            if rec is not None and step is not None and rec.next_is(step, params.shape[0]):
+                rows = slice(step * rec.envs, (step + 1) * rec.envs)
+                for kept, out in zip(rec.conv_outs, outs, strict=True):
+                    kept[rows] = out
+                rec.features[rows] = features
+                rec.params[rows] = params
+                rec.steps_done += 1
+        return params
+
+    def unroll(
+        self, obs: torch.Tensor | np.ndarray, final_obs: torch.Tensor | np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, CnnPass]:
+        """ActorCritic.unroll of this model: obs [T+1, K, ...] -> (params [T*K, P], values [T+1, K], V(final_obs)
+        [T, K] or None, what ``backward`` needs), as arrays. After a recorded rollout only the boundary observations
+        obs[T] go through the network; otherwise the whole rollout does (still without autograd)."""
+        obs_t = torch.from_numpy(obs) if isinstance(obs, np.ndarray) else obs
+        T, K = obs_t.shape[0] - 1, obs_t.shape[1]
+        rows = T * K
+        flat = obs_t.reshape((T + 1) * K, *obs_t.shape[2:])
+        w_v, b_v = self.value_head.weight, self.value_head.bias
+        with torch.no_grad():
+            inputs = self.inputs(flat[:rows]).contiguous(memory_format=torch.channels_last)
+            rec = self.recorded
+            if rec is not None and rec.complete(T, K):
+                conv_outs, features, params = rec.conv_outs, rec.features, rec.params
+                boundary = self._layers(self.inputs(flat[rows:]))[1]
+                all_features = torch.cat((features, boundary))
+            else:
+                outs, all_features = self._layers(self.inputs(flat))
+                conv_outs = [o[:rows].contiguous(memory_format=torch.channels_last) for o in outs]
+                features = all_features[:rows]
+                params = F.linear(features, self.policy_head.weight, self.policy_head.bias)
+            if rec is not None:
+                rec.steps_done = 0  # used once: the next update needs the next rollout's acting passes
+            values = F.linear(all_features, w_v, b_v).view(T + 1, K)
+            final_values = None
+            if final_obs is not None:  # (an episode truncated in this rollout: V of its final observation)
+                final_t = torch.from_numpy(final_obs) if isinstance(final_obs, np.ndarray) else final_obs
+                final_features = self._layers(self.inputs(final_t.reshape(rows, *final_t.shape[2:])))[1]
+                final_values = F.linear(final_features, w_v, b_v).view(T, K).numpy()
+        return params.numpy(), values.numpy(), final_values, CnnPass(rows, inputs, list(conv_outs), features)
+
+    # -- backward ---------------------------------------------------------------------------------------------------
+    def backward(self, saved: CnnPass, dparams: torch.Tensor | np.ndarray, dvalues: torch.Tensor | np.ndarray) -> None:
+        """Into the parameters' .grad (written, not accumulated): the gradient of sum(dparams * params) +
+        sum(dvalues * values[:T*K]), as autograd would leave it in zeroed gradients (to float rounding)."""
+        dp = torch.from_numpy(dparams) if isinstance(dparams, np.ndarray) else dparams
+        dv = torch.from_numpy(dvalues) if isinstance(dvalues, np.ndarray) else dvalues
+        features = saved.features
+        with torch.no_grad():
+            dp, dv = dp.to(features.dtype), dv.to(features.dtype)
+            head, value = self.policy_head, self.value_head
+            assert head.weight.grad is not None and head.bias is not None and head.bias.grad is not None
+            assert value.weight.grad is not None and value.bias is not None and value.bias.grad is not None
+            torch.mm(dp.t(), features, out=head.weight.grad)
+            torch.sum(dp, 0, out=head.bias.grad)
+            torch.mm(dv.unsqueeze(0), features, out=value.weight.grad)
+            value.bias.grad.copy_(dv.sum().reshape(1))
+            # d features, then through the dense layer's ReLU
+            d = torch.addmm(dv.unsqueeze(1) * value.weight, dp, head.weight)
+            d.mul_(features > 0)
+            dense = self.dense
+            assert dense.weight.grad is not None and dense.bias is not None and dense.bias.grad is not None
+            last = saved.conv_outs[-1]
+            torch.mm(d.t(), last.flatten(1), out=dense.weight.grad)  # (flatten: the logical C, H, W order, any layout)
+            torch.sum(d, 0, out=dense.bias.grad)
+            # d (the last convolution's output), [rows, C, H, W] in its contiguous layout, then channels-last
+            d_out = torch.mm(d, dense.weight).view(last.shape).contiguous(memory_format=torch.channels_last)
+            for i in range(len(self.convs) - 1, -1, -1):
+                conv, out = self.convs[i], saved.conv_outs[i]
+                d_out.mul_(out > 0)  # through the ReLU
+                layer_input = saved.inputs if i == 0 else saved.conv_outs[i - 1]
+                d_in, d_w, d_b = torch.ops.aten.convolution_backward(
+                    d_out,
+                    layer_input,
+                    conv.weight,
+                    [conv.out_channels],
+                    list(conv.stride),
+                    list(conv.padding),
+                    list(conv.dilation),
+                    False,
+                    [0, 0],
+                    1,
+                    [i > 0, True, True],
+                )
+                assert conv.weight.grad is not None and conv.bias is not None and conv.bias.grad is not None
+                conv.weight.grad.copy_(d_w)
+                conv.bias.grad.copy_(d_b)
+                d_out = d_in

@@ -1,0 +1,140 @@
+"""a3c.learn.cnn_backprop: after a rollout's acting passes (recorded in order), the update's params, values and the
+gradients it writes are autograd's on the same inputs (the model's unroll and backward), for every image shape and
+dtype the CNN torso takes (channels-first frames, channels-last grids, one-channel [H, W], bool and uint8 and float),
+with the whole forward pass as the fallback when acting was not recorded in order; models it does not cover are left
+to autograd."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from a3c.learn.cnn_backprop import CnnBackprop
+from a3c.learn.model import build_model, flatten_parameters
+from a3c.spec.config import Config
+from a3c.spec.environment import EnvSpec
+
+T, K = 3, 2
+DISCRETE = gym.spaces.Discrete(4)
+
+
+def built(obs_space, action_space=DISCRETE, dtype=torch.float32, **settings):
+    model, dist = build_model(EnvSpec("Test-v0", obs_space, action_space, None, None), Config(**settings))
+    _, grads = flatten_parameters(model.to(dtype))
+    return model, grads
+
+
+def observations(space, gen):
+    shape = (T + 1, K, *space.shape)
+    if space.dtype == np.bool_:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    if space.dtype == np.uint8:
+        return torch.randint(0, 256, shape, generator=gen, dtype=torch.uint8)
+    return torch.rand(shape, generator=gen, dtype=torch.float64).to(torch.from_numpy(np.zeros(0, space.dtype)).dtype)
+
+
+def by_autograd(model, grads, obs, dparams, dvalues):
+    grads.zero_()
+    params, values, _ = model.unroll(obs, (), torch.zeros(T, K))
+    torch.autograd.backward((params, values[:T].reshape(-1)), (dparams, dvalues))
+    return params.detach(), values.detach(), grads.clone()
+
+
+def by_hand(model, grads, obs, dparams, dvalues, acted_steps):
+    """The worker's calls: acting passes for ``acted_steps`` (in that order), then the update."""
+    backprop = CnnBackprop.of(model)
+    assert backprop is not None and backprop.writes_all_grads
+    backprop.record(T, K)
+    acted = [backprop.policy(obs[t].numpy(), t) for t in acted_steps]
+    grads.fill_(float("nan"))  # every gradient is written, whatever the buffer held
+    params, values, _, saved = backprop.unroll(obs.numpy())
+    backprop.backward(saved, dparams.numpy(), dvalues.numpy())
+    return torch.from_numpy(params), torch.from_numpy(values), grads.clone(), acted
+
+
+def assert_near(got, expected, name, tol=2e-5):
+    """float32 to ``tol`` of the largest entry: a batch of K and one of T x K rows may take different convolution
+    kernels, which sum in other orders."""
+    scale = max(1.0, float(expected.abs().max()))
+    torch.testing.assert_close(got, expected, rtol=0, atol=tol * scale, msg=name)
+
+
+SPACES = {
+    "frames [4, 84, 84] uint8": gym.spaces.Box(0, 255, (4, 84, 84), np.uint8),
+    "grid [10, 10, 2] uint8, channels last": gym.spaces.Box(0, 255, (10, 10, 2), np.uint8),
+    "grid [10, 10, 4] bool, channels last": gym.spaces.Box(0, 1, (10, 10, 4), np.bool_),
+    "grid [12, 9] uint8, one channel": gym.spaces.Box(0, 255, (12, 9), np.uint8),
+    "grid [3, 16, 16] float32, channels first": gym.spaces.Box(-1.0, 1.0, (3, 16, 16), np.float32),
+}
+
+
+@pytest.mark.parametrize("space", SPACES.values(), ids=SPACES.keys())
+@pytest.mark.parametrize("acted_steps", [range(T), [], [0, 2]], ids=["recorded", "not-acted", "out-of-order"])
+def test_the_update_after_acting_is_autograds(space, acted_steps):
+    torch.manual_seed(3)
+    model, grads = built(space)
+    gen = torch.Generator().manual_seed(5)
+    obs = observations(space, gen)
+    dparams = torch.randn(T * K, 4, generator=gen)
+    dvalues = torch.randn(T * K, generator=gen)
+
+    expected = by_autograd(model, grads, obs, dparams, dvalues)
+    params, values, got_grads, acted = by_hand(model, grads, obs, dparams, dvalues, list(acted_steps))
+
+    assert_near(params, expected[0], "params")
+    assert_near(values, expected[1], "values")
+    assert_near(got_grads, expected[2], "gradient")
+    assert expected[2].abs().sum() > 0 and torch.isfinite(got_grads).all()
+    with torch.no_grad():  # acting: the model's policy
+        for t, logits in zip(acted_steps, acted, strict=True):
+            assert_near(logits, model.policy(obs[t])[0], "acting params")
+
+
+def test_rollout_after_rollout_each_update_uses_its_own_acting_passes():
+    """The record is reused: the second rollout's update must see the second rollout's activations."""
+    space = SPACES["frames [4, 84, 84] uint8"]
+    torch.manual_seed(4)
+    model, grads = built(space)
+    backprop = CnnBackprop.of(model)
+    assert backprop is not None
+    backprop.record(T, K)
+    gen = torch.Generator().manual_seed(6)
+    for _ in range(2):
+        obs = observations(space, gen)
+        dparams, dvalues = torch.randn(T * K, 4, generator=gen), torch.randn(T * K, generator=gen)
+        for t in range(T):
+            backprop.policy(obs[t].numpy(), t)
+        params, values, _, saved = backprop.unroll(obs.numpy())
+        backprop.backward(saved, dparams.numpy(), dvalues.numpy())
+        got = grads.clone()
+        expected = by_autograd(model, grads, obs, dparams, dvalues)
+        assert_near(torch.from_numpy(params), expected[0], "params")
+        assert_near(got, expected[2], "gradient")
+
+
+def test_final_observation_values_are_the_models():
+    space = SPACES["grid [10, 10, 2] uint8, channels last"]
+    torch.manual_seed(8)
+    model, _ = built(space)
+    backprop = CnnBackprop.of(model)
+    assert backprop is not None
+    gen = torch.Generator().manual_seed(9)
+    obs, final = observations(space, gen), observations(space, gen)[:T]
+    _, _, final_values, _ = backprop.unroll(obs.numpy(), final.numpy())
+    with torch.no_grad():
+        expected = model(final.reshape(T * K, *space.shape))[1].view(T, K)
+    assert final_values is not None
+    assert_near(torch.from_numpy(final_values), expected, "final values")
+
+
+def test_models_it_does_not_cover_are_left_to_autograd():
+    frames = SPACES["frames [4, 84, 84] uint8"]
+    lstm, _ = built(frames, lstm=8)
+    bf16, _ = built(frames, bf16=True)
+    gaussian, _ = built(frames, gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+    mlp, _ = built(gym.spaces.Box(-1.0, 1.0, (4,), np.float32))
+    unflattened, _ = build_model(EnvSpec("T-v0", frames, gym.spaces.Discrete(3), None, None), Config())
+
+    for model in (lstm, bf16, gaussian, mlp, unflattened):
+        assert CnnBackprop.of(model) is None
+    assert CnnBackprop.of(built(frames, gym.spaces.MultiDiscrete([2, 3]))[0]) is not None  # a linear head too
