@@ -36,8 +36,8 @@ from a3c.learn.model import ActorCritic, CnnTorso
 
 @dataclass
 class CnnPass:
-    """What the update's backward needs: the rollout's rows (``rows``) of the torso's input (scaled, channels-last) and
-    of every layer's output after its ReLU (channels-last convolution outputs, then the dense layer's features)."""
+    """What the update's backward needs: the rollout's rows (``rows``) of the torso's input (unscaled, channels-last)
+    and of every layer's output after its ReLU (channels-last convolution outputs, then the dense layer's features)."""
 
     rows: int
     inputs: torch.Tensor
@@ -47,15 +47,25 @@ class CnnPass:
 
 class _Record:
     """A rollout's acting passes: each layer's outputs for its T x K rows in buffers made once (channels-last for the
-    convolutions), and the policy's params; ``steps_done`` counts the passes recorded in order since the rollout began
-    (a pass out of order is not recorded, and the update then computes the forward pass itself)."""
+    convolutions), the policy's params, and the buffer the update copies the rollout's frames into. ``steps_done``
+    counts the passes recorded in order since the rollout began (a pass out of order is not recorded, and the update
+    then computes the forward pass itself)."""
 
-    def __init__(self, steps: int, envs: int, conv_shapes: list[torch.Size], width: int, param_dim: int) -> None:
+    def __init__(
+        self,
+        steps: int,
+        envs: int,
+        image_shape: tuple[int, int, int],
+        conv_shapes: list[torch.Size],
+        width: int,
+        param_dim: int,
+    ) -> None:
         rows = steps * envs
         self.steps, self.envs = steps, envs
         self.conv_outs = [
             torch.zeros(rows, *shape).contiguous(memory_format=torch.channels_last) for shape in conv_shapes
         ]
+        self.inputs = torch.zeros(rows, *image_shape).contiguous(memory_format=torch.channels_last)
         self.features = torch.zeros(rows, width)
         self.params = torch.zeros(rows, param_dim)
         self.steps_done = 0
@@ -107,13 +117,24 @@ class CnnBackprop:
         return cls(model, convs, dense, head)  # type: ignore[arg-type]
 
     # -- forward ----------------------------------------------------------------------------------------------------
-    def inputs(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
-        """CnnTorso.forward's input: [B, C, H, W] float, scaled (a view where the observations are channels-last)."""
+    def image(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """The observations as the convolutions take them, [B, C, H, W], in their own dtype, unscaled (a view)."""
         x = torch.from_numpy(obs) if isinstance(obs, np.ndarray) else obs
-        x = x.to(self.dense.weight.dtype) * self.torso.scale
         if self.torso.add_channel:
             return x.unsqueeze(1)
         return x.permute(0, 3, 1, 2) if self.torso.channels_last else x
+
+    def inputs(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
+        """CnnTorso.forward's input: [B, C, H, W] float, scaled."""
+        return self.image(obs).to(self.dense.weight.dtype) * self.torso.scale
+
+    def backward_inputs(self, obs: torch.Tensor, into: torch.Tensor | None = None) -> torch.Tensor:
+        """The update's copy of the first convolution's input: float, channels-last, *unscaled* (one conversion of
+        the uint8 frames; ``backward`` scales the first layer's weight gradient instead, which is linear in it)."""
+        image = self.image(obs)
+        if into is None:
+            into = torch.empty(image.shape, dtype=self.dense.weight.dtype, memory_format=torch.channels_last)
+        return into.copy_(image)
 
     def _layers(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
         """Each convolution's output after its ReLU, and the dense layer's features (no autograd)."""
@@ -131,7 +152,8 @@ class CnnBackprop:
             sample = torch.zeros(1, *self.torso.image_shape)
             outs, features = self._layers(sample)
         param_dim = self.policy_head.out_features
-        self.recorded = _Record(steps, envs, [o.shape[1:] for o in outs], features.shape[1], param_dim)
+        shapes = [o.shape[1:] for o in outs]
+        self.recorded = _Record(steps, envs, self.torso.image_shape, shapes, features.shape[1], param_dim)
 
     def policy(self, obs: torch.Tensor | np.ndarray, step: int | None = None) -> torch.Tensor:
         """ActorCritic.policy's params for acting (no autograd); with ``step`` (the rollout step these observations
@@ -161,8 +183,10 @@ class CnnBackprop:
         flat = obs_t.reshape((T + 1) * K, *obs_t.shape[2:])
         w_v, b_v = self.value_head.weight, self.value_head.bias
         with torch.no_grad():
-            inputs = self.inputs(flat[:rows]).contiguous(memory_format=torch.channels_last)
             rec = self.recorded
+            inputs = self.backward_inputs(
+                flat[:rows], None if rec is None or rec.inputs.shape[0] != rows else rec.inputs
+            )
             if rec is not None and rec.complete(T, K):
                 conv_outs, features, params = rec.conv_outs, rec.features, rec.params
                 boundary = self._layers(self.inputs(flat[rows:]))[1]
@@ -226,6 +250,8 @@ class CnnBackprop:
                     [i > 0, True, True],
                 )
                 assert conv.weight.grad is not None and conv.bias is not None and conv.bias.grad is not None
+                if i == 0 and self.torso.scale != 1.0:
+                    d_w.mul_(self.torso.scale)  # the inputs were kept unscaled (backward_inputs)
                 conv.weight.grad.copy_(d_w)
                 conv.bias.grad.copy_(d_b)
                 d_out = d_in
