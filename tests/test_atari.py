@@ -54,3 +54,28 @@ def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
         assert env.action_space.contains(action)
         obs, *_ = env.step(action)
     env.close()
+
+
+def test_the_emulators_grey_observations_change_nothing_the_learner_sees():
+    """make_env asks ALE for grey observations (the preprocessing reads the screen itself and drops the env's own):
+    the same stacked frames, rewards and flags as with ALE's RGB ones, step for step, over resets."""
+    grey = make_env("ALE/Pong-v5", {})
+    rgb = make_env("ALE/Pong-v5", {"obs_type": "rgb"})
+    assert grey.unwrapped._obs_type == "grayscale" and rgb.unwrapped._obs_type == "rgb"
+    a, _ = grey.reset(seed=3)
+    b, _ = rgb.reset(seed=3)
+    assert np.array_equal(a, b)
+    rng = np.random.default_rng(1)
+    ends = 0
+    for _ in range(1500):
+        action = int(rng.integers(grey.action_space.n))
+        got, want = grey.step(action), rgb.step(action)
+        assert np.array_equal(got[0], want[0]) and got[1:4] == want[1:4]
+        if got[2] or got[3]:
+            ends += 1
+            a, _ = grey.reset()
+            b, _ = rgb.reset()
+            assert np.array_equal(a, b)
+    assert ends > 0  # (a game ended: the reset path was compared too)
+    grey.close()
+    rgb.close()
