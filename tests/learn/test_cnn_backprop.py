@@ -40,11 +40,16 @@ def by_autograd(model, grads, obs, dparams, dvalues):
     return params.detach(), values.detach(), grads.clone()
 
 
-def by_hand(model, grads, obs, dparams, dvalues, acted_steps):
-    """The worker's calls: acting passes for ``acted_steps`` (in that order), then the update."""
+def recording(model):
+    """The worker's CnnBackprop for ``model``, recording rollouts of T x K."""
     backprop = CnnBackprop.of(model)
     assert backprop is not None and backprop.writes_all_grads
     backprop.record(T, K)
+    return backprop
+
+
+def by_hand(backprop, grads, obs, dparams, dvalues, acted_steps):
+    """The worker's calls: acting passes for ``acted_steps`` (in that order), then the update."""
     acted = [backprop.policy(obs[t].numpy(), t) for t in acted_steps]
     grads.fill_(float("nan"))  # every gradient is written, whatever the buffer held
     params, values, _, saved = backprop.unroll(obs.numpy())
@@ -79,7 +84,7 @@ def test_the_update_after_acting_is_autograds(space, acted_steps):
     dvalues = torch.randn(T * K, generator=gen)
 
     expected = by_autograd(model, grads, obs, dparams, dvalues)
-    params, values, got_grads, acted = by_hand(model, grads, obs, dparams, dvalues, list(acted_steps))
+    params, values, got_grads, acted = by_hand(recording(model), grads, obs, dparams, dvalues, list(acted_steps))
 
     assert_near(params, expected[0], "params")
     assert_near(values, expected[1], "values")
@@ -95,20 +100,14 @@ def test_rollout_after_rollout_each_update_uses_its_own_acting_passes():
     space = SPACES["frames [4, 84, 84] uint8"]
     torch.manual_seed(4)
     model, grads = built(space)
-    backprop = CnnBackprop.of(model)
-    assert backprop is not None
-    backprop.record(T, K)
+    backprop = recording(model)  # one for both rollouts, as in a worker
     gen = torch.Generator().manual_seed(6)
     for _ in range(2):
         obs = observations(space, gen)
         dparams, dvalues = torch.randn(T * K, 4, generator=gen), torch.randn(T * K, generator=gen)
-        for t in range(T):
-            backprop.policy(obs[t].numpy(), t)
-        params, values, _, saved = backprop.unroll(obs.numpy())
-        backprop.backward(saved, dparams.numpy(), dvalues.numpy())
-        got = grads.clone()
+        params, _, got, _ = by_hand(backprop, grads, obs, dparams, dvalues, range(T))
         expected = by_autograd(model, grads, obs, dparams, dvalues)
-        assert_near(torch.from_numpy(params), expected[0], "params")
+        assert_near(params, expected[0], "params")
         assert_near(got, expected[2], "gradient")
 
 
@@ -116,8 +115,7 @@ def test_final_observation_values_are_the_models():
     space = SPACES["grid [10, 10, 2] uint8, channels last"]
     torch.manual_seed(8)
     model, _ = built(space)
-    backprop = CnnBackprop.of(model)
-    assert backprop is not None
+    backprop = recording(model)
     gen = torch.Generator().manual_seed(9)
     obs, final = observations(space, gen), observations(space, gen)[:T]
     _, _, final_values, _ = backprop.unroll(obs.numpy(), final.numpy())
