@@ -59,15 +59,15 @@ class _Record:
         conv_shapes: list[torch.Size],
         width: int,
         param_dim: int,
+        dtype: torch.dtype,
     ) -> None:
         rows = steps * envs
         self.steps, self.envs = steps, envs
-        self.conv_outs = [
-            torch.zeros(rows, *shape).contiguous(memory_format=torch.channels_last) for shape in conv_shapes
-        ]
-        self.inputs = torch.zeros(rows, *image_shape).contiguous(memory_format=torch.channels_last)
-        self.features = torch.zeros(rows, width)
-        self.params = torch.zeros(rows, param_dim)
+        cl = torch.channels_last
+        self.conv_outs = [torch.zeros(rows, *shape, dtype=dtype).contiguous(memory_format=cl) for shape in conv_shapes]
+        self.inputs = torch.zeros(rows, *image_shape, dtype=dtype).contiguous(memory_format=cl)
+        self.features = torch.zeros(rows, width, dtype=dtype)
+        self.params = torch.zeros(rows, param_dim, dtype=dtype)
         self.steps_done = 0
 
     def next_is(self, step: int, batch: int) -> bool:
@@ -149,11 +149,11 @@ class CnnBackprop:
         """From now on keep the acting passes of each rollout of ``steps`` x ``envs`` for its update (the weights do
         not change between a rollout's acting and its update)."""
         with torch.no_grad():
-            sample = torch.zeros(1, *self.torso.image_shape)
-            outs, features = self._layers(sample)
+            dtype = self.dense.weight.dtype
+            outs, features = self._layers(torch.zeros(1, *self.torso.image_shape, dtype=dtype))
         param_dim = self.policy_head.out_features
         shapes = [o.shape[1:] for o in outs]
-        self.recorded = _Record(steps, envs, self.torso.image_shape, shapes, features.shape[1], param_dim)
+        self.recorded = _Record(steps, envs, self.torso.image_shape, shapes, features.shape[1], param_dim, dtype)
 
     def policy(self, obs: torch.Tensor | np.ndarray, step: int | None = None) -> torch.Tensor:
         """ActorCritic.policy's params for acting (no autograd); with ``step`` (the rollout step these observations

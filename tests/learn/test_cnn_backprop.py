@@ -136,3 +136,21 @@ def test_models_it_does_not_cover_are_left_to_autograd():
     for model in (lstm, bf16, gaussian, mlp, unflattened):
         assert CnnBackprop.of(model) is None
     assert CnnBackprop.of(built(frames, gym.spaces.MultiDiscrete([2, 3]))[0]) is not None  # a linear head too
+
+
+def test_a_float64_model_keeps_its_activations_in_float64():
+    """The record takes the model's dtype: in float64 the update after acting is autograd's to 1e-10."""
+    space = SPACES["grid [10, 10, 4] bool, channels last"]
+    torch.manual_seed(10)
+    model, grads = built(space, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(11)
+    obs = observations(space, gen)
+    dparams = torch.randn(T * K, 4, generator=gen, dtype=torch.float64)
+    dvalues = torch.randn(T * K, generator=gen, dtype=torch.float64)
+
+    expected = by_autograd(model, grads, obs, dparams, dvalues)
+    params, values, got_grads, _ = by_hand(recording(model), grads, obs, dparams, dvalues, range(T))
+
+    assert params.dtype == torch.float64
+    for name, got, want in zip(("params", "values", "gradient"), (params, values, got_grads), expected, strict=True):
+        assert_near(got, want, name, tol=1e-10)
