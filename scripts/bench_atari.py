@@ -9,7 +9,8 @@ vf_coef 0.25, RMSpropTFLike). Learning is not measured here (a game needs ~10M f
     python scripts/bench_atari.py --steps 20000 --repeats 2 --a3c-variant= --a3c-variant=--bf16 --out bench-out
 
 a3c's steps/s is its summary.json's (from the workers' common first step; start-up excluded, in its own column);
-SB3's is its agent steps over the time of model.learn (envs and model built before the clock starts). Prints a
+SB3's is its agent steps over the time of model.learn (envs and model built before the clock starts), with torch's
+default thread count (a thread per core: SB3 is one process and its CNN uses them; --sb3-threads to set it). Prints a
 markdown table; writes OUT/atari.json, .md and .png.
 """
 
@@ -56,10 +57,13 @@ def sb3_atari_a2c(env_id: str, n_envs: int, seed: int) -> tuple[Any, Any]:
     return env, model
 
 
-def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int) -> float:
+def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int, threads: int) -> float:
     import torch
 
-    torch.set_num_threads(1)  # as a3c's workers: one thread per process on a small machine
+    # SB3 is one process: by default torch gives it a thread per core, and its CNN's forward and backward use them
+    # (2 threads on the 2-core machine: 2,823-3,068 frames/s against 2,339-2,456 with one; 2026-12-03). a3c's
+    # workers take one thread each because there is a process per core; SB3 gets the same cores its own way.
+    torch.set_num_threads(threads)
     env, model = sb3_atari_a2c(env_id, n_envs, seed)
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
@@ -75,6 +79,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs per trainer")
     parser.add_argument("--workers", type=int, default=2, help="a3c's --workers")
     parser.add_argument("--sb3-envs", type=int, default=16, help="SB3's n_envs (rl-zoo3: 16)")
+    parser.add_argument(
+        "--sb3-threads",
+        type=int,
+        default=None,
+        help="SB3's torch threads (default: torch's own default, a thread per core, as a user runs it)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
     parser.add_argument(
         "--a3c-variant",
@@ -84,6 +94,10 @@ def main() -> None:
         "give it again for another (--a3c-variant= is the plain preset); default: the plain preset alone",
     )
     args = parser.parse_args()
+    if args.sb3_threads is None:
+        import torch
+
+        args.sb3_threads = torch.get_num_threads()
     variants = [shlex.split(v) for v in (args.a3c_variant or [""])]
     names = [" ".join(v) or "preset" for v in variants]
 
@@ -98,7 +112,7 @@ def main() -> None:
                 a3c_sps[name].append(s["steps_per_s"])
                 a3c_startup[name].append(s["startup_s"] or 0.0)
                 print(f"a3c ({name}) run {r + 1}: {s['steps_per_s'] * FRAME_SKIP:,.0f} frames/s", flush=True)
-            sb3_sps.append(sb3_steps_per_s(args.env, args.steps, args.sb3_envs, r + 1))
+            sb3_sps.append(sb3_steps_per_s(args.env, args.steps, args.sb3_envs, r + 1, args.sb3_threads))
             print(f"SB3 run {r + 1}: {sb3_sps[-1] * FRAME_SKIP:,.0f} frames/s", flush=True)
 
     sb3 = statistics.median(sb3_sps) * FRAME_SKIP
@@ -112,7 +126,14 @@ def main() -> None:
         ]
         for name in names
     ]
-    rows.append([f"SB3 A2C ({args.sb3_envs} envs)", sb3, ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in sb3_sps), ""])
+    rows.append(
+        [
+            f"SB3 A2C ({args.sb3_envs} envs, {args.sb3_threads} torch threads)",
+            sb3,
+            ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in sb3_sps),
+            "",
+        ]
+    )
     table = markdown_table(["trainer", "median frames/s", "runs", "a3c / SB3"], rows)
     table += f"\n\n{args.env}, {args.steps:,} agent steps per run, {args.repeats} run(s) of each, alternating"
     import matplotlib
@@ -132,6 +153,7 @@ def main() -> None:
         "a3c_steps_per_s": a3c_sps,
         "a3c_startup_s": a3c_startup,
         "sb3_steps_per_s": sb3_sps,
+        "sb3_threads": args.sb3_threads,
         "ratio": {name: medians[name] / sb3 for name in names},
     }
     save_results(args.out, "atari", data, table, fig)

@@ -51,13 +51,14 @@ def run_a3c(game: str, frames: int, run_dir: Path, extra: list[str]) -> int:
     return subprocess.run(cmd).returncode
 
 
-def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, threads: int) -> None:
+def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, threads: int | None) -> None:
     """Train (or go on training) SB3's A2C with rl-zoo3's Atari settings, recording every finished game."""
     import torch
     from stable_baselines3 import A2C
     from stable_baselines3.common.callbacks import BaseCallback
 
-    torch.set_num_threads(threads)
+    if threads is not None:  # (else torch's default: a thread per core, as bench_atari.py's SB3 runs)
+        torch.set_num_threads(threads)
     out.mkdir(parents=True, exist_ok=True)
     model_path, clock_path, episodes_path = out / "model.zip", out / "clock.json", out / "episodes.csv"
     env, model = sb3_atari_a2c(game, 16, seed)
@@ -232,7 +233,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/atari-pong"), help="folder for both runs and results")
     parser.add_argument("--seed", type=int, default=1, help="SB3's seed (a3c's: pass --seed after --)")
     parser.add_argument("--save-every-s", type=float, default=600.0, help="SB3's model save interval")
-    parser.add_argument("--sb3-threads", type=int, default=1, help="SB3's torch threads (one, as an a3c worker)")
+    parser.add_argument("--sb3-threads", type=int, help="SB3's torch threads (default: torch's, one per core)")
     parser.add_argument("--a3c-run", type=Path, help="plot: a3c's run directory (default OUT/a3c)")
     parser.add_argument("a3c_flags", nargs="*", help="a3c: flags for a3c.train after --")
     args = parser.parse_args()

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import gymnasium as gym
 import numpy as np
 import pytest
 from procs import episode_rows, summary
@@ -56,26 +57,30 @@ def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
     env.close()
 
 
-def test_the_emulators_grey_observations_change_nothing_the_learner_sees():
-    """make_env asks ALE for grey observations (the preprocessing reads the screen itself and drops the env's own):
-    the same stacked frames, rewards and flags as with ALE's RGB ones, step for step, over resets."""
-    grey = make_env("ALE/Pong-v5", {})
-    rgb = make_env("ALE/Pong-v5", {"obs_type": "rgb"})
-    assert grey.unwrapped._obs_type == "grayscale" and rgb.unwrapped._obs_type == "rgb"
-    a, _ = grey.reset(seed=3)
-    b, _ = rgb.reset(seed=3)
+def test_the_emulators_own_observations_change_nothing_the_learner_sees():
+    """make_env asks ALE for its RAM as the env's observation (the preprocessing reads the screen itself and drops the
+    env's own): the same stacked frames, rewards and flags as with ALE's RGB and grey screens, step for step, over
+    resets."""
+    for screen in ("rgb", "grayscale"):
+        _same_steps(make_env("ALE/Pong-v5", {}), make_env("ALE/Pong-v5", {"obs_type": screen}), screen)
+
+
+def _same_steps(ram: gym.Env, screen_env: gym.Env, screen: str) -> None:
+    assert ram.unwrapped._obs_type == "ram" and screen_env.unwrapped._obs_type == screen
+    a, _ = ram.reset(seed=3)
+    b, _ = screen_env.reset(seed=3)
     assert np.array_equal(a, b)
     rng = np.random.default_rng(1)
     ends = 0
     for _ in range(1500):
-        action = int(rng.integers(grey.action_space.n))
-        got, want = grey.step(action), rgb.step(action)
+        action = int(rng.integers(ram.action_space.n))
+        got, want = ram.step(action), screen_env.step(action)
         assert np.array_equal(got[0], want[0]) and got[1:4] == want[1:4]
         if got[2] or got[3]:
             ends += 1
-            a, _ = grey.reset()
-            b, _ = rgb.reset()
+            a, _ = ram.reset()
+            b, _ = screen_env.reset()
             assert np.array_equal(a, b)
     assert ends > 0  # (a game ended: the reset path was compared too)
-    grey.close()
-    rgb.close()
+    ram.close()
+    screen_env.close()

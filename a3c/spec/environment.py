@@ -281,10 +281,10 @@ def _makes(env_id: str, kwargs: dict[str, Any]) -> bool:
 
 def _atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Register the ALE ids (ale-py ships the ROMs) and make the env without its own frame skip: the preprocessing
-    skips frames, once. Its own observations are grey (unless --env-kwargs asks otherwise): the preprocessing reads
-    the screen from the emulator itself and drops them, so an RGB copy of every frame (three times the bytes) would be
-    made for nothing; 10-18% of an agent step through the wrappers on Pong, the same observations bit for bit
-    (tests/test_atari.py)."""
+    skips frames, once. Its own observations are the 128 bytes of the console's RAM (unless --env-kwargs asks
+    otherwise): the preprocessing reads the screen from the emulator itself and drops the env's observation, so a
+    copy of the screen at every frame would be made for nothing (an RGB copy: 10-18% of an agent step through the
+    wrappers on Pong; a grey one still ~40 us of ~390). The same observations bit for bit (tests/test_atari.py)."""
     try:
         import ale_py
     except ImportError:
@@ -294,7 +294,7 @@ def _atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         raise UserError(
             f"--env-kwargs frameskip={kwargs['frameskip']}: a3c's Atari preprocessing skips 4 frames itself; drop it"
         )
-    return {"obs_type": "grayscale", **kwargs, "frameskip": 1}
+    return {"obs_type": "ram", **kwargs, "frameskip": 1}
 
 
 def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
@@ -302,8 +302,18 @@ def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
     4 frames stacked (channels first: uint8 [4, 84, 84]); when ``training``, a lost life ends the episode for the
     learner (``LifeLossTerminal``) while the game and its reported return go on."""
     env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False)
+    _screen_sized_buffers(env)
     env = gym.wrappers.FrameStackObservation(env, 4)
     return LifeLossTerminal(env) if training else env
+
+
+def _screen_sized_buffers(preprocessing: gym.wrappers.AtariPreprocessing) -> None:
+    """AtariPreprocessing sizes the two frames it max-pools by the env's observation space, assuming the env observes
+    the screen; here the env observes its RAM (_atari_kwargs), so size them by the emulator's screen, which is what
+    the wrapper reads into them (``ale.getScreenGrayscale`` / ``getScreenRGB``)."""
+    height, width = preprocessing.unwrapped.ale.getScreenDims()  # type: ignore[attr-defined]
+    shape = (height, width) if preprocessing.grayscale_obs else (height, width, 3)
+    preprocessing.obs_buffer = [np.empty(shape, dtype=np.uint8), np.empty(shape, dtype=np.uint8)]
 
 
 class LifeLossTerminal(gym.Wrapper):
