@@ -17,6 +17,14 @@ here too; the update now hands autograd a scalar root (a3c.learn.backprop.backwa
 The other half of the memory story is in ``a3c.run.worker.worker_main``: ``gc.freeze()`` first thing in the child.
 """
 
-import a3c.run.backends.shared_memory  # noqa: F401
-import a3c.run.evaluator  # noqa: F401
-import a3c.run.worker  # noqa: F401
+import warnings
+
+# Every child the server forks runs the main module again as __mp_main__ (runpy.run_module), and runpy warns
+# ("'a3c.train' found in sys.modules after import of package 'a3c' ...") because the preload imported it already: the
+# point of preloading it, not a fault. The filter is set here, in the server, before that import, and every child
+# inherits it; without it each run printed the warning once (from the first child) to the user's terminal.
+warnings.filterwarnings("ignore", message=r"'a3c\.[\w.]+' found in sys\.modules after import", category=RuntimeWarning)
+
+import a3c.run.backends.shared_memory  # noqa: F401, E402 (after the filter, above)
+import a3c.run.evaluator  # noqa: F401, E402
+import a3c.run.worker  # noqa: F401, E402

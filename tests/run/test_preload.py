@@ -87,3 +87,15 @@ def test_the_preload_holds_what_a_worker_imports_and_its_updates_import_no_sympy
     # nothing that making the worker's channel and the worker, and its updates, import is left out of the preload:
     # each such module would be imported (from source: the server runs with -B) in every worker, after the fork
     assert imported_after == "[]", f"{name}: imported after the preload: {imported_after}"
+
+
+def test_a_run_from_the_command_line_prints_no_warning_from_its_children(tmp_path):
+    """The fork server preloads the main module of ``python -m a3c.train``; every child then runs it again as
+    __mp_main__, and runpy warned that it was imported already (once a run, from the first child) until
+    a3c.run.preload filtered that warning: a user's terminal shows a3c's own lines only."""
+    flags = "--env CartPole-v1 --workers 2 --total-steps 3000 --preset none --start-method forkserver".split()
+    command = [sys.executable, "-m", "a3c.train", *flags, "--run-dir", str(tmp_path / "run")]
+    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Warning" not in proc.stderr, proc.stderr
+    assert "reached --total-steps" in proc.stderr
