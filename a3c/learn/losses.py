@@ -11,6 +11,7 @@ it bootstraps from V(observation after the last step). Both are expressed by `ne
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -104,6 +105,18 @@ def _gae(
     for t in range(adv.shape[0] - 2, -1, -1):
         adv[t] += trace[t] * adv[t + 1]
     return adv
+
+
+def normalized_advantages(advantages: np.ndarray) -> np.ndarray:
+    """(A - mean A) / (std A + 1e-8) over one update's samples, the std with Bessel's correction (as SB3's
+    normalize_advantage): the policy gradient's scale is then that of the score function whatever the rewards' scale,
+    while the entropy bonus and the value loss keep theirs. A single sample centres to 0. A new array, in the
+    dtype of ``advantages``; the value targets are computed from the raw advantages, never from these."""
+    wide = advantages.astype(np.float64)  # (float32 advantages far from 0 lose their spread to the mean's rounding)
+    centred = wide - np.add.reduce(wide, axis=None) / wide.size
+    if wide.size > 1:
+        centred /= math.sqrt(float(np.add.reduce(centred * centred, axis=None)) / (wide.size - 1)) + 1e-8
+    return centred.astype(advantages.dtype, copy=False)
 
 
 def n_step_returns(

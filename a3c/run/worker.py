@@ -27,7 +27,7 @@ import torch
 
 from a3c.learn.backprop import MlpBackprop, backward_from
 from a3c.learn.cnn_backprop import CnnBackprop
-from a3c.learn.losses import actor_critic_loss_grads, rollout_targets
+from a3c.learn.losses import actor_critic_loss_grads, normalized_advantages, rollout_targets
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
 from a3c.record.rows import FIELD, FIELDS, Stat
@@ -365,6 +365,8 @@ class Worker:
             cfg.gamma,
             cfg.gae_lambda,
         )
+        # --normalize-advantage: the policy gradient's advantages only; returns_np above came from the raw ones
+        policy_adv = normalized_advantages(adv_np) if cfg.normalize_advantage else adv_np
         # the loss's gradient w.r.t. the network outputs (closed form where the distribution has one: in numpy, on
         # these arrays' memory, for the Categorical families); autograd then only runs through the network
         loss_values, dparams, dvalues = actor_critic_loss_grads(
@@ -372,7 +374,7 @@ class Worker:
             params,
             values_np[:T].reshape(-1),
             self.actions_np.reshape(T * K, *self.dist.action_shape),
-            adv_np.reshape(-1),
+            policy_adv.reshape(-1),
             returns_np.reshape(-1),
             cfg.ent_coef,
             cfg.vf_coef,

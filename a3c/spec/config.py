@@ -123,6 +123,12 @@ class Config:
     )
     ent_coef: float = flag(0.01, group="algorithm", help="entropy bonus coefficient")
     vf_coef: float = flag(0.5, group="algorithm", help="value loss coefficient")
+    normalize_advantage: bool = flag(
+        False,
+        group="algorithm",
+        help="normalise each update's advantages to mean 0 and std 1 before the policy gradient (SB3's "
+        "normalize_advantage); the value targets keep the raw ones",
+    )
     max_grad_norm: float = flag(1.0, group="algorithm", help="clip each worker's gradient to this global L2 norm")
     optimizer: str = flag(
         "adam",

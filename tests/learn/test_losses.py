@@ -15,6 +15,7 @@ from a3c.learn.losses import (
     gae_advantages,
     n_step_returns,
     next_state_values,
+    normalized_advantages,
     rollout_targets,
 )
 
@@ -278,3 +279,37 @@ def test_loss_gradients_without_a_closed_form_match_the_closed_form():
         assert ours.item() == pytest.approx(theirs.item(), rel=1e-12)
     np.testing.assert_allclose(general[1], closed[1], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(general[2], closed[2])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    shape=st.sampled_from([(1, 1), (1, 2), (5, 8), (20, 4), (3, 1)]),
+    scale=st.floats(1e-6, 1e4),
+    shift=st.floats(-1e3, 1e3),
+    seed=st.integers(0, 2**16),
+    dtype=st.sampled_from([np.float32, np.float64]),
+)
+def test_normalized_advantages_have_mean_zero_and_unit_sample_std_and_keep_the_order(shape, scale, shift, seed, dtype):
+    """--normalize-advantage's transform against torch's (A - A.mean()) / (A.std() + 1e-8), SB3's, on
+    advantages of any scale and offset: a new array of the same dtype and shape, the input untouched, the order of
+    the samples kept; one sample centres to 0."""
+    adv = (np.random.default_rng(seed).normal(size=shape) * scale + shift).astype(dtype)
+    before = adv.copy()
+    out = normalized_advantages(adv)
+    assert out.dtype == adv.dtype and out.shape == adv.shape and np.array_equal(adv, before)
+    if adv.size == 1:
+        assert out.item() == 0.0
+        return
+    ref = torch.from_numpy(adv.astype(np.float64))
+    expected = ((ref - ref.mean()) / (ref.std() + 1e-8)).numpy()
+    tol = 1e-5 if dtype == np.float32 else 1e-7
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+    assert abs(float(out.astype(np.float64).mean())) < tol
+    order = np.argsort(adv, axis=None)
+    assert np.all(np.diff(out.ravel()[order]) >= 0)  # a monotone map: the samples' order is kept
+
+
+def test_normalized_advantages_of_equal_samples_are_zeros_not_nan():
+    """A rollout whose advantages are all equal (std 0): the 1e-8 keeps the result finite, zeros."""
+    out = normalized_advantages(np.full((5, 8), 0.25, np.float32))
+    assert np.array_equal(out, np.zeros((5, 8), np.float32))

@@ -180,7 +180,7 @@ class RecordingChannel:
         return 0
 
 
-def slow_reference_gradient(worker, gamma, lam, ent_coef, vf_coef):
+def slow_reference_gradient(worker, gamma, lam, ent_coef, vf_coef, normalize_advantage=False):
     """The A3C gradient of the worker's last rollout, computed the slow way: the model stepped one observation at a
     time from the state stored at the rollout's start (reset where an episode ended), per env and step GAE written
     like the maths (terminated: no bootstrap; truncated: V(final observation, from the episode's state); rollout
@@ -219,6 +219,8 @@ def slow_reference_gradient(worker, gamma, lam, ent_coef, vf_coef):
             running = delta + (gamma * lam * running if goes_on else 0.0)
             advantages[t, k] = running
     returns = advantages + v[:T]
+    if normalize_advantage:  # the policy term's advantages only, as SB3's normalize_advantage
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     log_prob, entropy = torch_log_prob_entropy(worker.dist, torch.stack(outputs[:T]), worker.actions)
     policy = -(log_prob * advantages).mean()
     value = 0.5 * ((returns - values[:T]) ** 2).mean()
@@ -268,6 +270,23 @@ def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env,
     cfg = worker.config
     expected = slow_reference_gradient(worker, cfg.gamma, gae_lambda, cfg.ent_coef, cfg.vf_coef)
     torch.testing.assert_close(worker.channel.pushed[-1].double(), expected, rtol=2e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("env, lstm", [(ENV_ID, 0), (BOX_ENV_ID, 6)], ids=["mlp", "gaussian-lstm"])
+def test_normalized_advantages_reach_the_policy_gradient_and_the_value_targets_stay_raw(env, lstm):
+    """--normalize-advantage: the pushed gradient is the slow reference's with the policy term's advantages
+    normalised over the update's samples and the value loss on the raw returns (on the by-hand MLP path and on
+    autograd's), and differs from the gradient without it."""
+    settings = dict(env=env, envs_per_worker=3, n_steps=9, gae_lambda=0.9, max_grad_norm=1e9, lstm=lstm)
+    worker, coordinator = make_worker(normalize_advantage=True, **settings)
+    worker.channel = RecordingChannel(worker.channel)
+    worker.step()
+    worker.step()
+    cfg = worker.config
+    expected = slow_reference_gradient(worker, cfg.gamma, 0.9, cfg.ent_coef, cfg.vf_coef, normalize_advantage=True)
+    torch.testing.assert_close(worker.channel.pushed[-1].double(), expected, rtol=2e-4, atol=1e-6)
+    raw = slow_reference_gradient(worker, cfg.gamma, 0.9, cfg.ent_coef, cfg.vf_coef)
+    assert (expected - raw).abs().max() > 1e-3 * expected.abs().max()
 
 
 def test_normalised_observations_and_scaled_rewards_reach_the_loss_while_returns_stay_raw():
