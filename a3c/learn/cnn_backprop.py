@@ -19,8 +19,15 @@ The convolutions' backward runs on channels-last tensors (oneDNN's backward ther
 the kept activations are stored channels-last as they are recorded. Every parameter's gradient is *written* into its
 ``.grad`` (views of the worker's flat gradient buffer), so the worker need not zero them first.
 
-``CnnBackprop.of`` returns None for models it does not cover (an LSTM core, ``--bf16``'s autocast, a non-Linear
-policy head such as the Gaussian's, an MLP torso): those go through autograd as before."""
+``--bf16``: the torso's layers compute in bfloat16 here too, on bfloat16 copies of their weights made once a rollout
+(at its first acting pass: the weights were pulled just before it and stay as they are until its update), where
+CnnTorso.forward's autocast casts every weight on every call (the dense layer's 6.4 MB on every acting pass). The
+kept activations and the frames' copy are bfloat16 (half the memory traffic); the heads, the loss and every gradient
+buffer stay in the parameters' dtype: each layer's gradient is computed in bfloat16, as autocast's backward computes
+it, and written into the float32 gradient.
+
+``CnnBackprop.of`` returns None for models it does not cover (an LSTM core, a non-Linear policy head such as the
+Gaussian's, an MLP torso): those go through autograd as before."""
 
 from __future__ import annotations
 
@@ -60,6 +67,7 @@ class _Record:
         width: int,
         param_dim: int,
         dtype: torch.dtype,
+        params_dtype: torch.dtype,
     ) -> None:
         rows = steps * envs
         self.steps, self.envs = steps, envs
@@ -67,7 +75,7 @@ class _Record:
         self.conv_outs = [torch.zeros(rows, *shape, dtype=dtype).contiguous(memory_format=cl) for shape in conv_shapes]
         self.inputs = torch.zeros(rows, *image_shape, dtype=dtype).contiguous(memory_format=cl)
         self.features = torch.zeros(rows, width, dtype=dtype)
-        self.params = torch.zeros(rows, param_dim, dtype=dtype)
+        self.params = torch.zeros(rows, param_dim, dtype=params_dtype)
         self.steps_done = 0
 
     def next_is(self, step: int, batch: int) -> bool:
@@ -91,11 +99,24 @@ class CnnBackprop:
         self.model, self.torso, self.convs, self.dense = model, torso, convs, dense
         self.policy_head, self.value_head = policy_head, model.value_head
         self.recorded: _Record | None = None
+        self.dtype = dense.weight.dtype  # the parameters', their gradients' and the heads'
+        # the torso's layers' (weight, bias), and what they compute with: themselves, or under --bf16 bfloat16 copies
+        # (refreshed by _refresh_copies at each rollout's start)
+        self.layer_params: list[tuple[torch.Tensor, torch.Tensor]] = []
+        layers: list[nn.Conv2d | nn.Linear] = [*convs, dense]
+        for layer in layers:
+            assert layer.bias is not None  # (checked by ``of``)
+            self.layer_params.append((layer.weight, layer.bias))
+        self.copies: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.compute_dtype = self.dtype
+        if torso.bf16:
+            self.compute_dtype = torch.bfloat16
+            self.copies = [(w.detach().to(torch.bfloat16), b.detach().to(torch.bfloat16)) for w, b in self.layer_params]
 
     @classmethod
     def of(cls, model: ActorCritic) -> CnnBackprop | None:
         torso = model.actor
-        if model.lstm or model.critic is not None or not isinstance(torso, CnnTorso) or torso.bf16:
+        if model.lstm or model.critic is not None or not isinstance(torso, CnnTorso):
             return None
         head = model.policy_head
         if not isinstance(head, nn.Linear) or head.bias is None:
@@ -125,42 +146,65 @@ class CnnBackprop:
         return x.permute(0, 3, 1, 2) if self.torso.channels_last else x
 
     def inputs(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
-        """CnnTorso.forward's input: [B, C, H, W] float, scaled."""
-        return self.image(obs).to(self.dense.weight.dtype) * self.torso.scale
+        """CnnTorso.forward's input: [B, C, H, W] in the layers' compute dtype, scaled."""
+        return self.image(obs).to(self.compute_dtype) * self.torso.scale
 
     def backward_inputs(self, obs: torch.Tensor, into: torch.Tensor | None = None) -> torch.Tensor:
-        """The update's copy of the first convolution's input: float, channels-last, *unscaled* (one conversion of
-        the uint8 frames; ``backward`` scales the first layer's weight gradient instead, which is linear in it)."""
+        """The update's copy of the first convolution's input: the compute dtype, channels-last, *unscaled* (one
+        conversion of the uint8 frames, exact in bfloat16 too; ``backward`` scales the first layer's weight gradient
+        instead, which is linear in it)."""
         image = self.image(obs)
         if into is None:
-            into = torch.empty(image.shape, dtype=self.dense.weight.dtype, memory_format=torch.channels_last)
+            into = torch.empty(image.shape, dtype=self.compute_dtype, memory_format=torch.channels_last)
         return into.copy_(image)
 
+    def _refresh_copies(self) -> None:
+        """--bf16: the layers' bfloat16 copies from their weights as they are now (a no-op otherwise)."""
+        if self.copies is not None:
+            for (w, b), (w_copy, b_copy) in zip(self.layer_params, self.copies, strict=True):
+                w_copy.copy_(w)
+                b_copy.copy_(b)
+
     def _layers(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-        """Each convolution's output after its ReLU, and the dense layer's features (no autograd)."""
+        """Each convolution's output after its ReLU, and the dense layer's features (no autograd), in the compute
+        dtype."""
         outs = []
-        for conv in self.convs:  # (the modules themselves: their hooks see what they would in CnnTorso.forward)
-            x = F.relu(conv(x), inplace=True)
+        for i, conv in enumerate(self.convs):
+            if self.copies is None:  # (the modules themselves: their hooks see what they would in CnnTorso.forward)
+                x = conv(x)
+            else:
+                x = F.conv2d(x, *self.copies[i], conv.stride, conv.padding, conv.dilation)
+            x = F.relu(x, inplace=True)
             outs.append(x)
-        features = F.relu(self.dense(x.flatten(1)), inplace=True)
+        dense = (self.dense.weight, self.dense.bias) if self.copies is None else self.copies[-1]
+        features = F.relu(F.linear(x.flatten(1), *dense), inplace=True)
         return outs, features
+
+    def _heads(self, features: torch.Tensor, head: nn.Linear) -> torch.Tensor:
+        """A head's output on the torso's features, in the parameters' dtype."""
+        return F.linear(features.to(self.dtype), head.weight, head.bias)
 
     def record(self, steps: int, envs: int) -> None:
         """From now on keep the acting passes of each rollout of ``steps`` x ``envs`` for its update (the weights do
         not change between a rollout's acting and its update)."""
         with torch.no_grad():
-            dtype = self.dense.weight.dtype
+            dtype = self.compute_dtype
             outs, features = self._layers(torch.zeros(1, *self.torso.image_shape, dtype=dtype))
         param_dim = self.policy_head.out_features
         shapes = [o.shape[1:] for o in outs]
-        self.recorded = _Record(steps, envs, self.torso.image_shape, shapes, features.shape[1], param_dim, dtype)
+        self.recorded = _Record(
+            steps, envs, self.torso.image_shape, shapes, features.shape[1], param_dim, dtype, self.dtype
+        )
 
     def policy(self, obs: torch.Tensor | np.ndarray, step: int | None = None) -> torch.Tensor:
         """ActorCritic.policy's params for acting (no autograd); with ``step`` (the rollout step these observations
-        are), the pass's activations are recorded for the update."""
+        are), the pass's activations are recorded for the update. At a rollout's first step (and without a step)
+        --bf16's copies are made from the weights first."""
+        if step is None or step == 0:
+            self._refresh_copies()
         with torch.no_grad():
             outs, features = self._layers(self.inputs(obs))
-            params = F.linear(features, self.policy_head.weight, self.policy_head.bias)
+            params = self._heads(features, self.policy_head)
             rec = self.recorded
             if rec is not None and step is not None and rec.next_is(step, params.shape[0]):
                 rows = slice(step * rec.envs, (step + 1) * rec.envs)
@@ -181,7 +225,6 @@ class CnnBackprop:
         T, K = obs_t.shape[0] - 1, obs_t.shape[1]
         rows = T * K
         flat = obs_t.reshape((T + 1) * K, *obs_t.shape[2:])
-        w_v, b_v = self.value_head.weight, self.value_head.bias
         with torch.no_grad():
             rec = self.recorded
             inputs = self.backward_inputs(
@@ -192,18 +235,19 @@ class CnnBackprop:
                 boundary = self._layers(self.inputs(flat[rows:]))[1]
                 all_features = torch.cat((features, boundary))
             else:
+                self._refresh_copies()  # (acting was not recorded: its copies may be older than the weights)
                 outs, all_features = self._layers(self.inputs(flat))
                 conv_outs = [o[:rows].contiguous(memory_format=torch.channels_last) for o in outs]
                 features = all_features[:rows]
-                params = F.linear(features, self.policy_head.weight, self.policy_head.bias)
+                params = self._heads(features, self.policy_head)
             if rec is not None:
                 rec.steps_done = 0  # used once: the next update needs the next rollout's acting passes
-            values = F.linear(all_features, w_v, b_v).view(T + 1, K)
+            values = self._heads(all_features, self.value_head).view(T + 1, K)
             final_values = None
             if final_obs is not None:  # (an episode truncated in this rollout: V of its final observation)
                 final_t = torch.from_numpy(final_obs) if isinstance(final_obs, np.ndarray) else final_obs
                 final_features = self._layers(self.inputs(final_t.reshape(rows, *final_t.shape[2:])))[1]
-                final_values = F.linear(final_features, w_v, b_v).view(T, K).numpy()
+                final_values = self._heads(final_features, self.value_head).view(T, K).numpy()
         return params.numpy(), values.numpy(), final_values, CnnPass(rows, inputs, list(conv_outs), features)
 
     # -- backward ---------------------------------------------------------------------------------------------------
@@ -212,9 +256,10 @@ class CnnBackprop:
         sum(dvalues * values[:T*K]), as autograd would leave it in zeroed gradients (to float rounding)."""
         dp = torch.from_numpy(dparams) if isinstance(dparams, np.ndarray) else dparams
         dv = torch.from_numpy(dvalues) if isinstance(dvalues, np.ndarray) else dvalues
-        features = saved.features
+        compute = self.compute_dtype
+        features = saved.features.to(self.dtype)  # (the heads' dtype: a copy under --bf16 only)
         with torch.no_grad():
-            dp, dv = dp.to(features.dtype), dv.to(features.dtype)
+            dp, dv = dp.to(self.dtype), dv.to(self.dtype)
             head, value = self.policy_head, self.value_head
             assert head.weight.grad is not None and head.bias is not None and head.bias.grad is not None
             assert value.weight.grad is not None and value.bias is not None and value.bias.grad is not None
@@ -225,13 +270,20 @@ class CnnBackprop:
             # d features, then through the dense layer's ReLU
             d = torch.addmm(dv.unsqueeze(1) * value.weight, dp, head.weight)
             d.mul_(features > 0)
+            d = d.to(compute)  # from here down, the torso's dtype (a no-op but under --bf16)
             dense = self.dense
             assert dense.weight.grad is not None and dense.bias is not None and dense.bias.grad is not None
+            dense_weight = dense.weight if self.copies is None else self.copies[-1][0]
             last = saved.conv_outs[-1]
-            torch.mm(d.t(), last.flatten(1), out=dense.weight.grad)  # (flatten: the logical C, H, W order, any layout)
-            torch.sum(d, 0, out=dense.bias.grad)
+            # (flatten: the logical C, H, W order, any layout; under --bf16 the product in bfloat16, then written)
+            if self.copies is None:
+                torch.mm(d.t(), last.flatten(1), out=dense.weight.grad)
+                torch.sum(d, 0, out=dense.bias.grad)
+            else:
+                dense.weight.grad.copy_(torch.mm(d.t(), last.flatten(1)))
+                dense.bias.grad.copy_(torch.sum(d, 0, dtype=self.dtype))
             # d (the last convolution's output), [rows, C, H, W] in its contiguous layout, then channels-last
-            d_out = torch.mm(d, dense.weight).view(last.shape).contiguous(memory_format=torch.channels_last)
+            d_out = torch.mm(d, dense_weight).view(last.shape).contiguous(memory_format=torch.channels_last)
             for i in range(len(self.convs) - 1, -1, -1):
                 conv, out = self.convs[i], saved.conv_outs[i]
                 d_out.mul_(out > 0)  # through the ReLU
@@ -239,7 +291,7 @@ class CnnBackprop:
                 d_in, d_w, d_b = torch.ops.aten.convolution_backward(
                     d_out,
                     layer_input,
-                    conv.weight,
+                    conv.weight if self.copies is None else self.copies[i][0],
                     [conv.out_channels],
                     list(conv.stride),
                     list(conv.padding),
@@ -250,8 +302,8 @@ class CnnBackprop:
                     [i > 0, True, True],
                 )
                 assert conv.weight.grad is not None and conv.bias is not None and conv.bias.grad is not None
-                if i == 0 and self.torso.scale != 1.0:
-                    d_w.mul_(self.torso.scale)  # the inputs were kept unscaled (backward_inputs)
                 conv.weight.grad.copy_(d_w)
+                if i == 0 and self.torso.scale != 1.0:
+                    conv.weight.grad.mul_(self.torso.scale)  # the inputs were kept unscaled (backward_inputs)
                 conv.bias.grad.copy_(d_b)
                 d_out = d_in

@@ -153,8 +153,9 @@ class Config:
     bf16: bool = flag(
         False,
         group="model",
-        help="image observations: the CNN torso computes in bfloat16 (CPU autocast; weights, gradients, optimizer and "
-        "loss stay float32). Pays on CPUs with AVX-512 BF16 or AMX (oneDNN's bf16 kernels), costs elsewhere",
+        help="image observations: the CNN torso computes in bfloat16 (the workers on bfloat16 copies of its weights "
+        "made once a rollout, evaluation under CPU autocast; weights, gradients, optimizer and loss stay float32). "
+        "Pays on CPUs with AVX-512 BF16 or AMX (oneDNN's bf16 kernels), costs elsewhere",
     )
     normalize_obs: bool = flag(
         False,

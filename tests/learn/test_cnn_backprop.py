@@ -128,12 +128,11 @@ def test_final_observation_values_are_the_models():
 def test_models_it_does_not_cover_are_left_to_autograd():
     frames = SPACES["frames [4, 84, 84] uint8"]
     lstm, _ = built(frames, lstm=8)
-    bf16, _ = built(frames, bf16=True)
     gaussian, _ = built(frames, gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
     mlp, _ = built(gym.spaces.Box(-1.0, 1.0, (4,), np.float32))
     unflattened, _ = build_model(EnvSpec("T-v0", frames, gym.spaces.Discrete(3), None, None), Config())
 
-    for model in (lstm, bf16, gaussian, mlp, unflattened):
+    for model in (lstm, gaussian, mlp, unflattened):
         assert CnnBackprop.of(model) is None
     assert CnnBackprop.of(built(frames, gym.spaces.MultiDiscrete([2, 3]))[0]) is not None  # a linear head too
 
@@ -154,3 +153,32 @@ def test_a_float64_model_keeps_its_activations_in_float64():
     assert params.dtype == torch.float64
     for name, got, want in zip(("params", "values", "gradient"), (params, values, got_grads), expected, strict=True):
         assert_near(got, want, name, tol=1e-10)
+
+
+@pytest.mark.parametrize("space", SPACES.values(), ids=SPACES.keys())
+def test_bf16_updates_by_hand_are_autocasts_and_follow_each_rollouts_weights(space):
+    """--bf16: the torso computes in bfloat16 on copies of its weights made at each rollout's first acting pass;
+    the params, values and gradients are autograd's through CnnTorso.forward's autocast to bfloat16's precision
+    (0.5% of the largest entry; each is within 1-3% of float32 autograd), and after the weights change (a pull) the next
+    rollout's update follows the new weights, not the old copies. The record holds bfloat16; the gradients
+    and params come back float32."""
+    torch.manual_seed(12)
+    model, grads = built(space, bf16=True)
+    backprop = recording(model)
+    assert backprop.compute_dtype == torch.bfloat16 and backprop.recorded.conv_outs[0].dtype == torch.bfloat16
+    gen = torch.Generator().manual_seed(13)
+    flat = torch.nn.utils.parameters_to_vector(model.parameters())
+    for rollout in range(2):
+        if rollout:  # a pull: the worker's weights change between two rollouts
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.mul_(1.5).add_(0.01)  # (in place, as a pull copies into the flat buffer)
+        obs = observations(space, gen)
+        dparams = torch.randn(T * K, 4, generator=gen)
+        dvalues = torch.randn(T * K, generator=gen)
+        expected = by_autograd(model, grads, obs, dparams, dvalues)
+        params, values, got_grads, _ = by_hand(backprop, grads, obs, dparams, dvalues, range(T))
+        assert params.dtype == values.dtype == got_grads.dtype == torch.float32
+        for name, got, want in zip(("params", "values", "gradient"), (params, values, got_grads), expected, strict=True):
+            assert_near(got, want, f"{name}, rollout {rollout}", tol=5e-3)
+    assert not torch.equal(torch.nn.utils.parameters_to_vector(model.parameters()), flat)
