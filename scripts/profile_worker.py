@@ -4,6 +4,7 @@ sampling, loss + backward, optimizer step, weight pull) and the top functions.
 
     python scripts/profile_worker.py --envs-per-worker 8 --n-steps 5 --steps 40000
     python scripts/profile_worker.py --phases     # no profiler: the median time of each phase of the loop
+    python scripts/profile_worker.py --env ALE/Pong-v5 --envs-per-worker 4 --n-steps 20 --steps 12000 --phases --bf16
 
 ``--phases`` times pull, rollout, update and publish with the clock (after 300 untimed iterations) and prints the
 median of each in microseconds: the way to compare two checkouts (run it from each with ``PYTHONPATH``, in turn,
@@ -74,10 +75,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40_000)
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--phases", action="store_true", help="time the loop's phases without the profiler")
+    parser.add_argument("--bf16", action="store_true", help="an image model's torso in bfloat16 (a3c.train's --bf16)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cfg = Config(
-        env=args.env, workers=1, envs_per_worker=args.envs_per_worker, n_steps=args.n_steps, total_steps=args.steps
+        env=args.env,
+        workers=1,
+        envs_per_worker=args.envs_per_worker,
+        n_steps=args.n_steps,
+        total_steps=args.steps,
+        bf16=args.bf16,
     )
     spec = describe_env(cfg.env, cfg.env_kwargs)
     params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
