@@ -179,6 +179,7 @@ def test_bf16_updates_by_hand_are_autocasts_and_follow_each_rollouts_weights(spa
         expected = by_autograd(model, grads, obs, dparams, dvalues)
         params, values, got_grads, _ = by_hand(backprop, grads, obs, dparams, dvalues, range(T))
         assert params.dtype == values.dtype == got_grads.dtype == torch.float32
-        for name, got, want in zip(("params", "values", "gradient"), (params, values, got_grads), expected, strict=True):
+        names = ("params", "values", "gradient")
+        for name, got, want in zip(names, (params, values, got_grads), expected, strict=True):
             assert_near(got, want, f"{name}, rollout {rollout}", tol=5e-3)
     assert not torch.equal(torch.nn.utils.parameters_to_vector(model.parameters()), flat)
