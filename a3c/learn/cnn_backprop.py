@@ -112,6 +112,7 @@ class CnnBackprop:
         if torso.bf16:
             self.compute_dtype = torch.bfloat16
             self.copies = [(w.detach().to(torch.bfloat16), b.detach().to(torch.bfloat16)) for w, b in self.layer_params]
+        self.compute_params = self.layer_params if self.copies is None else self.copies  # what the layers run with
 
     @classmethod
     def of(cls, model: ActorCritic) -> CnnBackprop | None:
@@ -173,11 +174,10 @@ class CnnBackprop:
             if self.copies is None:  # (the modules themselves: their hooks see what they would in CnnTorso.forward)
                 x = conv(x)
             else:
-                x = F.conv2d(x, *self.copies[i], conv.stride, conv.padding, conv.dilation)
+                x = F.conv2d(x, *self.compute_params[i], conv.stride, conv.padding, conv.dilation)
             x = F.relu(x, inplace=True)
             outs.append(x)
-        dense = (self.dense.weight, self.dense.bias) if self.copies is None else self.copies[-1]
-        features = F.relu(F.linear(x.flatten(1), *dense), inplace=True)
+        features = F.relu(F.linear(x.flatten(1), *self.compute_params[-1]), inplace=True)
         return outs, features
 
     def _heads(self, features: torch.Tensor, head: nn.Linear) -> torch.Tensor:
@@ -273,7 +273,6 @@ class CnnBackprop:
             d = d.to(compute)  # from here down, the torso's dtype (a no-op but under --bf16)
             dense = self.dense
             assert dense.weight.grad is not None and dense.bias is not None and dense.bias.grad is not None
-            dense_weight = dense.weight if self.copies is None else self.copies[-1][0]
             last = saved.conv_outs[-1]
             # (flatten: the logical C, H, W order, any layout; under --bf16 the product in bfloat16, then written)
             if self.copies is None:
@@ -283,7 +282,8 @@ class CnnBackprop:
                 dense.weight.grad.copy_(torch.mm(d.t(), last.flatten(1)))
                 dense.bias.grad.copy_(torch.sum(d, 0, dtype=self.dtype))
             # d (the last convolution's output), [rows, C, H, W] in its contiguous layout, then channels-last
-            d_out = torch.mm(d, dense_weight).view(last.shape).contiguous(memory_format=torch.channels_last)
+            d_out = torch.mm(d, self.compute_params[-1][0]).view(last.shape)
+            d_out = d_out.contiguous(memory_format=torch.channels_last)
             for i in range(len(self.convs) - 1, -1, -1):
                 conv, out = self.convs[i], saved.conv_outs[i]
                 d_out.mul_(out > 0)  # through the ReLU
@@ -291,7 +291,7 @@ class CnnBackprop:
                 d_in, d_w, d_b = torch.ops.aten.convolution_backward(
                     d_out,
                     layer_input,
-                    conv.weight if self.copies is None else self.copies[i][0],
+                    self.compute_params[i][0],
                     [conv.out_channels],
                     list(conv.stride),
                     list(conv.padding),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -529,21 +530,12 @@ def test_lost_lives_end_the_learners_episode_but_games_are_reported_whole():
 
 
 OVERFLOW_SCRIPT = """
-import time, numpy as np, torch
-from a3c.learn.model import build_model, flatten_parameters
-from a3c.learn.optim import make_optimizer
+import sys, torch
+sys.path.insert(0, {here!r})
+from test_worker import make_worker
 from a3c.record.rows import Stat
-from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun
-from a3c.run.board import EpisodeBoard
-from a3c.run.worker import Worker
-from a3c.spec.config import Config
-from a3c.spec.environment import describe_env
-from a3c.spec.seeding import WorkerSeeds
-cfg = Config(env="CartPole-v1", workers=1, total_steps=10**6)
-spec = describe_env(cfg.env, cfg.env_kwargs)
-params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
-run = SharedRun(params, make_optimizer(cfg.optimizer, params, cfg.lr, 1), EpisodeBoard(1), cfg.total_steps)
-worker = Worker(0, SharedMemoryCoordinator(run).channel(0), cfg, spec, time.time(), WorkerSeeds(1, 0, 0, 0))
+worker, coordinator = make_worker(env="CartPole-v1")
+params = coordinator.run.params
 backward = worker.backprop.backward
 def huge(*args):  # every gradient entry finite, their float32 sum of squares not
     backward(*args)
@@ -562,7 +554,10 @@ def test_a_gradient_whose_float32_square_sum_overflows_is_clipped_and_applied_wi
     it again in float64, clips and applies the update, and the warning (a3c.run.worker filters it) never reaches
     the terminal. In a fresh interpreter with warnings shown, since pytest resets filters between tests."""
     proc = subprocess.run(
-        [sys.executable, "-W", "default", "-c", OVERFLOW_SCRIPT], capture_output=True, text=True, timeout=120
+        [sys.executable, "-W", "default", "-c", OVERFLOW_SCRIPT.format(here=str(Path(__file__).parent))],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0 and "applied" in proc.stdout, proc.stderr[-3000:]
     assert "Warning" not in proc.stderr, proc.stderr
