@@ -196,10 +196,11 @@ def preset_line(config: Config, sources: dict[str, str]) -> str | None:
     win); None when no preset applies."""
     if config.preset is None:
         return None
-    preset = load_presets()[config.preset]
+    preset = preset_table(config.preset_file)[config.preset]
+    where = config.preset_file or "a3c/spec/presets.toml"
     applied = [_as_flag(name, value) for name, value in preset.items() if sources.get(name) == PRESET]
     beaten = [_as_flag(name, getattr(config, name)) for name in preset if sources.get(name) == FLAG]
-    line = f"a3c: preset {config.preset} (a3c/spec/presets.toml) sets {' '.join(applied) or 'nothing here'}"
+    line = f"a3c: preset {config.preset} ({where}) sets {' '.join(applied) or 'nothing here'}"
     if beaten:
         return line + f"; the flags given win: {' '.join(beaten)}"
     return line + " (a flag given wins over it; --preset none: the plain defaults)"
@@ -210,7 +211,7 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
     while the preset's linear lr schedule stays: the lr then decays to 0 at the new end, far faster than tuned."""
     if config.preset is None or config.lr_schedule != "linear" or sources.get("lr_schedule") != PRESET:
         return None
-    planned = load_presets()[config.preset].get("total_steps")
+    planned = preset_table(config.preset_file)[config.preset].get("total_steps")
     if sources.get("total_steps") != FLAG or not isinstance(planned, int):
         return None
     if config.total_steps >= SHORT_RUN_RATIO * planned:
