@@ -311,16 +311,11 @@ def test_a_new_run_prints_its_preset_line_and_a_resume_does_not(tmp_path):
     assert f"a3c: resuming {run} at step " in resumed.stderr and " with 1 worker" in resumed.stderr
 
 
-def _write_presets(tmp_path, text):
-    path = tmp_path / "mine.toml"
-    path.write_text(text)
-    return str(path)
-
-
 def test_the_preset_line_and_its_warning_read_the_preset_file_the_run_uses(tmp_path):
     """A preset of --preset-file named like a shipped one (CartPole-v1): the line shows the file's settings, not
     presets.toml's."""
-    file = _write_presets(tmp_path, '["CartPole-v1"]\nlr = 0.002\ntotal-steps = 1_000_000\nlr-schedule = "linear"\n')
-    line, warning = _lines(["--env", "CartPole-v1", "--preset-file", file, "--total-steps", "1000"])
-    assert line.startswith(f"a3c: preset CartPole-v1 ({file}) sets --lr 0.002 --lr-schedule linear;")
+    path = tmp_path / "mine.toml"
+    path.write_text('[CartPole-v1]\nlr = 0.002\ntotal-steps = 1_000_000\nlr-schedule = "linear"\n')
+    line, warning = _lines(["--env", "CartPole-v1", "--preset-file", str(path), "--total-steps", "1000"])
+    assert line.startswith(f"a3c: preset CartPole-v1 ({path}) sets --lr 0.002 --lr-schedule linear;")
     assert warning is not None and "1,000,000 steps preset CartPole-v1" in warning
