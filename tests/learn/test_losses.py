@@ -302,7 +302,9 @@ def test_normalized_advantages_have_mean_zero_and_unit_sample_std_and_keep_the_o
         return
     ref = torch.from_numpy(adv.astype(np.float64))
     expected = ((ref - ref.mean()) / (ref.std() + 1e-8)).numpy()
-    tol = 1e-5 if dtype == np.float32 else 1e-7
+    # the float64 arithmetic of both sides loses ~eps64 * |shift| / scale to the offset (shift 820, scale 1e-6:
+    # 1.8e-7): beyond that conditioning no implementation can agree closer
+    tol = max(1e-5 if dtype == np.float32 else 1e-7, 8 * np.finfo(np.float64).eps * (abs(shift) / scale + 1))
     np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
     assert abs(float(out.astype(np.float64).mean())) < tol
     order = np.argsort(adv, axis=None)
