@@ -18,6 +18,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from a3c.spec.atari import atari_kwargs, atari_preprocessing
 from a3c.spec.errors import UserError, install_extra
 
 # the action spaces a3c.learn.distributions.make_distribution has a distribution for (checked here without torch: the
@@ -194,7 +195,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     ``atari_wrappers``); Dict/Tuple observations are flattened."""
     _register_project_envs()
     user_kwargs = dict(env_kwargs or {})
-    kwargs = _atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
+    kwargs = atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
     module = env_module(env_id)
     if module is not None:
         try:
@@ -279,41 +280,12 @@ def _makes(env_id: str, kwargs: dict[str, Any]) -> bool:
     return True
 
 
-def _atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Register the ALE ids (ale-py ships the ROMs) and make the env without its own frame skip: the preprocessing
-    skips frames, once. Its own observations are the 128 bytes of the console's RAM (unless --env-kwargs asks
-    otherwise): the preprocessing reads the screen from the emulator itself and drops the env's observation, so a
-    copy of the screen at every frame would be made for nothing (an RGB copy: 10-18% of an agent step through the
-    wrappers on Pong; a grey one still ~40 us of ~390). The same observations bit for bit (tests/test_atari.py)."""
-    try:
-        import ale_py
-    except ImportError:
-        raise UserError(f"{env_id} needs ale-py; install the extra: {install_extra('atari')}") from None
-    gym.register_envs(ale_py)
-    if kwargs.get("frameskip", 1) != 1:
-        raise UserError(
-            f"--env-kwargs frameskip={kwargs['frameskip']}: a3c's Atari preprocessing skips 4 frames itself; drop it"
-        )
-    return {"obs_type": "ram", **kwargs, "frameskip": 1}
-
-
 def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
-    """The DQN/A3C preprocessing: no-op starts (up to 30), frame skip 4 (max over the last two frames), 84x84 grey,
-    4 frames stacked (channels first: uint8 [4, 84, 84]); when ``training``, a lost life ends the episode for the
-    learner (``LifeLossTerminal``) while the game and its reported return go on."""
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84, terminal_on_life_loss=False)
-    _screen_sized_buffers(env)
-    env = gym.wrappers.FrameStackObservation(env, 4)
+    """The DQN/A3C preprocessing (a3c.spec.atari: no-op starts, frame skip 4 with max-pooling, 84x84 grey, 4 frames
+    stacked: uint8 [4, 84, 84]); when ``training``, a lost life ends the episode for the learner
+    (``LifeLossTerminal``) while the game and its reported return go on."""
+    env = atari_preprocessing(env)
     return LifeLossTerminal(env) if training else env
-
-
-def _screen_sized_buffers(preprocessing: gym.wrappers.AtariPreprocessing) -> None:
-    """AtariPreprocessing sizes the two frames it max-pools by the env's observation space, assuming the env observes
-    the screen; here the env observes its RAM (_atari_kwargs), so size them by the emulator's screen, which is what
-    the wrapper reads into them (``ale.getScreenGrayscale`` / ``getScreenRGB``)."""
-    height, width = preprocessing.unwrapped.ale.getScreenDims()  # type: ignore[attr-defined]
-    shape = (height, width) if preprocessing.grayscale_obs else (height, width, 3)
-    preprocessing.obs_buffer = [np.empty(shape, dtype=np.uint8), np.empty(shape, dtype=np.uint8)]
 
 
 class LifeLossTerminal(gym.Wrapper):
