@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c.spec.config import Config
+from a3c.spec.cpu import native_bf16
 from a3c.spec.errors import UserError
 
 if sys.version_info >= (3, 11):
@@ -32,6 +33,7 @@ NOT_PRESETTABLE: frozenset[str] = frozenset(
 )
 
 DEFAULT, PRESET, FLAG, CHECKPOINT = "default", "preset", "flag", "checkpoint"  # the sources --show-config names
+CPU = "preset, off: this CPU has no bfloat16 instructions"  # a preset's --bf16 dropped (see resolve_config)
 
 
 def flag_name(field_name: str) -> str:
@@ -185,6 +187,10 @@ def resolve_config(values: dict[str, Any], given: set[str]) -> tuple[Config, dic
     resolved["preset"] = name
     if name is not None and "preset" not in given:
         sources["preset"] = PRESET  # chosen by --env
+    if resolved.get("bf16") and sources.get("bf16") == PRESET and not native_bf16():
+        # a preset's --bf16 was measured where the CPU computes bfloat16 natively (1.3x float32's frames/s on Atari);
+        # elsewhere oneDNN emulates it, slower than float32, so the run takes float32 (a typed --bf16 stays)
+        resolved["bf16"], sources["bf16"] = False, CPU
     return Config(**resolved).validate(), sources
 
 
@@ -201,6 +207,8 @@ def preset_line(config: Config, sources: dict[str, str]) -> str | None:
     applied = [_as_flag(name, value) for name, value in preset.items() if sources.get(name) == PRESET]
     beaten = [_as_flag(name, getattr(config, name)) for name in preset if sources.get(name) == FLAG]
     line = f"a3c: preset {config.preset} ({where}) sets {' '.join(applied) or 'nothing here'}"
+    if sources.get("bf16") == CPU:
+        line += "; not its --bf16: this CPU has no bfloat16 instructions (float32 is faster here)"
     if beaten:
         return line + f"; the flags given win: {' '.join(beaten)}"
     return line + " (a flag given wins over it; --preset none: the plain defaults)"

@@ -319,3 +319,24 @@ def test_the_preset_line_and_its_warning_read_the_preset_file_the_run_uses(tmp_p
     line, warning = _lines(["--env", "CartPole-v1", "--preset-file", str(path), "--total-steps", "1000"])
     assert line.startswith(f"a3c: preset CartPole-v1 ({path}) sets --lr 0.002 --lr-schedule linear;")
     assert warning is not None and "1,000,000 steps preset CartPole-v1" in warning
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_presets_bf16_holds_only_on_a_cpu_with_bfloat16_instructions(tmp_path, monkeypatch, native):
+    from a3c.spec import presets
+
+    monkeypatch.setattr(presets, "native_bf16", lambda: native)
+    path = tmp_path / "p.toml"
+    path.write_text('["ALE/Pong-v5"]\nbf16 = true\nn-steps = 20\n')
+    config, sources, _ = parse_cli(["--env", "ALE/Pong-v5", "--preset-file", str(path)])
+    assert config.bf16 is native and config.n_steps == 20
+    line = presets.preset_line(config, sources)
+    if native:
+        assert sources["bf16"] == "preset" and "--bf16" in line and "bfloat16" not in line
+    else:
+        assert sources["bf16"] == presets.CPU and "--bf16" not in line.split(";")[0]
+        assert "not its --bf16: this CPU has no bfloat16 instructions (float32 is faster here)" in line
+        assert presets.CPU in presets.format_config(config, sources)
+    # a --bf16 typed is the user's, on any CPU
+    typed, typed_sources, _ = parse_cli(["--env", "ALE/Pong-v5", "--preset-file", str(path), "--bf16"])
+    assert typed.bf16 and typed_sources["bf16"] == "flag"
