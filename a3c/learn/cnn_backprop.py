@@ -111,7 +111,9 @@ class CnnBackprop:
         self.compute_dtype = self.dtype
         if torso.bf16:
             self.compute_dtype = torch.bfloat16
-            self.copies = [(w.detach().to(torch.bfloat16), b.detach().to(torch.bfloat16)) for w, b in self.layer_params]
+            # the convolutions' copies channels-last: their outputs then come channels-last too, the layout the
+            # record keeps for the update (a plain copy a step, not a transposition) and oneDNN's faster one
+            self.copies = [(_bf16_copy(w), b.detach().to(torch.bfloat16)) for w, b in self.layer_params]
         self.compute_params = self.layer_params if self.copies is None else self.copies  # what the layers run with
 
     @classmethod
@@ -307,3 +309,10 @@ class CnnBackprop:
                     conv.weight.grad.mul_(self.torso.scale)  # the inputs were kept unscaled (backward_inputs)
                 conv.bias.grad.copy_(d_b)
                 d_out = d_in
+
+
+def _bf16_copy(weight: torch.Tensor) -> torch.Tensor:
+    """A layer's bfloat16 weight for --bf16 (refreshed in place, keeping its layout): channels-last for a
+    convolution's."""
+    copy = weight.detach().to(torch.bfloat16)
+    return copy.contiguous(memory_format=torch.channels_last) if copy.dim() == 4 else copy
