@@ -24,7 +24,9 @@ the kept activations are stored channels-last as they are recorded. Every parame
 CnnTorso.forward's autocast casts every weight on every call (the dense layer's 6.4 MB on every acting pass). The
 kept activations and the frames' copy are bfloat16 (half the memory traffic); the heads, the loss and every gradient
 buffer stay in the parameters' dtype: each layer's gradient is computed in bfloat16, as autocast's backward computes
-it, and written into the float32 gradient.
+it, and written into the float32 gradient. With uint8 frames the input scale (1/255) is in the first layer's copy
+instead of the frames, so acting converts each step's frames once, unscaled, into the update's buffer (the record's
+``inputs``), and the update copies no frames at all (it did: ~2.4 ms of a Pong update of 80 rows).
 
 ``CnnBackprop.of`` returns None for models it does not cover (an LSTM core, a non-Linear policy head such as the
 Gaussian's, an MLP torso): those go through autograd as before."""
@@ -115,6 +117,11 @@ class CnnBackprop:
             # record keeps for the update (a plain copy a step, not a transposition) and oneDNN's faster one
             self.copies = [(_bf16_copy(w), b.detach().to(torch.bfloat16)) for w, b in self.layer_params]
         self.compute_params = self.layer_params if self.copies is None else self.copies  # what the layers run with
+        # --bf16 of uint8 frames: the input scale (1/255) goes into the first layer's bfloat16 copy, so the layers
+        # take the frames unscaled (exact in bfloat16), and acting converts each step's frames once, straight into
+        # the update's copy of them (the record's ``inputs``): no scaling pass a step, no copy of the rollout's frames
+        # at the update. conv(x, s W) = conv(s x, W) up to bfloat16's rounding of either product.
+        self.scale_in_weights = self.copies is not None and torso.scale != 1.0
 
     @classmethod
     def of(cls, model: ActorCritic) -> CnnBackprop | None:
@@ -149,8 +156,13 @@ class CnnBackprop:
         return x.permute(0, 3, 1, 2) if self.torso.channels_last else x
 
     def inputs(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
-        """CnnTorso.forward's input: [B, C, H, W] in the layers' compute dtype, scaled."""
-        return self.image(obs).to(self.compute_dtype) * self.torso.scale
+        """What the layers take: [B, C, H, W] in their compute dtype, scaled (CnnTorso.forward's input), or unscaled
+        where the first layer's weights carry the scale (``scale_in_weights``)."""
+        return self._converted(self.image(obs))
+
+    def _converted(self, image: torch.Tensor) -> torch.Tensor:
+        x = image.to(self.compute_dtype)
+        return x if self.scale_in_weights else x * self.torso.scale
 
     def backward_inputs(self, obs: torch.Tensor, into: torch.Tensor | None = None) -> torch.Tensor:
         """The update's copy of the first convolution's input: the compute dtype, channels-last, *unscaled* (one
@@ -164,8 +176,8 @@ class CnnBackprop:
     def _refresh_copies(self) -> None:
         """--bf16: the layers' bfloat16 copies from their weights as they are now (a no-op otherwise)."""
         if self.copies is not None:
-            for (w, b), (w_copy, b_copy) in zip(self.layer_params, self.copies, strict=True):
-                w_copy.copy_(w)
+            for i, ((w, b), (w_copy, b_copy)) in enumerate(zip(self.layer_params, self.copies, strict=True)):
+                w_copy.copy_(w * self.torso.scale if i == 0 and self.scale_in_weights else w)
                 b_copy.copy_(b)
 
     def _layers(self, x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -205,11 +217,19 @@ class CnnBackprop:
         if step is None or step == 0:
             self._refresh_copies()
         with torch.no_grad():
-            outs, features = self._layers(self.inputs(obs))
-            params = self._heads(features, self.policy_head)
+            image = self.image(obs)
             rec = self.recorded
-            if rec is not None and step is not None and rec.next_is(step, params.shape[0]):
-                rows = slice(step * rec.envs, (step + 1) * rec.envs)
+            recording = rec is not None and step is not None and rec.next_is(step, image.shape[0])
+            rows = slice(step * rec.envs, (step + 1) * rec.envs) if rec is not None and step is not None else None
+            if recording and self.scale_in_weights:
+                assert rec is not None and rows is not None
+                x = rec.inputs[rows].copy_(image)  # (the frames unscaled, converted once: the update's input too)
+            else:
+                x = self._converted(image)
+            outs, features = self._layers(x)
+            params = self._heads(features, self.policy_head)
+            if recording:
+                assert rec is not None and rows is not None
                 for kept, out in zip(rec.conv_outs, outs, strict=True):
                     kept[rows] = out
                 rec.features[rows] = features
@@ -229,9 +249,12 @@ class CnnBackprop:
         flat = obs_t.reshape((T + 1) * K, *obs_t.shape[2:])
         with torch.no_grad():
             rec = self.recorded
-            inputs = self.backward_inputs(
-                flat[:rows], None if rec is None or rec.inputs.shape[0] != rows else rec.inputs
-            )
+            if rec is not None and rec.complete(T, K) and self.scale_in_weights:
+                inputs = rec.inputs  # (written by the acting passes)
+            else:
+                inputs = self.backward_inputs(
+                    flat[:rows], None if rec is None or rec.inputs.shape[0] != rows else rec.inputs
+                )
             if rec is not None and rec.complete(T, K):
                 conv_outs, features, params = rec.conv_outs, rec.features, rec.params
                 boundary = self._layers(self.inputs(flat[rows:]))[1]
