@@ -223,7 +223,9 @@ class CnnBackprop:
             rows = slice(step * rec.envs, (step + 1) * rec.envs) if rec is not None and step is not None else None
             if recording and self.scale_in_weights:
                 assert rec is not None and rows is not None
-                x = rec.inputs[rows].copy_(image)  # (the frames unscaled, converted once: the update's input too)
+                # the frames unscaled, converted once: the update's input too. (Converted first, then laid out
+                # channels-last: a conversion and a transposition in one copy_ take 2.3x as long, 118 against 52 us)
+                x = rec.inputs[rows].copy_(image.to(self.compute_dtype))
             else:
                 x = self._converted(image)
             outs, features = self._layers(x)
@@ -294,7 +296,7 @@ class CnnBackprop:
             value.bias.grad.copy_(dv.sum().reshape(1))
             # d features, then through the dense layer's ReLU
             d = torch.addmm(dv.unsqueeze(1) * value.weight, dp, head.weight)
-            d.mul_(features > 0)
+            d = _relu_backward(d, features)
             d = d.to(compute)  # from here down, the torso's dtype (a no-op but under --bf16)
             dense = self.dense
             assert dense.weight.grad is not None and dense.bias is not None and dense.bias.grad is not None
@@ -311,7 +313,7 @@ class CnnBackprop:
             d_out = d_out.contiguous(memory_format=torch.channels_last)
             for i in range(len(self.convs) - 1, -1, -1):
                 conv, out = self.convs[i], saved.conv_outs[i]
-                d_out.mul_(out > 0)  # through the ReLU
+                d_out = _relu_backward(d_out, out)
                 layer_input = saved.inputs if i == 0 else saved.conv_outs[i - 1]
                 d_in, d_w, d_b = torch.ops.aten.convolution_backward(
                     d_out,
@@ -339,3 +341,10 @@ def _bf16_copy(weight: torch.Tensor) -> torch.Tensor:
     convolution's."""
     copy = weight.detach().to(torch.bfloat16)
     return copy.contiguous(memory_format=torch.channels_last) if copy.dim() == 4 else copy
+
+
+def _relu_backward(grad: torch.Tensor, relu_out: torch.Tensor) -> torch.Tensor:
+    """The gradient through a ReLU from its output: ``grad`` where the output is positive, else 0, in one pass (the
+    kernel autograd's ReLU backward calls). ``grad * (out > 0)`` makes a mask and converts it to ``grad``'s dtype
+    first: 1.84 ms against 0.16 ms for the first convolution's 80 x 32 x 20 x 20 in bfloat16, channels-last."""
+    return torch.ops.aten.threshold_backward(grad, relu_out, 0)
