@@ -155,7 +155,8 @@ class Config:
         group="model",
         help="image observations: the CNN torso computes in bfloat16 (the workers on bfloat16 copies of its weights "
         "made once a rollout, evaluation under CPU autocast; weights, gradients, optimizer and loss stay float32). "
-        "Pays on CPUs with AVX-512 BF16 or AMX (oneDNN's bf16 kernels), costs elsewhere",
+        "Pays on CPUs with AVX-512 BF16 or AMX (oneDNN's bf16 kernels), costs elsewhere; the atari preset sets it "
+        "on those CPUs only",
     )
     normalize_obs: bool = flag(
         False,
