@@ -251,13 +251,16 @@ class CnnBackprop:
         flat = obs_t.reshape((T + 1) * K, *obs_t.shape[2:])
         with torch.no_grad():
             rec = self.recorded
-            if rec is not None and rec.complete(T, K) and self.scale_in_weights:
+            recorded = rec is not None and rec.complete(T, K)
+            if recorded and self.scale_in_weights:
+                assert rec is not None
                 inputs = rec.inputs  # (written by the acting passes)
             else:
                 inputs = self.backward_inputs(
                     flat[:rows], None if rec is None or rec.inputs.shape[0] != rows else rec.inputs
                 )
-            if rec is not None and rec.complete(T, K):
+            if recorded:
+                assert rec is not None
                 conv_outs, features, params = rec.conv_outs, rec.features, rec.params
                 boundary = self._layers(self.inputs(flat[rows:]))[1]
                 all_features = torch.cat((features, boundary))

@@ -48,15 +48,10 @@ def atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"obs_type": "ram", **kwargs, "frameskip": 1}
 
 
-def atari_preprocessing(env: gym.Env) -> gym.Env:
-    """The preprocessing of the module docstring over an ALE env made with ``atari_kwargs``.
-    gymnasium.error.DependencyNotInstalled without OpenCV."""
-    return AtariFrames(env)
-
-
 class AtariFrames(gym.Wrapper):
     """No-op starts, frame skip 4 with max-pooling, 84x84 grey and 4 stacked frames in one wrapper over an ALE env
-    (discrete actions, no frame skip of its own), stepping the emulator directly (the module docstring)."""
+    (discrete actions, no frame skip of its own, made with ``atari_kwargs``), stepping the emulator directly (the
+    module docstring). gymnasium.error.DependencyNotInstalled without OpenCV."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)

@@ -18,7 +18,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from a3c.spec.atari import atari_kwargs, atari_preprocessing
+from a3c.spec.atari import AtariFrames, atari_kwargs
 from a3c.spec.errors import UserError, install_extra
 
 # the action spaces a3c.learn.distributions.make_distribution has a distribution for (checked here without torch: the
@@ -284,7 +284,7 @@ def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
     """The DQN/A3C preprocessing (a3c.spec.atari: no-op starts, frame skip 4 with max-pooling, 84x84 grey, 4 frames
     stacked: uint8 [4, 84, 84]); when ``training``, a lost life ends the episode for the learner
     (``LifeLossTerminal``) while the game and its reported return go on."""
-    env = atari_preprocessing(env)
+    env = AtariFrames(env)
     return LifeLossTerminal(env) if training else env
 
 
