@@ -122,6 +122,13 @@ class CnnBackprop:
         # the update's copy of them (the record's ``inputs``): no scaling pass a step, no copy of the rollout's frames
         # at the update. conv(x, s W) = conv(s x, W) up to bfloat16's rounding of either product.
         self.scale_in_weights = self.copies is not None and torso.scale != 1.0
+        # the frames' background level (a3c.spec.background), in the frames' own units: subtracted from every input
+        # before anything else (CnnTorso.forward subtracts it after the scale: the same, (x - m) s = s x - c), so
+        # the record and the update's copy hold the frames minus their background, which for uint8 frames are
+        # integers in -255..255, exact in bfloat16 too. (Not a bias folded into the first layer, b - c sum(W): its
+        # weight gradient would then be s sum(d x) - c sum(d), two near-equal terms on a frame that is mostly
+        # background, whose difference bfloat16's rounding of the first swamps)
+        self.level = torso.shift / torso.scale if torso.shift else 0.0
 
     @classmethod
     def of(cls, model: ActorCritic) -> CnnBackprop | None:
@@ -161,17 +168,30 @@ class CnnBackprop:
         return self._converted(self.image(obs))
 
     def _converted(self, image: torch.Tensor) -> torch.Tensor:
-        x = image.to(self.compute_dtype)
+        x = self._shifted(image)
         return x if self.scale_in_weights else x * self.torso.scale
+
+    def _shifted(self, image: torch.Tensor) -> torch.Tensor:
+        """The frames in the compute dtype, minus the background level (a new tensor then, never ``image``): uint8
+        frames converted first (integers, exact in bfloat16 too), others in the parameters' dtype first (as
+        CnnTorso.forward computes it, before autocast rounds it to bfloat16)."""
+        if not self.level:
+            return image.to(self.compute_dtype)
+        if image.dtype == torch.uint8:
+            return image.to(self.compute_dtype, copy=True).sub_(self.level)
+        return (image.to(self.dtype) - self.level).to(self.compute_dtype)
 
     def backward_inputs(self, obs: torch.Tensor, into: torch.Tensor | None = None) -> torch.Tensor:
         """The update's copy of the first convolution's input: the compute dtype, channels-last, *unscaled* (one
         conversion of the uint8 frames, exact in bfloat16 too; ``backward`` scales the first layer's weight gradient
-        instead, which is linear in it)."""
+        instead, which is linear in it), minus the background level."""
         image = self.image(obs)
         if into is None:
             into = torch.empty(image.shape, dtype=self.compute_dtype, memory_format=torch.channels_last)
-        return into.copy_(image)
+        if self.level and image.dtype != torch.uint8:
+            return into.copy_(image.to(self.dtype) - self.level)  # (as ``_shifted``: rounded once)
+        into.copy_(image)
+        return into.sub_(self.level) if self.level else into
 
     def _refresh_copies(self) -> None:
         """--bf16: the layers' bfloat16 copies from their weights as they are now (a no-op otherwise)."""
@@ -225,7 +245,7 @@ class CnnBackprop:
                 assert rec is not None and rows is not None
                 # the frames unscaled, converted once: the update's input too. (Converted first, then laid out
                 # channels-last: a conversion and a transposition in one copy_ take 2.3x as long, 118 against 52 us)
-                x = rec.inputs[rows].copy_(image.to(self.compute_dtype))
+                x = rec.inputs[rows].copy_(self._shifted(image))
             else:
                 x = self._converted(image)
             outs, features = self._layers(x)

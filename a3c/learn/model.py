@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from a3c.learn.distributions import Distribution, make_distribution
+from a3c.spec.background import NATURE_CNN_MIN_SIDE, image_side
 from a3c.spec.environment import is_image
 
 if TYPE_CHECKING:
@@ -84,14 +85,22 @@ class CnnTorso(Torso):
     picture. Sized with a dummy forward pass."""
 
     def __init__(
-        self, shape: tuple[int, ...], channels_last: bool, scale: float, width: int = 512, bf16: bool = False
+        self,
+        shape: tuple[int, ...],
+        channels_last: bool,
+        scale: float,
+        width: int = 512,
+        bf16: bool = False,
+        shift: float = 0.0,
     ) -> None:
         super().__init__()
         self.channels_last, self.scale, self.width, self.bf16 = channels_last, scale, width, bf16
+        # subtracted from the scaled input: the frames' background level (a3c.spec.background), so that it is 0
+        self.shift = shift
         self.add_channel = len(shape) == 2
         c, h, w = (1, *shape) if self.add_channel else ((shape[2], shape[0], shape[1]) if channels_last else shape)
         self.image_shape = (c, h, w)  # what the convolutions take: [C, H, W]
-        if min(h, w) >= 36:
+        if min(h, w) >= NATURE_CNN_MIN_SIDE:
             convs = [nn.Conv2d(c, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(), nn.Conv2d(64, 64, 3, 1)]
         else:
             convs = [nn.Conv2d(c, 32, 3, 1, padding=1), nn.ReLU(), nn.Conv2d(32, 64, 3, 2, padding=1)]
@@ -105,6 +114,8 @@ class CnnTorso(Torso):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.to(cast(nn.Linear, self.fc[0]).weight.dtype) * self.scale
+        if self.shift:
+            x = x - self.shift
         if self.add_channel:
             x = x.unsqueeze(1)
         elif self.channels_last:
@@ -135,6 +146,13 @@ def input_scale(observation_space: gym.spaces.Box, config: Config) -> float:
     return 1.0 / 255.0 if observation_space.dtype == np.uint8 and not config.normalize_obs else 1.0
 
 
+def input_shift(observation_space: gym.spaces.Box, config: Config) -> float:
+    """What the CNN subtracts from its scaled input: ``config.input_shift`` (the frames' background level, measured
+    when the run started: a3c.spec.background) where the Nature CNN takes the observations, else 0."""
+    shift = float(config.input_shift or 0.0)
+    return shift if shift and image_side(observation_space) >= NATURE_CNN_MIN_SIDE else 0.0
+
+
 def make_torso(observation_space: gym.spaces.Box, config: Config) -> Torso:
     """The torso for an observation space (the one place that chooses it). Images: channels-last when the last
     dimension is smaller than the first ([84, 84, 4], [10, 12, 3]), channels-first otherwise ([4, 84, 84],
@@ -142,7 +160,8 @@ def make_torso(observation_space: gym.spaces.Box, config: Config) -> Torso:
     scale = input_scale(observation_space, config)
     shape = tuple(observation_space.shape)
     if is_image(observation_space):
-        return CnnTorso(shape, len(shape) == 3 and shape[-1] < shape[0], scale, bf16=config.bf16)
+        channels_last = len(shape) == 3 and shape[-1] < shape[0]
+        return CnnTorso(shape, channels_last, scale, bf16=config.bf16, shift=input_shift(observation_space, config))
     return MlpTorso(int(np.prod(shape)), config.hidden_sizes, scale)
 
 

@@ -66,7 +66,13 @@ REQUIRED: dict[str, type | tuple[type, ...]] = {
     "rng": dict,
 }
 # settings added after checkpoints of format 1 were first written: what a checkpoint without them was trained with
-ADDED_SETTINGS: dict[str, Any] = {"shared_torso": True, "lstm": 0, "normalize_obs": False, "normalize_reward": False}
+ADDED_SETTINGS: dict[str, Any] = {
+    "shared_torso": True,
+    "lstm": 0,
+    "normalize_obs": False,
+    "normalize_reward": False,
+    "input_shift": 0.0,  # (the CNN's input was not shifted before a3c.spec.background)
+}
 # the payload entry that records what the model multiplies its observations by (a3c.learn.model.input_scale): stamped by
 # save_checkpoint, read back by saved_input_scale (a checkpoint without it gets the scale its a3c used)
 INPUT_SCALE = "input_scale"

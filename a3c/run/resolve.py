@@ -10,6 +10,7 @@ settings again or reads the checkpoint again.
     check_compatible   --resume: the checkpoint's model fits the env and the model this run builds
     start_fork_server  a new run: the fork server starts now, so that it imports torch while this process does
     resolve_workers    --workers auto: the count measured (a3c/run/workers_auto.py)
+    resolve_input_shift  a new run on frames: their background level, which the CNN subtracts (a3c/spec/background.py)
 
 Every check a user's input can fail comes before any process and any directory exists; each failure is one
 UserError (on the command line one line and exit code 2; from a3c.train a ValueError with the same message).
@@ -45,6 +46,7 @@ import gymnasium as gym
 from a3c.record.run_dir import check_new_run_dir, resume_checkpoint
 from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
+from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
@@ -93,6 +95,14 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     else:
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
     config = resolve_workers(config, spec)  # --workers auto: measured now, while the fork server starts
+    if resume is None:  # a new run's frames: their background level, which the CNN takes off (a resume keeps its own)
+        config = resolve_input_shift(config, spec)
+        if config.input_shift:
+            print(
+                f"a3c: the frames' background level ({config.input_shift * 255:.0f} of 255) is taken off the CNN's "
+                "input (a3c/spec/background.py)",
+                file=sys.stderr,
+            )
     if config.track and config.wandb_id is None:  # (a resumed run keeps its checkpoint's: the same W&B run)
         config = dataclasses.replace(config, wandb_id=new_wandb_id())
     session = 0 if resume is None else int(resume.get("session", 0)) + 1

@@ -323,6 +323,9 @@ class Config:
     # not a flag: what the model multiplies its observations by (a3c.learn.model.input_scale); None: chosen from the
     # observation space. A resumed run or a loaded agent takes its checkpoint's (a3c.record.checkpoint.saved_settings)
     input_scale: float | None = flag(None, help="", internal=True)
+    # not a flag: what the CNN subtracts from its scaled input, the frames' background level (a3c.spec.background);
+    # None or 0: nothing. Measured when a new run starts; a resumed run or a loaded agent takes its checkpoint's
+    input_shift: float | None = flag(None, help="", internal=True)
     # not a flag: the W&B run id of a run with --track (set by a3c.run.resolve; a resume goes on in the same W&B run)
     wandb_id: str | None = flag(None, help="", internal=True)
 

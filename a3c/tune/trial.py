@@ -67,7 +67,7 @@ def preset_settings(config: Config, workers_typed: bool) -> dict[str, Any]:
     defaults = Config().to_dict()
     settings = {}
     for name, value in config.to_dict().items():
-        if name in NOT_PRESETTABLE or name in ("workers_auto", "input_scale", "wandb_id"):
+        if name in NOT_PRESETTABLE or name in ("workers_auto", "input_scale", "input_shift", "wandb_id"):
             continue
         if name == "workers" and not workers_typed:
             continue

@@ -73,11 +73,18 @@ SPACES = {
 }
 
 
+# the frames' background level (a3c.spec.background: Pong's, 87 / 255), which the CNN subtracts from its scaled input
+# (a3c gives one to the Nature CNN's uint8 frames only, a3c.learn.model.input_shift; the passes by hand take any)
+SHIFTS = {"no shift": 0.0, "background shift": 87 / 255}
+
+
 @pytest.mark.parametrize("space", SPACES.values(), ids=SPACES.keys())
 @pytest.mark.parametrize("acted_steps", [range(T), [], [0, 2]], ids=["recorded", "not-acted", "out-of-order"])
-def test_the_update_after_acting_is_autograds(space, acted_steps):
+@pytest.mark.parametrize("shift", SHIFTS.values(), ids=SHIFTS.keys())
+def test_the_update_after_acting_is_autograds(space, acted_steps, shift):
     torch.manual_seed(3)
     model, grads = built(space)
+    model.actor.shift = shift
     gen = torch.Generator().manual_seed(5)
     obs = observations(space, gen)
     dparams = torch.randn(T * K, 4, generator=gen)
@@ -156,7 +163,8 @@ def test_a_float64_model_keeps_its_activations_in_float64():
 
 
 @pytest.mark.parametrize("space", SPACES.values(), ids=SPACES.keys())
-def test_bf16_updates_by_hand_are_autocasts_and_follow_each_rollouts_weights(space):
+@pytest.mark.parametrize("shift", SHIFTS.values(), ids=SHIFTS.keys())
+def test_bf16_updates_by_hand_are_autocasts_and_follow_each_rollouts_weights(space, shift):
     """--bf16: the torso computes in bfloat16 on copies of its weights made at each rollout's first acting pass;
     the params, values and gradients are as near float32 autograd's as autograd's through CnnTorso.forward's
     autocast to bfloat16 is (within twice its distance, which is 0.1-8% of the norm here), and the same as autocast's
@@ -164,9 +172,11 @@ def test_bf16_updates_by_hand_are_autocasts_and_follow_each_rollouts_weights(spa
     frames the input scale is in the first layer's bfloat16 copy instead (the frames go in unscaled, exact), so the
     roundings differ from autocast's (which rounds the scaled frames), not their size. After the weights change (a
     pull) the next rollout's update follows the new weights, not the old copies (which would be ~50% off). The
-    record holds bfloat16; the gradients and params come back float32."""
+    record holds bfloat16; the gradients and params come back float32. With the frames' background level taken off
+    the input (exact for uint8 frames) the same holds."""
     torch.manual_seed(12)
     model, grads = built(space, bf16=True)
+    model.actor.shift = shift
     backprop = recording(model)
     assert backprop.compute_dtype == torch.bfloat16 and backprop.recorded.conv_outs[0].dtype == torch.bfloat16
     assert backprop.scale_in_weights == (space.dtype == np.uint8)
