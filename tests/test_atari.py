@@ -1,5 +1,6 @@
 """ALE/Pong-v5 end to end (the [atari] extra): a short training run with and without --lstm, with an evaluation
-during training, then `python -m a3c.evaluate` and `a3c.load(...).act` on the game's own observations."""
+during training (the frames' background level measured and recorded), then `python -m a3c.evaluate` and
+`a3c.load(...).act` on the game's own observations."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["preset"] == "atari" and config["optimizer"] == "rmsprop" and config["n_steps"] == 20
     assert config["lstm"] == (32 if lstm else config["lstm"])
+    assert config["input_shift"] == 87 / 255  # Pong's grey background, taken off the CNN's input (a3c.spec.background)
+    assert "background level (87 of 255)" in done.stderr
     s = summary(run_dir)
     assert s["total_steps"] >= 600 and s["updates"] > 0 and s["skipped_updates"] == 0
     assert s["evaluations"] >= 1 and s["eval_last_mean_return"] is not None  # a whole game, greedy, on its own env
@@ -46,6 +49,7 @@ def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
     assert len(result["returns"]) == 1 and -21 <= result["returns"][0] <= 21
 
     agent = a3c.load(run_dir)
+    assert agent.model.actor.shift == 87 / 255  # the level the run trained with
     env = make_env("ALE/Pong-v5", {}, training=False)  # what a user plays: the same preprocessing, whole games
     obs, _ = env.reset(seed=3)
     assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from a3c.learn.distributions import Distribution, make_distribution
-from a3c.spec.background import NATURE_CNN_MIN_SIDE, image_side
+from a3c.spec.background import NATURE_CNN_MIN_SIDE, shifts_input
 from a3c.spec.environment import is_image
 
 if TYPE_CHECKING:
@@ -148,9 +148,8 @@ def input_scale(observation_space: gym.spaces.Box, config: Config) -> float:
 
 def input_shift(observation_space: gym.spaces.Box, config: Config) -> float:
     """What the CNN subtracts from its scaled input: ``config.input_shift`` (the frames' background level, measured
-    when the run started: a3c.spec.background) where the Nature CNN takes the observations, else 0."""
-    shift = float(config.input_shift or 0.0)
-    return shift if shift and image_side(observation_space) >= NATURE_CNN_MIN_SIDE else 0.0
+    when the run started) for the observations a3c.spec.background measures one for, else 0."""
+    return float(config.input_shift or 0.0) if shifts_input(observation_space, config) else 0.0
 
 
 def make_torso(observation_space: gym.spaces.Box, config: Config) -> Torso:

@@ -38,10 +38,12 @@ NATURE_CNN_MIN_SIDE = 36
 
 def image_side(space: gym.spaces.Box) -> int:
     """The short side of an image observation as CnnTorso reads it: [H, W], or [C, H, W] / [H, W, C] by which of
-    the outer dimensions is the channels (the smaller)."""
+    the outer dimensions is the channels (the smaller); 0 for other shapes."""
     shape = tuple(space.shape)
     if len(shape) == 2:
         return min(shape)
+    if len(shape) != 3:
+        return 0
     h, w = (shape[0], shape[1]) if shape[-1] < shape[0] else (shape[1], shape[2])
     return min(h, w)
 
