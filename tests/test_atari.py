@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +18,8 @@ pytest.importorskip("ale_py", reason="Atari needs the [atari] extra (.ci/run ins
 
 import a3c  # noqa: E402
 from a3c.spec.environment import make_env  # noqa: E402
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 @pytest.mark.timeout(400)
@@ -47,6 +50,16 @@ def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
     assert evaluated.returncode == 0, evaluated.stderr
     result = json.loads((tmp_path / "e.json").read_text())
     assert len(result["returns"]) == 1 and -21 <= result["returns"][0] <= 21
+
+    dead = subprocess.run(  # scripts/dead_units.py on the run: a share per ReLU layer (3 convolutions, dense)
+        [sys.executable, str(SCRIPTS / "dead_units.py"), str(run_dir), "--steps", "30", "--json", tmp_path / "d.json"],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert dead.returncode == 0, dead.stderr
+    (row,) = json.loads((tmp_path / "d.json").read_text())
+    assert len(row["dead"]) == 4 and all(0.0 <= share <= 1.0 for share in row["dead"])
 
     agent = a3c.load(run_dir)
     assert agent.model.actor.shift == 87 / 255  # the level the run trained with
