@@ -15,8 +15,8 @@ subtracted (the frames' background becomes 0) no filter died and the runs left t
 The level is measured once, when a new run starts (in the main process, before any worker): the most common pixel
 value of the env's first observation (its reset with the run's seed), in the model's input units (the value / 255
 for uint8 frames, which the model scales by 1/255). Only for uint8 images the Nature CNN takes (36 pixels or more
-on the short side; the small-grid CNN pads its input, and a grid's background is its empty cell, usually 0), and not
-with --normalize-obs (whose inputs are centred already). The value goes into the config (config.json, every
+on the short side: screens; a small grid's background is its empty cell, usually 0), and not with --normalize-obs
+(whose inputs are centred already). The value goes into the config (config.json, every
 checkpoint): a resumed run and a loaded agent use the one the run trained with; a checkpoint from before this rule
 has 0 (a3c.record.checkpoint.ADDED_SETTINGS). No torch here: settings resolve before torch is imported.
 """
