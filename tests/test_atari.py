@@ -61,6 +61,19 @@ def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
     (row,) = json.loads((tmp_path / "d.json").read_text())
     assert len(row["dead"]) == 4 and all(0.0 <= share <= 1.0 for share in row["dead"])
 
+    sharpness = subprocess.run(  # scripts/policy_entropy.py: where the sampled policy is decisive, Pong's moves merged
+        [sys.executable, str(SCRIPTS / "policy_entropy.py"), str(run_dir), "--steps", "40", "--merge-fire"]
+        + ["--json", tmp_path / "p.json"],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert sharpness.returncode == 0, sharpness.stderr
+    (row,) = json.loads((tmp_path / "p.json").read_text())
+    assert row["steps"] == 40 and row["groups"] == [[0, 1], [2, 4], [3, 5]]  # NOOP/FIRE, RIGHT(FIRE), LEFT(FIRE)
+    assert 0.0 <= row["mean_entropy"] <= np.log(6) + 1e-9
+    assert row["between_moves_entropy"] + row["inside_groups_entropy"] == pytest.approx(row["mean_entropy"])
+
     agent = a3c.load(run_dir)
     assert agent.model.actor.shift == 87 / 255  # the level the run trained with
     env = make_env("ALE/Pong-v5", {}, training=False)  # what a user plays: the same preprocessing, whole games

@@ -1,6 +1,6 @@
-"""A trained policy as a Python object: ``a3c.load(path)`` -> ``Agent`` with ``act(obs)`` and ``value(obs)``, and
-``run_episodes``, the one episode loop that evaluation uses everywhere (the evaluator process during training,
-``python -m a3c.evaluate``, and users' own scripts).
+"""A trained policy as a Python object: ``a3c.load(path)`` -> ``Agent`` with ``act(obs)``, ``value(obs)`` and, for
+discrete actions, ``action_probs(obs)``; and ``run_episodes``, the one episode loop that evaluation uses everywhere
+(the evaluator process during training, ``python -m a3c.evaluate``, and users' own scripts).
 
 Loading is safe: the checkpoint is read by ``a3c.record.checkpoint.load_checkpoint`` (``torch.load(weights_only=True)``:
 tensors and plain containers only, nothing that runs code), and the model is rebuilt from the env's spaces stored in
@@ -26,7 +26,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from a3c.learn.distributions import Distribution
+from a3c.learn.distributions import Categorical, Distribution
 from a3c.learn.model import ActorCritic, build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
 from a3c.record.checkpoint import BEST, LATEST, check_trained_spaces, load_checkpoint, saved_settings
@@ -127,6 +127,21 @@ class Agent:
         """Actions for a batch [B, *obs_shape], as a list of B actions the env's step() takes (``rng``: the
         sampler for ``deterministic=False``, the agent's own by default)."""
         return self._actions(self._batch(obs)[0], deterministic, rng)
+
+    def action_probs(self, obs: Any) -> np.ndarray:
+        """The policy's probability of each action for one observation ([n]) or a batch ([B, n]); Discrete action
+        spaces only (column i is the action ``start + i`` of a ``Discrete(n, start)``). Like ``act`` it moves a
+        recurrent policy's state on: call one of the two per observation (to act on these, sample from them)."""
+        if not isinstance(self.dist, Categorical):
+            raise UserError(
+                f"action_probs needs a Discrete action space (this agent's is {self.action_space}); "
+                "act(obs, deterministic=False) samples from any policy"
+            )
+        x, single = self._batch(obs)
+        with torch.inference_mode():
+            params, self.state = self.model.policy(x, self._state_for(len(x)))
+            probs = torch.softmax(params.double(), dim=-1).numpy()
+        return probs[0] if single else probs
 
     def value(self, obs: Any) -> float | np.ndarray:
         """The critic's value of one observation (a float) or a batch (an array), in the env's reward units."""

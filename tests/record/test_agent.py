@@ -317,3 +317,31 @@ def test_an_old_checkpoint_of_normalised_uint8_frames_loads_with_the_input_scale
     save_checkpoint(new_path, _image_payload(normalize_obs=False))
     assert torch.load(new_path, weights_only=True)["input_scale"] == pytest.approx(1 / 255)
     assert a3c.load(new_path).model.actor.scale == pytest.approx(1 / 255)
+
+
+def test_action_probs_are_the_policys_softmax_and_sampling_follows_them(tmp_path):
+    path, model = _checkpoint(tmp_path / "run", seed=2)
+    obs = np.random.default_rng(1).normal(size=(16, 4)).astype(np.float32)
+    with torch.no_grad():
+        logits, _, _ = model(torch.from_numpy(obs))
+    agent = a3c.load(path)
+    probs = agent.action_probs(obs)
+    assert probs.shape == (16, 2) and np.allclose(probs.sum(-1), 1.0)
+    assert np.allclose(probs, torch.softmax(logits.double(), -1).numpy(), atol=1e-6)
+    assert np.allclose(agent.action_probs(obs[5]), probs[5])  # one observation: one row
+    assert np.array_equal(agent.act(obs), probs.argmax(-1))  # the deterministic action is the most likely
+    # the sampled actions' frequencies follow the probabilities (4,000 samples of one observation)
+    sampled = a3c.load(path, seed=3).act(np.repeat(obs[:1], 4000, axis=0), deterministic=False)
+    assert abs(float(np.mean(sampled == 1)) - probs[0, 1]) < 0.04
+
+
+def test_action_probs_refuses_continuous_actions_in_one_line(tmp_path):
+    config = Config(env="Pendulum-v1", hidden_sizes=(8,))
+    spec = describe_env(config.env)
+    model, _ = build_model(spec, config)
+    params, _ = flatten_parameters(model)
+    (tmp_path / "checkpoints").mkdir()
+    path = tmp_path / "checkpoints" / "latest.pt"
+    save_checkpoint(path, {"model": params.clone(), "config": config.to_dict(), "spaces": spec.describe()})
+    with pytest.raises(ValueError, match=r"action_probs needs a Discrete action space .* samples from any policy"):
+        a3c.load(path).action_probs(np.zeros(3, np.float32))
