@@ -5,6 +5,8 @@ writes the result as JSON (every episode's return and length too), saying where 
 By default the episodes are the run's own evaluation episodes (the same env seeds, the
 deterministic policy, as many as --eval-episodes): evaluating checkpoints/best.pt (``--best``) reproduces the
 evaluation that made it best. ``--seed`` picks other start states, ``--stochastic`` samples actions from the policy,
+``--env-kwargs`` plays in a variant of the run's env (its keyword arguments for gymnasium.make over the run's: say an
+Atari policy trained without sticky actions played with ALE v5's ``repeat_action_probability=0.25``),
 ``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video`` extra: moviepy). A MuJoCo env
 renders through the OpenGL that MUJOCO_GL names; with no display and MUJOCO_GL unset, --video asks for EGL, which
 renders headless (software or GPU) where libEGL is installed.
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from a3c.spec.config import seed_check
+from a3c.spec.config import parse_env_kwargs, seed_check
 from a3c.spec.errors import OneLineParser, UserError, install_extra, run_cli
 
 VIDEO_EXTRA = f"{install_extra('video')} (or: pip install moviepy)"
@@ -46,6 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--video", type=Path, default=None, metavar="DIR", help="record every episode as an mp4 in DIR")
     parser.add_argument("--best", action="store_true", help="evaluate the run's checkpoints/best.pt (best evaluation)")
+    parser.add_argument(
+        "--env-kwargs",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="keyword arguments for gymnasium.make over the run's own (a variant of its env, e.g. "
+        "repeat_action_probability=0.25)",
+    )
     parser.add_argument(
         "--json",
         type=Path,
@@ -93,8 +103,10 @@ def evaluate(
     seed: int | None = None,
     video: str | Path | None = None,
     best: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Play ``episodes`` episodes with the agent of ``path`` (a3c.load) and return the result as a dict."""
+    """Play ``episodes`` episodes with the agent of ``path`` (a3c.load) and return the result as a dict.
+    ``env_kwargs``: keyword arguments for gymnasium.make over the run's own (the envs played are that variant)."""
     if episodes is not None and episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {episodes})")
     if seed is not None:  # the episodes' seeds come from it as a run's do
@@ -124,10 +136,11 @@ def evaluate(
     config = agent.config
     n = episodes if episodes is not None else (config.eval_episodes or 10)
     seed = config.seed if seed is None else seed
+    variant = dict(env_kwargs or {})
     if video is None:
-        envs = make_eval_envs(config, n)  # all episodes in lockstep: one batched forward pass per step
+        envs = make_eval_envs(config, n, **variant)  # all episodes in lockstep: one batched forward pass per step
     else:
-        envs = [_recording_env(config, Path(video), agent.path.stem if agent.path else "agent")]
+        envs = [_recording_env(config, Path(video), agent.path.stem if agent.path else "agent", variant)]
     try:
         check_env_fits(agent, envs[0])
         stats = run_episodes(agent, envs, eval_seeds(seed, n), deterministic=not stochastic, rng=eval_sampler(seed))
@@ -146,6 +159,8 @@ def evaluate(
     return {
         "checkpoint": str(agent.path),
         "env": config.env,
+        "env_kwargs": {**config.env_kwargs, **variant},  # what the episodes were played with
+        "env_kwargs_over_run": variant,  # --env-kwargs: what of that differs from training
         "global_step": agent.global_step,
         "deterministic": not stochastic,
         "seed": seed,
@@ -156,14 +171,14 @@ def evaluate(
     }
 
 
-def _recording_env(config: Any, folder: Path, prefix: str) -> Any:
+def _recording_env(config: Any, folder: Path, prefix: str, env_kwargs: dict[str, Any]) -> Any:
     """One env whose every episode RecordVideo saves as DIR/<prefix>-episode-<i>.mp4 (episodes then run one after
     the other: one episode's frames in memory at a time)."""
     from gymnasium.wrappers import RecordVideo
 
     from a3c.record.agent import make_eval_envs
 
-    env = make_eval_envs(config, 1, render_mode="rgb_array")[0]
+    env = make_eval_envs(config, 1, **{**env_kwargs, "render_mode": "rgb_array"})[0]
     try:
         return RecordVideo(env, str(folder), episode_trigger=lambda episode: True, name_prefix=prefix)
     except ValueError as err:  # RecordVideo refuses an env that renders no frames
@@ -173,18 +188,23 @@ def _recording_env(config: Any, folder: Path, prefix: str) -> Any:
 
 def result_line(result: dict[str, Any]) -> str:
     """The one line python -m a3c.evaluate prints: the checkpoint, its step, the return (mean ± std), the mean
-    length, the episodes and how the actions were chosen."""
+    length, the episodes, how the actions were chosen and the env's keyword arguments that differ from the run's."""
     step = "?" if result["global_step"] is None else f"{result['global_step']:,}"
     policy = "deterministic" if result["deterministic"] else "stochastic"
+    variant = result.get("env_kwargs_over_run")
+    played = ", " + " ".join(f"{k}={v!r}" for k, v in variant.items()) if variant else ""
     return (
         f"{result['checkpoint']} (step {step}): return {result['mean_return']:.2f} ± {result['std_return']:.2f}, "
-        f"mean length {result['mean_length']:.1f}, {result['episodes']} episodes ({policy}, seed {result['seed']})"
+        f"mean length {result['mean_length']:.1f}, {result['episodes']} episodes ({policy}, seed {result['seed']}"
+        f"{played})"
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    result = evaluate(args.path, args.episodes, args.stochastic, args.seed, args.video, args.best)
+    result = evaluate(
+        args.path, args.episodes, args.stochastic, args.seed, args.video, args.best, parse_env_kwargs(args.env_kwargs)
+    )
     print(result_line(result))
     out = args.json or default_json_path(Path(result["checkpoint"]))
     try:

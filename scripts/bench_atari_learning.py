@@ -6,7 +6,7 @@ run the same command again and it goes on from its last checkpoint.
     pip install -e ".[atari,bench]"
     python scripts/bench_atari_learning.py a3c --frames 10000000 --out runs/atari-pong   # ~1-3 h on 2 cores
     python scripts/bench_atari_learning.py sb3 --frames 2000000 --out runs/atari-pong
-    python scripts/bench_atari_learning.py plot --out runs/atari-pong [--a3c-run RUN]   # table, JSON, PNG
+    python scripts/bench_atari_learning.py plot --out runs/atari-pong [--a3c-run RUN ...]   # table, JSON, PNG
 
 `a3c` runs `python -m a3c.train --env GAME --total-steps FRAMES/4 --run-dir OUT/a3c` (or `--resume OUT/a3c`): its
 episodes.csv holds each game's return with its global step and wall time. `sb3` trains A2C("CnnPolicy") on
@@ -14,7 +14,8 @@ make_atari_env (16 envs, AtariWrapper: noop starts, frame skip 4 with max-poolin
 learner's episode, reward sign) + VecFrameStack(4), with ent_coef 0.01, vf_coef 0.25 and RMSpropTFLike(eps=1e-5)
 (rl-zoo3's hyperparams/a2c.yml, `atari`), the rest A2C's defaults (lr 7e-4, 5 steps, gamma 0.99); it writes each
 finished game (Monitor's whole-game return) to OUT/sb3/episodes.csv and saves the model and its clock every
---save-every-s seconds. `plot` reads both and writes OUT/atari_learning.json, .md and .png: the 100-game training
+--save-every-s seconds. `plot` reads both (several a3c runs with ``--a3c-run RUN ...``: seeds, sticky actions on and
+off, each labelled from its config.json) and writes OUT/atari_learning.json, .md and .png: the 100-game training
 mean at each million frames, the frames and the wall time at which it first reached each of -15, 0, 10 and 18.
 """
 
@@ -180,20 +181,35 @@ def summarize(points: list[tuple[float, float, float]]) -> dict[str, Any]:
     }
 
 
-def plot(out: Path, game: str, a3c_run: Path, sb3_dir: Path) -> None:
+def a3c_label(run_dir: Path) -> str:
+    """A run's legend and table label from its config.json: workers, seed, and the env's keyword arguments (sticky
+    actions switched off show as repeat_action_probability=0.0)."""
+    config_file = run_dir / "config.json"
+    config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    parts = [f"{config.get('workers', '?')} workers", f"seed {config.get('seed', '?')}"]
+    parts += [f"{key}={value}" for key, value in sorted((config.get("env_kwargs") or {}).items())]
+    return f"a3c ({', '.join(parts)})"
+
+
+def plot(out: Path, game: str, a3c_runs: list[Path], sb3_dir: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     curves = {}
-    if (a3c_run / "episodes.csv").is_file():
-        curves["a3c (atari preset, 2 workers)"] = rolling(a3c_episodes(a3c_run))
+    for a3c_run in a3c_runs:
+        if (a3c_run / "episodes.csv").is_file():
+            label = a3c_label(a3c_run)
+            if label in curves:  # two runs of the same settings: told apart by their folders
+                label = f"{label[:-1]}, {a3c_run.name})"
+            curves[label] = rolling(a3c_episodes(a3c_run))
     if (sb3_dir / "episodes.csv").is_file():
         curves["SB3 A2C (rl-zoo3, 16 envs)"] = rolling(sb3_episodes(sb3_dir))
     curves = {label: points for label, points in curves.items() if points}  # (a run with no finished game yet)
     if not curves:
-        raise SystemExit(f"no episodes.csv in {a3c_run} or {sb3_dir}: run `a3c` or `sb3` first")
+        where = ", ".join(str(run) for run in [*a3c_runs, sb3_dir])
+        raise SystemExit(f"no episodes.csv in {where}: run `a3c` or `sb3` first")
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4), dpi=100, sharey=True)
     for label, points in curves.items():
         by_frames.plot([p[0] / 1e6 for p in points], [p[2] for p in points], label=label)
@@ -221,7 +237,7 @@ def plot(out: Path, game: str, a3c_run: Path, sb3_dir: Path) -> None:
             row.append("-" if hit is None else f"{hit['frames'] / 1e6:.1f}M ({hit['wall_s'] / 60:.0f} min)")
         rows.append(row)
     table = markdown_table(headers, rows)
-    data = {"game": game, "a3c_run": str(a3c_run), "sb3_dir": str(sb3_dir), "summaries": summaries}
+    data = {"game": game, "a3c_runs": [str(run) for run in a3c_runs], "sb3_dir": str(sb3_dir), "summaries": summaries}
     save_results(out, "atari_learning", data, table, fig)
 
 
@@ -234,7 +250,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1, help="SB3's seed (a3c's: pass --seed after --)")
     parser.add_argument("--save-every-s", type=float, default=600.0, help="SB3's model save interval")
     parser.add_argument("--sb3-threads", type=int, help="SB3's torch threads (default: torch's, one per core)")
-    parser.add_argument("--a3c-run", type=Path, help="plot: a3c's run directory (default OUT/a3c)")
+    parser.add_argument(
+        "--a3c-run", type=Path, nargs="+", help="plot: a3c's run directories, one curve each (default OUT/a3c)"
+    )
     parser.add_argument("a3c_flags", nargs="*", help="a3c: flags for a3c.train after --")
     args = parser.parse_args()
     if args.what == "a3c":
@@ -242,7 +260,7 @@ def main() -> None:
     if args.what == "sb3":
         run_sb3(args.game, args.frames, args.out / "sb3", args.seed, args.save_every_s, args.sb3_threads)
     else:
-        plot(args.out, args.game, args.a3c_run or args.out / "a3c", args.out / "sb3")
+        plot(args.out, args.game, args.a3c_run or [args.out / "a3c"], args.out / "sb3")
 
 
 if __name__ == "__main__":

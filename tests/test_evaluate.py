@@ -107,6 +107,25 @@ def test_evaluate_latest_with_options(run, capsys):
     assert result["mean_return"] == pytest.approx(np.mean(result["returns"]))
 
 
+def test_evaluate_in_a_variant_of_the_runs_env(run, tmp_path, capsys):
+    """--env-kwargs plays the episodes in the run's env made with these keyword arguments over the run's own: here
+    a time limit of 5 steps, which no CartPole episode reaches by falling (the pole takes longer), so every episode
+    is exactly 5 long; the run's own kwargs (latency) stay, and the line and the JSON say what was played."""
+    out = tmp_path / "variant.json"
+    argv = [str(run), "--episodes", "3", "--env-kwargs", "max_episode_steps=5", "--json", str(out)]
+    assert run_cli(evaluate_cli.main, argv) == 0
+    line = capsys.readouterr().out.strip()
+    result = json.loads(out.read_text())
+    assert result["lengths"] == [5, 5, 5]
+    assert result["env_kwargs"] == {"latency": 0.001, "max_episode_steps": 5}
+    assert result["env_kwargs_over_run"] == {"max_episode_steps": 5}
+    assert line.endswith(", 3 episodes (deterministic, seed 2, max_episode_steps=5)"), line
+    assert run_cli(evaluate_cli.main, [str(run), "--episodes", "3", "--json", str(out)]) == 0
+    plain = json.loads(out.read_text())
+    assert min(plain["lengths"]) > 5 and plain["env_kwargs_over_run"] == {}
+    assert "max_episode_steps" not in capsys.readouterr().out
+
+
 def test_evaluate_user_errors(run, tmp_path, capsys, monkeypatch):
     no_best = tmp_path / "no_best"
     (no_best / "checkpoints").mkdir(parents=True)
@@ -118,6 +137,8 @@ def test_evaluate_user_errors(run, tmp_path, capsys, monkeypatch):
         ([str(no_best), "--best"], "has no checkpoints/best.pt: the run did not evaluate during training"),
         ([str(run), "--episodes", "0"], "--episodes must be at least 1"),
         ([str(run), "--episodes", "x"], "argument --episodes: invalid int value"),
+        ([str(run), "--env-kwargs", "latency"], "--env-kwargs takes key=value pairs"),
+        ([str(run), "--env-kwargs", "no_such_kwarg=1"], "rejects --env-kwargs"),
     ]
     for argv, message in cases:
         assert run_cli(evaluate_cli.main, argv, prog="a3c.evaluate") == 2, argv
