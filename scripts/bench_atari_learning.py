@@ -5,6 +5,7 @@ run the same command again and it goes on from its last checkpoint.
 
     pip install -e ".[atari,bench]"
     python scripts/bench_atari_learning.py a3c --frames 10000000 --out runs/atari-pong   # ~1-3 h on 2 cores
+    python scripts/bench_atari_learning.py a3c --out runs/pong-s2 -- --seed 2 --env-kwargs repeat_action_probability=0
     python scripts/bench_atari_learning.py sb3 --frames 2000000 --out runs/atari-pong
     python scripts/bench_atari_learning.py plot --out runs/atari-pong [--a3c-run RUN ...]   # table, JSON, PNG
 
@@ -242,8 +243,21 @@ def plot(out: Path, game: str, a3c_runs: list[Path], sb3_dir: Path) -> None:
     save_results(out, "atari_learning", data, table, fig)
 
 
+def split_a3c_flags(argv: list[str]) -> tuple[list[str], list[str]]:
+    """This script's arguments and, after a ``--``, the flags passed on to a3c.train (`a3c` only): split by hand,
+    since argparse would give a trailing positional nothing once the options come between it and the command."""
+    if "--" not in argv:
+        return argv, []
+    i = argv.index("--")
+    return argv[:i], argv[i + 1 :]
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="a3c: flags after -- go to a3c.train (e.g. -- --seed 3 --env-kwargs repeat_action_probability=0)",
+    )
     parser.add_argument("what", choices=("a3c", "sb3", "plot"), help="train one trainer (resumable), or draw both")
     parser.add_argument("--game", default="ALE/Pong-v5", help="an ALE id")
     parser.add_argument("--frames", type=int, default=10_000_000, help="emulator frames (agent steps x 4)")
@@ -254,10 +268,10 @@ def main() -> None:
     parser.add_argument(
         "--a3c-run", type=Path, nargs="+", help="plot: a3c's run directories, one curve each (default OUT/a3c)"
     )
-    parser.add_argument("a3c_flags", nargs="*", help="a3c: flags for a3c.train after --")
-    args = parser.parse_args()
+    own, a3c_flags = split_a3c_flags(sys.argv[1:])
+    args = parser.parse_args(own)
     if args.what == "a3c":
-        raise SystemExit(run_a3c(args.game, args.frames, args.out / "a3c", args.a3c_flags))
+        raise SystemExit(run_a3c(args.game, args.frames, args.out / "a3c", a3c_flags))
     if args.what == "sb3":
         run_sb3(args.game, args.frames, args.out / "sb3", args.seed, args.save_every_s, args.sb3_threads)
     else:

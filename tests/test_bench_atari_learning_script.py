@@ -61,3 +61,16 @@ def test_plot_draws_every_a3c_run_labelled_from_its_config(tmp_path):
 def test_plot_without_any_run_says_so(tmp_path):
     with pytest.raises(SystemExit, match="no episodes.csv in"):
         bench.plot(tmp_path / "out", "ALE/Pong-v5", [tmp_path / "a"], tmp_path / "b")
+
+
+def test_flags_after_a_double_dash_go_to_a3c_train(monkeypatch):
+    """`a3c --frames N --out OUT -- FLAGS`: the FLAGS reach a3c.train whole, after this script's own options (a
+    trailing argparse positional got nothing once options came between: the flags were refused)."""
+    seen = {}
+    monkeypatch.setattr(bench, "run_a3c", lambda game, frames, run_dir, extra: seen.update(f=frames, x=extra) or 0)
+    flags = ["--seed", "3", "--env-kwargs", "repeat_action_probability=0"]
+    monkeypatch.setattr(sys, "argv", ["bench_atari_learning.py", "a3c", "--frames", "400", "--out", "o", "--", *flags])
+    with pytest.raises(SystemExit) as stop:
+        bench.main()
+    assert stop.value.code == 0 and seen == {"f": 400, "x": flags}
+    assert bench.split_a3c_flags(["plot", "--out", "o"]) == (["plot", "--out", "o"], [])
