@@ -27,6 +27,7 @@ import torch
 
 from a3c.learn.backprop import MlpBackprop, backward_from
 from a3c.learn.cnn_backprop import CnnBackprop
+from a3c.learn.fused_loss import FusedCategoricalUpdate
 from a3c.learn.losses import actor_critic_loss_grads, normalized_advantages, rollout_targets
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
@@ -149,6 +150,9 @@ class Worker:
         # head): acting keeps every layer's activations and the update backpropagates through them by hand
         # (a3c.learn.cnn_backprop); other models go through autograd
         self.backprop: MlpBackprop | CnnBackprop | None = MlpBackprop.of(self.model) or CnnBackprop.of(self.model)
+        # a Discrete action space: the targets, the loss and its gradient w.r.t. the outputs in one compiled call
+        # (a3c.learn.fused_loss); None: the numpy functions of a3c.learn.losses
+        self.fused = FusedCategoricalUpdate.of(self.dist, T, K, self.grads_np.dtype)
         if self.backprop is not None:
             # the acting passes' activations and logits kept for the update, which then does not compute them again
             # (the weights do not change between a rollout and its update: pulled before, pushed after)
@@ -339,7 +343,7 @@ class Worker:
 
     def update(self, pulled_at: int) -> None:
         cfg = self.config
-        T, K = cfg.n_steps, cfg.envs_per_worker
+        T = cfg.n_steps
         truncated = bool(np.maximum.reduce(self.truncated_np, axis=None))  # (ndarray.any: a Python wrapper, 3x)
         saved: Any = None  # what the backprop's unroll kept for its own backward (a Pass or a CnnPass)
         params: torch.Tensor | np.ndarray
@@ -352,8 +356,58 @@ class Worker:
             params, values_all, final_t = self.model.unroll(
                 self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
             )
-            values_np = values_all.detach().numpy()
-            final_values = None if final_t is None else final_t.detach().numpy()
+            values_np = np.ascontiguousarray(values_all.detach().numpy())
+            final_values = None if final_t is None else np.ascontiguousarray(final_t.detach().numpy())
+        if self.fused is not None:  # (a Discrete action space in float32: all of the below in one call)
+            logits = params if isinstance(params, np.ndarray) else np.ascontiguousarray(params.detach().numpy())
+            loss_values, dparams, dvalues = self.fused(
+                self.rewards_np,
+                values_np,
+                final_values,
+                self.terminated_np,
+                self.truncated_np,
+                logits,
+                self.actions_np,
+                cfg.gamma,
+                cfg.gae_lambda,
+                cfg.ent_coef,
+                cfg.vf_coef,
+                cfg.normalize_advantage,
+            )
+        else:
+            loss_values, dparams, dvalues = self.loss_grads(params, values_np, final_values)
+        # fills self.grads (the .grad views of our private flat buffer): written, or accumulated into zeros
+        if self.backprop is None or not self.backprop.writes_all_grads:
+            self.grads.zero_()
+        if self.backprop is not None:
+            assert saved is not None
+            self.backprop.backward(saved, dparams, dvalues)
+        else:
+            assert isinstance(params, torch.Tensor)
+            # (not autograd.backward: sympy)
+            backward_from((params, values_all[:T].reshape(-1)), (torch.from_numpy(dparams), torch.from_numpy(dvalues)))
+        grads = self.grads_np
+        # numpy's dot (BLAS) is a fifth of torch's dot + item on this path; its overflow warning is filtered above
+        grad_norm = math.sqrt(np.dot(grads, grads))
+        if not math.isfinite(grad_norm):  # overflow of the float32 sum of squares, or a non-finite entry: in float64
+            grad_norm = float(np.linalg.norm(grads.astype(np.float64)))
+        # (the four loss terms' sum is finite exactly when each is: float64 sums of float32-sized terms never overflow)
+        if not (math.isfinite(grad_norm) and math.isfinite(np.add.reduce(loss_values))):
+            # a non-finite update would poison the shared model for every worker: skip it, count it
+            self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
+            return
+        if grad_norm > cfg.max_grad_norm:
+            np.multiply(grads, cfg.max_grad_norm / (grad_norm + 1e-6), out=grads)
+        lag = self.channel.push(self.grads, pulled_at)
+        self.record_update(loss_values, grad_norm, lag)
+
+    def loss_grads(
+        self, params: torch.Tensor | np.ndarray, values_np: np.ndarray, final_values: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The targets, the loss's terms and its gradient w.r.t. the network's outputs, in numpy (a3c.learn.losses):
+        what ``self.fused`` computes in one call where it applies."""
+        cfg = self.config
+        T, K = cfg.n_steps, cfg.envs_per_worker
         # the bootstrap (V(s_{t+1}): the final observation's where an episode was truncated) and GAE, in numpy on the
         # rollout buffers' memory (a3c.learn.losses.rollout_targets)
         adv_np, returns_np = rollout_targets(
@@ -379,30 +433,7 @@ class Worker:
             cfg.ent_coef,
             cfg.vf_coef,
         )
-        # fills self.grads (the .grad views of our private flat buffer): written, or accumulated into zeros
-        if self.backprop is None or not self.backprop.writes_all_grads:
-            self.grads.zero_()
-        if self.backprop is not None:
-            assert saved is not None
-            self.backprop.backward(saved, dparams, dvalues)
-        else:
-            assert isinstance(params, torch.Tensor)
-            # (not autograd.backward: sympy)
-            backward_from((params, values_all[:T].reshape(-1)), (torch.from_numpy(dparams), torch.from_numpy(dvalues)))
-        grads = self.grads_np
-        # numpy's dot (BLAS) is a fifth of torch's dot + item on this path; its overflow warning is filtered above
-        grad_norm = math.sqrt(np.dot(grads, grads))
-        if not math.isfinite(grad_norm):  # overflow of the float32 sum of squares, or a non-finite entry: in float64
-            grad_norm = float(np.linalg.norm(grads.astype(np.float64)))
-        # (the four loss terms' sum is finite exactly when each is: float64 sums of float32-sized terms never overflow)
-        if not (math.isfinite(grad_norm) and math.isfinite(np.add.reduce(loss_values))):
-            # a non-finite update would poison the shared model for every worker: skip it, count it
-            self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
-            return
-        if grad_norm > cfg.max_grad_norm:
-            np.multiply(grads, cfg.max_grad_norm / (grad_norm + 1e-6), out=grads)
-        lag = self.channel.push(self.grads, pulled_at)
-        self.record_update(loss_values, grad_norm, lag)
+        return loss_values, dparams, dvalues
 
     def record_update(self, loss_values: np.ndarray, grad_norm: float, lag: int) -> None:
         s = self.stats

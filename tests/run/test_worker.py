@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.learn.distributions import DiagGaussian, MultiCategorical
+from a3c.learn.distributions import Categorical, DiagGaussian, MultiCategorical
+from a3c.learn.fused_loss import KERNEL_ENV, kernel_available
 from a3c.learn.model import build_model, flatten_parameters, model_shape
 from a3c.learn.optim import make_optimizer
 from a3c.learn.running_stats import SharedMoments
@@ -248,12 +249,27 @@ def worker_spec(worker):
     return describe_env(worker.config.env, worker.config.env_kwargs)
 
 
+@pytest.fixture(params=["kernel", "numpy"])
+def update_path(request, monkeypatch):
+    """A Discrete action space's targets and loss through the compiled kernel (a3c.learn.fused_loss) or through the
+    numpy functions it stands in for (A3C_UPDATE_KERNEL=0): each test that takes this runs on both."""
+    if request.param == "kernel" and not kernel_available():
+        pytest.skip("the C kernel is not built (no C compiler)")
+    monkeypatch.setenv(KERNEL_ENV, "1" if request.param == "kernel" else "0")
+    return request.param
+
+
+def check_update_path(worker, update_path):
+    """The worker took the path the test asked for (the kernel: a Discrete action space only)."""
+    assert (worker.fused is not None) == (update_path == "kernel" and type(worker.dist) is Categorical)
+
+
 @pytest.mark.parametrize(
     "env, lstm", [(ENV_ID, 0), (BOX_ENV_ID, 0), (ENV_ID, 6), (BOX_ENV_ID, 5)], ids=["mlp", "gaussian", "lstm", "both"]
 )
 @pytest.mark.parametrize("shared_torso", [False, True])
 @pytest.mark.parametrize("gae_lambda", [1.0, 0.9])
-def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env, lstm):
+def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env, lstm, update_path):
     worker, coordinator = make_worker(
         env=env,
         envs_per_worker=3,
@@ -264,6 +280,7 @@ def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env,
         lstm=lstm,
         log_std_init=-0.3,
     )
+    check_update_path(worker, update_path)
     worker.channel = RecordingChannel(worker.channel)
     worker.step()
     worker.step()  # the second rollout starts mid-episode, from the first's boundary observation
@@ -274,12 +291,13 @@ def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env,
 
 
 @pytest.mark.parametrize("env, lstm", [(ENV_ID, 0), (BOX_ENV_ID, 6)], ids=["mlp", "gaussian-lstm"])
-def test_normalized_advantages_reach_the_policy_gradient_and_the_value_targets_stay_raw(env, lstm):
+def test_normalized_advantages_reach_the_policy_gradient_and_the_value_targets_stay_raw(env, lstm, update_path):
     """--normalize-advantage: the pushed gradient is the slow reference's with the policy term's advantages
     normalised over the update's samples and the value loss on the raw returns (on the by-hand MLP path and on
     autograd's), and differs from the gradient without it."""
     settings = dict(env=env, envs_per_worker=3, n_steps=9, gae_lambda=0.9, max_grad_norm=1e9, lstm=lstm)
     worker, coordinator = make_worker(normalize_advantage=True, **settings)
+    check_update_path(worker, update_path)
     worker.channel = RecordingChannel(worker.channel)
     worker.step()
     worker.step()
