@@ -29,10 +29,13 @@ def command_line() -> str:
     return "python " + " ".join(shlex.quote(a) for a in sys.argv)
 
 
-def run_train(args: list[str], run_dir: Path, timeout: float = 3600) -> dict[str, Any]:
-    """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` and return its summary.json."""
+def run_train(
+    args: list[str], run_dir: Path, timeout: float = 3600, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` (in the environment ``env``: default, this process's) and
+    return its summary.json."""
     cmd = [sys.executable, "-m", "a3c.train", *args, "--run-dir", str(run_dir)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
     return json.loads((run_dir / "summary.json").read_text())

@@ -6,6 +6,10 @@ raw-loop limit (env.step + the acting forward pass only, one process per core, s
 The cost of evaluation during training: ``--eval-every 0 50000`` runs each configuration without and with it, one
 after the other (0: off, the default).
 
+The worker's update kernel (a3c.learn.fused_loss): ``--update-kernel on off`` runs each configuration with the
+compiled kernel and with the numpy update it stands in for (``A3C_UPDATE_KERNEL=0``), in turn within each round: the
+two against the same raw loop.
+
 ``--repeats N`` measures each K's round (raw loop, the a3c runs, raw loop) N times in turn and adds a table of each
 configuration's median and lowest share of the raw loop over the rounds: on a shared machine the raw loop itself moves
 by 10-20% from minute to minute, so one round's ratio is one draw of that noise.
@@ -27,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import markdown_table, run_train, save_results  # noqa: E402
 from raw_loop import raw_loop_steps_per_s  # noqa: E402
 
+from a3c.learn.fused_loss import KERNEL_ENV  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -39,6 +45,13 @@ def main() -> None:
         "--eval-every", type=int, nargs="+", default=[0], help="a3c's --eval-every for each run (0: off); several: each"
     )
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument(
+        "--update-kernel",
+        nargs="+",
+        choices=["on", "off"],
+        default=["on"],
+        help="the worker's compiled update kernel (off: the numpy update); several: each, in turn",
+    )
     parser.add_argument(
         "--repeats", type=int, default=1, help="rounds per K, each with its own raw loop before and after"
     )
@@ -54,7 +67,8 @@ def main() -> None:
             # the machine's load during the runs moves the limit and the runs alike
             before = raw_loop_steps_per_s(args.env, envs=k, seconds=args.raw_seconds)
             runs = []
-            for w, every in ((w, e) for w in args.workers for e in args.eval_every):
+            configurations = [(w, e, u) for w in args.workers for e in args.eval_every for u in args.update_kernel]
+            for w, every, kernel in configurations:
                 steps = max(args.steps, w * k * 5 * 30)
                 s = run_train(
                     [
@@ -73,20 +87,23 @@ def main() -> None:
                         "--eval-episodes",
                         str(args.eval_episodes),
                     ],
-                    tmp / f"w{w}k{k}e{every}r{repeat}",
+                    tmp / f"w{w}k{k}e{every}{kernel}r{repeat}",
+                    env={**os.environ, KERNEL_ENV: "1" if kernel == "on" else "0"},
                 )
                 runs.append(
                     {
                         "workers": w,
                         "envs_per_worker": k,
                         "eval_every": every,
+                        "update_kernel": kernel,
+                        "update_kernel_used": s.get("update_kernel"),  # what the run reports it took
                         "evaluations": s.get("evaluations", 0),
                         "steps_per_s": s["steps_per_s"],
                         "startup_s": s["startup_s"],
                     }
                 )
                 print(
-                    f"workers={w} envs={k} eval-every={every}: {s['steps_per_s']:,.0f} steps/s",
+                    f"workers={w} envs={k} eval-every={every} kernel={kernel}: {s['steps_per_s']:,.0f} steps/s",
                     file=sys.stderr,
                     flush=True,
                 )
@@ -113,6 +130,10 @@ def main() -> None:
             r["workers"],
             r["envs_per_worker"],
             r["eval_every"] or "off",
+            # what was asked, and what the run says it took where that differs (asked "on", but not built)
+            r["update_kernel"]
+            if r["update_kernel_used"] == (r["update_kernel"] == "on")
+            else f"{r['update_kernel']} (took: {r['update_kernel_used']})",
             r["evaluations"],
             r["steps_per_s"],
             r["raw_limit"],
@@ -127,6 +148,7 @@ def main() -> None:
             "workers",
             "envs/worker",
             "eval every",
+            "update kernel",
             "evaluations",
             "a3c steps/s",
             "raw-loop limit",
@@ -137,15 +159,18 @@ def main() -> None:
     )
 
     summary = []
-    for w, k, every in dict.fromkeys((r["workers"], r["envs_per_worker"], r["eval_every"]) for r in results):
-        ratios = [
-            r["ratio_to_raw"] for r in results if (r["workers"], r["envs_per_worker"], r["eval_every"]) == (w, k, every)
-        ]
+
+    def key(r: dict) -> tuple:
+        return r["workers"], r["envs_per_worker"], r["eval_every"], r["update_kernel"]
+
+    for w, k, every, kernel in dict.fromkeys(key(r) for r in results):
+        ratios = [r["ratio_to_raw"] for r in results if key(r) == (w, k, every, kernel)]
         summary.append(
             {
                 "workers": w,
                 "envs_per_worker": k,
                 "eval_every": every,
+                "update_kernel": kernel,
                 "rounds": len(ratios),
                 "median_ratio_to_raw": statistics.median(ratios),
                 "min_ratio_to_raw": min(ratios),
@@ -154,12 +179,13 @@ def main() -> None:
         )
     if args.repeats > 1:
         table += "\n\n" + markdown_table(
-            ["workers", "envs/worker", "eval every", "rounds", "median of limit", "lowest", "highest"],
+            ["workers", "envs/worker", "eval every", "update kernel", "rounds", "median of limit", "lowest", "highest"],
             [
                 [
                     x["workers"],
                     x["envs_per_worker"],
                     x["eval_every"] or "off",
+                    x["update_kernel"],
                     x["rounds"],
                     f"{x['median_ratio_to_raw']:.0%}",
                     f"{x['min_ratio_to_raw']:.0%}",
@@ -176,9 +202,13 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4), dpi=80)
     for k in args.envs_per_worker:
-        for i, every in enumerate(args.eval_every):
-            rs = [r for r in results if r["envs_per_worker"] == k and r["eval_every"] == every and r["repeat"] == 0]
-            label = f"a3c, {k} envs" + (f", eval every {every:,}" if every else "")
+        for i, (every, kernel) in enumerate((e, u) for e in args.eval_every for u in args.update_kernel):
+            rs = [
+                r
+                for r in results
+                if (r["envs_per_worker"], r["eval_every"], r["update_kernel"], r["repeat"]) == (k, every, kernel, 0)
+            ]
+            label = f"a3c, {k} envs" + (f", eval every {every:,}" if every else "") + f", kernel {kernel}"
             line = ax.plot(
                 [r["workers"] for r in rs],
                 [r["steps_per_s"] for r in rs],

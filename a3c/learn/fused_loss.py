@@ -19,6 +19,7 @@ import os
 from types import ModuleType
 
 import numpy as np
+import torch
 
 from a3c.learn.distributions import Categorical, Distribution
 
@@ -55,15 +56,22 @@ class FusedCategoricalUpdate:
         self._dvalues = np.empty(batch, dtype=np.float32)
 
     @classmethod
-    def of(cls, dist: Distribution, steps: int, envs: int, dtype: np.dtype | type) -> FusedCategoricalUpdate | None:
+    def of(
+        cls, dist: Distribution, steps: int, envs: int, dtype: np.dtype | type | torch.dtype
+    ) -> FusedCategoricalUpdate | None:
         """For a worker with this action distribution and model dtype, or None: the kernel is not built or is turned
         off, the family is not Categorical (MultiCategorical, Bernoulli and the continuous ones have their own
         gradients), or the model is not float32."""
+        return cls(steps, envs, dist.param_dim) if cls.applies(dist, dtype) else None
+
+    @staticmethod
+    def applies(dist: Distribution, dtype: np.dtype | type | torch.dtype) -> bool:
+        """Whether a worker with this distribution and model dtype (numpy's or torch's) takes the kernel in this
+        environment (what summary.json's ``update_kernel`` reports)."""
         if _KERNEL is None or os.environ.get(KERNEL_ENV, "1") == "0":
-            return None
-        if type(dist) is not Categorical or np.dtype(dtype) != np.float32:
-            return None
-        return cls(steps, envs, dist.param_dim)
+            return False
+        float32 = dtype == torch.float32 if isinstance(dtype, torch.dtype) else np.dtype(dtype) == np.float32
+        return type(dist) is Categorical and float32
 
     def __call__(
         self,

@@ -31,6 +31,7 @@ import torch
 import torch.multiprocessing as mp
 from tqdm import tqdm
 
+from a3c.learn.fused_loss import FusedCategoricalUpdate
 from a3c.learn.optim import scheduled_lr
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
@@ -451,6 +452,9 @@ class Trainer:
             "solved_at_step": dashboard.solved_at_step,
             "solved_at_s": dashboard.solved_at_s,
             "startup_s": startup_s,
+            # whether the workers' update took the compiled kernel (a3c.learn.fused_loss), as this process sees it:
+            # the kernel built, A3C_UPDATE_KERNEL not 0, a Discrete action space, a float32 model
+            "update_kernel": FusedCategoricalUpdate.applies(self.dist, next(self.model.parameters()).dtype),
             "restarts": self.restarts_before + (self.supervisor.restarts if self.supervisor else 0),
             "skipped_updates": int(stats[:, Stat.SKIPPED].sum()),
             "nonfinite_samples": int(stats[:, Stat.NONFINITE_SAMPLES].sum()),

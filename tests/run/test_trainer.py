@@ -21,6 +21,7 @@ from procs import (
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import a3c
+from a3c.learn.fused_loss import kernel_available
 from a3c.record.checkpoint import load_checkpoint, step_checkpoints
 from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import SharedMemoryCoordinator
@@ -87,6 +88,8 @@ def test_summary_counts_steps_exactly(finished_run):
     assert 6000 <= summary["total_steps"] <= 6000 + WORKERS * rollout
     assert summary["total_steps"] % rollout == 0
     assert summary["startup_s"] > 0 and summary["steps_per_s"] > 0
+    # CartPole (Discrete) in float32: the workers' update takes the compiled kernel wherever it is built
+    assert summary["update_kernel"] is kernel_available()
 
 
 def test_episodes_csv_contiguous_per_worker(finished_run):
