@@ -45,7 +45,10 @@ def import_s() -> tuple[float, float]:
 
 
 def a3c_startup_s(env: str, workers: int, run_dir: Path, extra: list[str]) -> float:
-    steps = workers * 8 * 5 * 3  # three updates a worker at the defaults: past the first step, soon done
+    # twenty updates a worker at the defaults: past the first step, soon done. (Three were too few on the machine of
+    # 2026-12-04, with the update kernel and without: with 16 workers on 2 cores the first ones scheduled used the
+    # budget up within a scheduler period, before the last had stepped, and such a run has no startup_s.)
+    steps = workers * 8 * 5 * 20
     cmd = [sys.executable, "-m", "a3c.train", "--env", env, "--workers", str(workers), "--total-steps", str(steps)]
     cmd += ["--run-dir", str(run_dir), *extra]
     subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True, timeout=600)
@@ -116,7 +119,7 @@ def main() -> None:
 
     fig, ax = plt.subplots(figsize=(6, 3.2), dpi=80)
     labels = ["python -c 'import torch, gymnasium'"] + [f"a3c, {n} workers" for n in args.workers]
-    ax.boxplot([walls] + [res["startup_s"] for res in results], tick_labels=labels, vert=False)
+    ax.boxplot([walls] + [res["startup_s"] for res in results], tick_labels=labels, orientation="horizontal")
     ax.set_xlabel("seconds: the command's wall time; a3c's to its first env step")
     ax.set_title(f"{args.env}: command to the first env step ({args.rounds} rounds)")
     fig.tight_layout()
