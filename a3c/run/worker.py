@@ -1,6 +1,7 @@
 """One worker: owns K environments and a private copy of the model, and loops
-    pull global weights -> roll out n_steps in K envs -> loss (a3c.learn.losses) -> backward -> clip -> push the
-    gradient (shared optimizer step) -> publish steps, finished episodes and its stats in one batch
+    pull global weights -> roll out n_steps in K envs -> loss (a3c.learn.losses; for a Discrete action space one C
+    call, a3c.learn.fused_loss) -> backward -> clip -> push the gradient (shared optimizer step) -> publish steps,
+    finished episodes and its stats in one batch
 until its channel (a3c.run.backends.WorkerChannel) says stop. The loop does not know which backend it runs on: a process
 of its own (``worker_main``, the shared-memory backend) or a turn in the main process (the serial backend). Nothing in
 the per-step path locks or talks to another process.
