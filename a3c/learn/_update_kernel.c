@@ -6,8 +6,9 @@
  *
  * Why C: on a rollout of 8 envs x 5 steps the numpy version is about forty array operations on arrays of 40 numbers,
  * each costing a microsecond or two of call overhead and almost no arithmetic; this is one call on every update of
- * every worker. The arithmetic is done in double and the float32 outputs rounded once, so the results agree with the
- * numpy version's float32 ones to float32 rounding (tests/learn/test_fused_loss.py).
+ * every worker. The arithmetic is done in double and the float32 outputs rounded once: against the float64 answer the
+ * results are as exact as the numpy version's float32 ones, or more where that cancels large terms (tests/learn/
+ * test_fused_loss.py).
  *
  * Buffers come through the buffer protocol without strides: C-contiguous ones only (numpy refuses others), and every
  * length is checked against the shapes passed, so a wrong call raises and never reads or writes out of bounds. The

@@ -5,8 +5,9 @@ terms and gradient with respect to the outputs (``actor_critic_loss_grads``), fo
 
 Why: with the network's passes by hand (a3c.learn.backprop), these three were about forty numpy operations on arrays
 of a rollout's 40 numbers, a third of the update's time on CartPole's defaults and nearly all of it call overhead;
-the kernel is one call, with the arithmetic in double and each output rounded to float32 once, so its results agree
-with the numpy functions' to float32 rounding (tests/learn/test_fused_loss.py). Those functions stay the reference
+the kernel is one call, with the arithmetic in double and each output rounded to float32 once: against the float64
+answer it is as exact as the numpy functions in float32, or more where those cancel large terms (tests/learn/
+test_fused_loss.py). Those functions stay the reference
 and the path for everything the kernel does not cover (other action families, float64 models) and for an install
 without the compiled kernel (it is built by ``pip install`` where a C compiler is found, and optional: without one
 the package installs and runs as before). ``A3C_UPDATE_KERNEL=0`` in the environment turns it off (benchmarks

@@ -1,6 +1,6 @@
 """The compiled update kernel (a3c.learn.fused_loss) against the numpy functions it stands in for (rollout_targets,
-normalized_advantages, actor_critic_loss_grads with Categorical): the same numbers to float32 rounding on every
-rollout shape, episode-end pattern and setting; its refusals of buffers it cannot read safely; where it applies."""
+normalized_advantages, actor_critic_loss_grads with Categorical): as exact as those in float32 on every rollout
+shape, episode-end pattern and setting; its refusals of buffers it cannot read safely; where it applies."""
 
 from __future__ import annotations
 
@@ -69,9 +69,9 @@ def rollout(seed, T, K, n, truncations, scale=1.0):
 )
 def test_the_kernel_is_as_exact_as_the_numpy_update(seed, T, K, n, truncations, normalize, gamma, lam, ent, vf, scale):
     """Against the numpy functions in float64 (the exact answer, to float32's eyes): the kernel's error is within a
-    small multiple of the float32 numpy update's own (it rounds its float32 advantages step by step as that does;
-    where the float32 update cancels large terms, A/B p - A/B, both lose the same digits) plus float32 rounding of
-    the result."""
+    small multiple of the float32 numpy update's own (both round their float32 advantages step by step; where the
+    float32 update cancels large terms, A/B p - A/B, it loses digits the kernel, in double, keeps) plus float32
+    rounding of the result."""
     data = rollout(seed, T, K, n, truncations, scale)
     settings_ = (gamma, lam, ent, vf, normalize)
     got = FusedCategoricalUpdate(T, K, n)(*data.values(), *settings_)
