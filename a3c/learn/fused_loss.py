@@ -48,12 +48,12 @@ class FusedCategoricalUpdate:
     with ``FusedCategoricalUpdate.of``, which is None where the kernel does not apply (the caller then runs the numpy
     functions)."""
 
-    def __init__(self, steps: int, envs: int, actions: int) -> None:
+    def __init__(self, steps: int, envs: int, n_actions: int) -> None:
         assert _KERNEL is not None
         self._kernel = _KERNEL.categorical_update
-        self.steps, self.envs, self.actions = steps, envs, actions
+        self.steps, self.envs, self.n_actions = steps, envs, n_actions
         batch = steps * envs
-        self._dlogits_t = np.empty((actions, batch), dtype=np.float32)  # stored transposed, as policy_grad_np's
+        self._dlogits_t = np.empty((n_actions, batch), dtype=np.float32)  # stored transposed, as policy_grad_np's
         self._dvalues = np.empty(batch, dtype=np.float32)
 
     @classmethod
@@ -109,7 +109,7 @@ class FusedCategoricalUpdate:
             losses,
             self.steps,
             self.envs,
-            self.actions,
+            self.n_actions,
             gamma,
             gae_lambda,
             ent_coef,
