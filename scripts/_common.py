@@ -30,12 +30,17 @@ def command_line() -> str:
 
 
 def run_train(
-    args: list[str], run_dir: Path, timeout: float = 3600, env: dict[str, str] | None = None
+    args: list[str],
+    run_dir: Path,
+    timeout: float = 3600,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> dict[str, Any]:
-    """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` (in the environment ``env``: default, this process's) and
-    return its summary.json."""
+    """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` (in the environment ``env``: default, this process's; in
+    ``cwd``, which ``python -m`` puts first on sys.path: a directory outside any checkout makes PYTHONPATH choose the
+    a3c imported) and return its summary.json."""
     cmd = [sys.executable, "-m", "a3c.train", *args, "--run-dir", str(run_dir)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     if proc.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
     return json.loads((run_dir / "summary.json").read_text())

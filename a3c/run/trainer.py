@@ -47,6 +47,7 @@ from a3c.run.evaluator import EvalChannel, Evaluator, evaluator_main
 from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.shutdown import Signals, WriteFailures
 from a3c.run.supervisor import Supervisor
+from a3c.run.threads import limit_native_threads
 from a3c.run.worker import Worker, worker_main
 from a3c.spec.config import Config
 from a3c.spec.seeding import WorkerSeeds
@@ -319,9 +320,9 @@ class Trainer:
         """``start``: the origin of the workers' episode wall times (the run's, across sessions)."""
         cfg, spec, session = self.config, self.spec, self.session
         if cfg.backend == "serial":
-            # the workers' small forward passes gain nothing from intra-op threads, which spin against each other
+            # the workers' small passes gain nothing from intra-op or BLAS threads, which spin against each other
             # and against the rest of the machine (10-50x slower on a busy 2-core machine); as in a worker process
-            torch.set_num_threads(1)
+            limit_native_threads()
             return SerialLauncher(
                 lambda rank, incarnation: Worker(
                     rank, coordinator.channel(rank), cfg, spec, start, WorkerSeeds(cfg.seed, session, rank, incarnation)

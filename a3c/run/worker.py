@@ -34,6 +34,7 @@ from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
 from a3c.record.rows import FIELD, FIELDS, Stat
 from a3c.run.backends import WorkerChannel
+from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
 from a3c.spec.environment import LIFE_LOST, EnvSpec, make_env
 from a3c.spec.seeding import WorkerSeeds
@@ -82,7 +83,8 @@ def run_as_process(body: Callable[[Callable[[], bool]], None], errors: Connectio
     # whole inherited heap into this process (copy-on-write pages touched by a read-only workload). O(1): it links
     # the generation lists, touching no object.
     gc.freeze()
-    torch.set_num_threads(1)  # N workers x M intra-op threads on few cores would thrash; one thread each
+    # N workers x M threads in each native pool (torch's, the BLAS under numpy, OpenMP) on few cores would thrash
+    limit_native_threads()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
     terminate = threading.Event()
     # SIGTERM (the launcher's way to end a straggler) only sets a flag: the loop reads it at the top, so the update

@@ -172,6 +172,7 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
     from a3c.learn.losses import actor_critic_loss_grads, gae_advantages
     from a3c.learn.model import build_model, flatten_parameters
     from a3c.learn.optim import make_optimizer
+    from a3c.run.threads import one_native_thread
     from a3c.spec.environment import make_env
 
     T, K = config.n_steps, config.envs_per_worker
@@ -210,9 +211,7 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
     env_cpu = statistics.median(step_cpu)
     env_blocked = max(0.0, wall - cpu - queued) / steps
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in a worker
-    try:
+    with one_native_thread():  # as in a worker
         model, dist = build_model(spec, config)
         params, grads = flatten_parameters(model)
         optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1)
@@ -254,8 +253,6 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
 
         act_s = _time_each(act)
         update_s = _time_each(update)
-    finally:
-        torch.set_num_threads(threads)
     return Timings(env_cpu, env_blocked, act_s, update_s), env_mb
 
 

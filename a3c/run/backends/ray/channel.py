@@ -20,6 +20,7 @@ import torch
 
 from a3c.run.backends.ray.server import RemoteMoments
 from a3c.run.backends.shared_memory import SharedMemoryChannel
+from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.seeding import WorkerSeeds
@@ -204,7 +205,7 @@ class RayWorker:
         import a3c.run.preload  # noqa: F401
         from a3c.run.worker import Worker
 
-        torch.set_num_threads(1)  # as in a worker process: N workers x M intra-op threads would thrash
+        limit_native_threads()  # as in a worker process: N workers x M threads in each native pool would thrash
         # as in a worker process (a3c.run.worker.run_as_process): what is loaded by now (Ray, torch, gymnasium, a3c)
         # goes into a generation the garbage collector never scans again; a full collection would visit all of it
         gc.freeze()

@@ -19,6 +19,7 @@ import torch.multiprocessing
 from a3c.learn.running_stats import Moments
 from a3c.record.rows import FIELDS, Episode
 from a3c.run.backends.shared_memory import INTERVAL, SharedMemoryCoordinator, create_shared_run
+from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 
@@ -28,7 +29,7 @@ class ParameterServer:
     interfaces, split into a worker's calls and the driver's."""
 
     def __init__(self, spec: EnvSpec, config: Config) -> None:
-        torch.set_num_threads(1)
+        limit_native_threads()  # one thread in torch's, the BLAS's and OpenMP's pools (a3c.run.threads)
         # The run's shared tensors are created as named files in /dev/shm, so that a worker actor on this node can map
         # them (shared_channel). torch's default strategy keeps only a file descriptor, which reaches a child process
         # and no other: worker actors are Ray's processes, not this one's children. The driver removes the names
