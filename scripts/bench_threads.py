@@ -45,7 +45,8 @@ def main() -> None:
                     flags += ["--hidden-sizes", str(width), str(width), "--n-steps", str(rollout)]
                     summary = run_train(flags, run_dir, env=env, cwd=Path(tmp))
                     row[name] = summary["steps_per_s"]
-                    print(f"width {width}, n_steps {rollout}, {name}: {summary['steps_per_s']:,.0f} steps/s", flush=True)
+                    sps = summary["steps_per_s"]
+                    print(f"width {width}, n_steps {rollout}, {name}: {sps:,.0f} steps/s", flush=True)
                 results.append(row)
     first, last = names[0], names[-1]
     table = markdown_table(

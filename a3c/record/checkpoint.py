@@ -42,13 +42,13 @@ import torch
 
 from a3c.learn.model import input_scale
 from a3c.record.files import atomic_write
+from a3c.record.run_dir import BEST as BEST  # (re-exported: the evaluator's file, beside the schedule's)
 from a3c.record.run_dir import LATEST
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, space_from_data
 from a3c.spec.errors import UserError
 
 FORMAT = 1
-BEST = "best.pt"  # written by the evaluator; retention never deletes it
 STEP_FILE = re.compile(r"^step-(\d+)\.pt$")
 # key -> the type it must have; anything else means the file is not a checkpoint this a3c can use
 REQUIRED: dict[str, type | tuple[type, ...]] = {

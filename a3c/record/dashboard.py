@@ -117,8 +117,14 @@ class Dashboard:
         self.floor_step = 0
         self.recent_returns = LastEpisodes(100)
         self.episodes = 0
-        self.solved_at_step: int | None = None
+        self.solved_at_step: int | None = None  # the run's first solve (replayed episodes of a resume count)
         self.solved_at_s: float | None = None
+        # this session's first episode at which the 100-episode window met the threshold: (global step, the run's
+        # wall time, the window's mean). What --stop-when-solved stops on: a resumed run that solved once and
+        # collapsed since goes on until it meets it again (the replayed episodes never set it)
+        self.threshold_met: tuple[int, float, float] | None = None
+        # the best 100-episode window of the run so far: (mean, global step at its last episode)
+        self.best_window: tuple[float, int] | None = None
         # the tutorial's per-process loss history, bounded (episodes.csv keeps every episode)
         self.loss_history = LossHistory(source.workers)
         self.restarts = restarts
@@ -158,25 +164,30 @@ class Dashboard:
         for order, row in ordered:
             self.recent_returns.add(order, row["return"])
             self.loss_history.add(int(row["worker"]), row["loss"])
-            self._check_solved(int(row["global_step"]), row["wall_time"])
+            self._check_solved(int(row["global_step"]), row["wall_time"], live=False)
 
-    def _check_solved(self, step: int, wall_time: float) -> None:
+    def _check_solved(self, step: int, wall_time: float, live: bool) -> None:
+        """After the episode at ``step`` entered the window: the best window, and whether the run is solved (``live``:
+        an episode of this session, not one a resume replayed)."""
         mean = self.mean_return_100()
-        if (
-            self.solved_at_step is None
-            and self.reward_threshold is not None
-            and self.recent_returns.full()
-            and mean is not None
-            and mean >= self.reward_threshold
-        ):
+        if not self.recent_returns.full() or mean is None:
+            return
+        if self.best_window is None or mean > self.best_window[0]:
+            self.best_window = (mean, step)
+        if self.reward_threshold is None or mean < self.reward_threshold:
+            return
+        if self.solved_at_step is None:
             self.solved_at_step, self.solved_at_s = step, wall_time
+        if live and self.threshold_met is None:
+            self.threshold_met = (step, wall_time, mean)
 
     def mean_return_100(self) -> float | None:
         """The mean return of the run's last 100 episodes by global step (fewer before there are 100)."""
         return self.recent_returns.mean()
 
     def solved(self) -> bool:
-        return self.solved_at_step is not None
+        """Whether this session met the threshold (what --stop-when-solved stops on; see ``threshold_met``)."""
+        return self.threshold_met is not None
 
     def tick(self) -> list[Episode]:
         """Read everything new and publish it. Returns the new episodes."""
@@ -200,7 +211,7 @@ class Dashboard:
             self.loss_history.add(ep.worker, loss)
             self.recent_returns.add(order, ret)
             self.episodes += 1
-            self._check_solved(step, ep["wall_time"])
+            self._check_solved(step, ep["wall_time"], live=True)
         self._fold_lag_max()
         self.bar.update(self.source.global_step(), self.mean_return_100())
         now = self.clock()

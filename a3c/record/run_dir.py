@@ -26,6 +26,7 @@ from a3c.spec.errors import UserError
 
 CSV_COLUMNS: tuple[str, ...] = ("worker", "index", *FIELDS)
 LATEST = "latest.pt"  # checkpoints/latest.pt: the run's newest checkpoint (a3c.record.checkpoint writes it)
+BEST = "best.pt"  # checkpoints/best.pt: the evaluator's best policy; retention never deletes it
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})  # no space left, disk quota exceeded
 
 
@@ -119,18 +120,24 @@ def resume_checkpoint(run_dir: str | Path) -> Path:
     return path
 
 
+# the final line points out a final 100-episode mean this far below the run's best (a fraction of the best's size)
+FAR_BELOW_BEST = 0.25
+
+
 def final_line(summary: dict[str, Any], path: Path | str) -> str:
-    """The last line a run prints: how it ended (solved at step N (T s) when it stopped because it solved), this
-    session's steps, time and speed, and, after a resume, the run's total apart from this session's. The summary's
-    wall_time_s and solved_at_s are the run's wall time, which goes on across sessions; session_wall_time_s is this
-    session's."""
+    """The last line a run prints: how it ended (solved at step N (T s) when it stopped because it solved: the
+    episode of this session at which the 100-episode mean met the threshold), this session's steps, time and speed
+    (over the training window: from the first step to the last update), and, after a resume, the run's total apart
+    from this session's; a final mean far below the run's best window says so. The summary's wall_time_s and
+    solved_at_s are the run's wall time, which goes on across sessions; session_wall_time_s is this session's."""
     reason = summary.get("stop_reason", "total_steps")
     resumed = summary.get("resumed_from_step")
     total, wall, sps = summary["total_steps"], summary["wall_time_s"], summary["steps_per_s"]
     session_s = summary.get("session_wall_time_s", wall)
     before_s = wall - session_s  # the run's wall time when this session started
     mean = summary.get("mean_return_100")
-    solved_at, solved_s = summary.get("solved_at_step"), summary.get("solved_at_s")
+    solved_at = summary.get("stopped_solved_at_step", summary.get("solved_at_step"))
+    solved_s = summary.get("stopped_solved_at_s", summary.get("solved_at_s"))
     if reason == "solved" and solved_at is not None:
         if resumed is None:
             head = f"solved at step {solved_at:,} ({solved_s:.1f} s)"
@@ -143,13 +150,20 @@ def final_line(summary: dict[str, Any], path: Path | str) -> str:
     else:
         head = f"stopped: {reason}"
     mean_text = "no episode finished" if mean is None else f"mean return (last 100) {mean:g}"
+    train_s = summary.get("training_time_s")
+    speed = f"{sps:,.0f} steps/s" if train_s is None else f"training {train_s:.1f} s at {sps:,.0f} steps/s"
     if resumed is None:
-        body = f"{total:,} steps in {wall:.1f} s ({sps:,.0f} steps/s), {summary['episodes']:,} episodes, {mean_text}"
+        body = f"{total:,} steps in {wall:.1f} s ({speed}), {summary['episodes']:,} episodes, {mean_text}"
     else:
         body = (
             f"this session: steps {resumed:,} -> {total:,} ({total - resumed:,} steps) in {session_s:.1f} s "
-            f"({sps:,.0f} steps/s); the run: {total:,} steps, {summary['episodes']:,} episodes, {mean_text}"
+            f"({speed}); the run: {total:,} steps, {summary['episodes']:,} episodes, {mean_text}"
         )
+    best, best_at = summary.get("best_mean_return_100"), summary.get("best_mean_return_100_at_step")
+    if mean is not None and best is not None and best - mean > FAR_BELOW_BEST * abs(best):
+        has_best = (Path(path) / "checkpoints" / BEST).is_file()
+        where = f"checkpoints/{BEST} holds its best evaluated policy" if has_best else "see episodes.csv"
+        body += f" (far below the run's best 100-episode mean, {best:g} at step {best_at:,}: {where})"
     return f"a3c: {head}; {body}; {path}"
 
 

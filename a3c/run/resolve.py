@@ -172,6 +172,11 @@ def preflight(config: Config) -> EnvSpec:
             f"--bf16 is for image observations (the CNN torso), but {config.env} observes {spec.observation_space}, "
             "which an MLP takes in float32; drop --bf16"
         )
+    if config.stop_when_solved and config.stop_threshold(spec.reward_threshold) is None:
+        raise UserError(
+            f"--stop-when-solved: {config.env} has no reward threshold (its spec sets none); give --stop-at RETURN, "
+            "the 100-episode mean return to stop at, or drop --stop-when-solved"
+        )
     check_port(config.tensorboard)  # --tensorboard PORT: in use is a user error, before the run dir exists
     if config.resume is None and config.run_dir:
         check_new_run_dir(Path(config.run_dir))

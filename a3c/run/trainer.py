@@ -53,6 +53,9 @@ from a3c.spec.config import Config
 from a3c.spec.seeding import WorkerSeeds
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
+# the period with --stop-when-solved / --stop-at: the solve is seen within this of its episode's publication, and the
+# workers stop at their next update (a 0.25 s look let 2,752-32,064 steps run past the solve on CartPole)
+SOLVE_TICK_S = 0.005
 JOIN_TIMEOUT_S = 5.0  # for all workers together to finish their update after a stop; then they are terminated
 EXIT_FAILED = 1
 
@@ -177,6 +180,7 @@ class Trainer:
             coordinator = SharedMemoryCoordinator(shared)
         self.coordinator = coordinator
         self.resumed_from_step: int | None = None
+        self.final_checkpoint_step: int | None = None  # the global step of the run's final checkpoints/latest.pt
         self.restarts_before = 0
         if resume is not None:
             coordinator.restore(resume)
@@ -217,7 +221,7 @@ class Trainer:
                 run,
                 coordinator,
                 cfg.total_steps,
-                spec.reward_threshold,
+                cfg.stop_threshold(spec.reward_threshold),
                 start,
                 interval=coordinator.interval,
                 points_per_s=cfg.tb_episode_points_per_s,
@@ -246,7 +250,10 @@ class Trainer:
                 if failures.first is None:  # (after a failed write, nothing more is read: the disk is full)
                     failures.attempt("episodes.csv", dashboard.tick)
                 wall = time.time() - start
-                failures.attempt(f"checkpoints/{LATEST}", self.checkpoint, run, dashboard, (LATEST,))
+                if self.final_checkpoint_step is None:  # (a run stopped by a solve has its final checkpoint)
+                    self.final_checkpoint_step = failures.attempt(
+                        f"checkpoints/{LATEST}", self.checkpoint, run, dashboard, (LATEST,)
+                    )
                 if failures.first is not None and exit_code == 0:
                     exit_code, reason = EXIT_FAILED, failures.reason() or reason
                 summary = self.summary(dashboard, wall, reason)
@@ -270,19 +277,23 @@ class Trainer:
         cfg, coordinator, run = self.config, self.coordinator, dashboard.run
         schedule = CheckpointSchedule.from_config(cfg, coordinator.global_step())  # steps or seconds, retention
         reason = "total_steps"
+        tick_s = SOLVE_TICK_S if cfg.stops_at_threshold else TICK_S
         while True:
-            supervisor.launcher.wait(TICK_S)  # processes run by themselves; the serial backend runs them here
+            supervisor.launcher.wait(tick_s)  # processes run by themselves; the serial backend runs them here
             if signals.received is not None:
                 name = signal.Signals(signals.received).name
                 return 128 + signals.received, "interrupted" if name == "SIGINT" else f"terminated ({name})"
             dashboard.restarts = self.restarts_before + supervisor.restarts
             dashboard.tick()
             coordinator.next_interval()
-            if cfg.stop_when_solved and dashboard.solved() and reason != "solved":
+            if cfg.stops_at_threshold and dashboard.solved() and reason != "solved":
                 reason = "solved"
                 coordinator.request_stop()
+                # the weights of this moment, a few updates after the episode that met the threshold, are the run's
+                # final checkpoint (what a3c.load(run) and --resume take): not those of the updates still in flight
+                self.final_checkpoint_step = self.checkpoint(run, dashboard, (LATEST,))
             step = coordinator.global_step()
-            if schedule.due(step):
+            if not coordinator.should_stop() and schedule.due(step):
                 # step-N.pt is named from the snapshot's own step: the workers ran on after ``step`` was read
                 written = self.checkpoint(run, dashboard, schedule.files)
                 if written is not None:
@@ -440,6 +451,9 @@ class Trainer:
         train_s = end_s - (float(started.min() - dashboard.start_time) if len(started) else 0.0)
         steps = self.coordinator.global_step()
         session_steps = steps - (self.resumed_from_step or 0)
+        best = dashboard.best_window
+        # (step, wall time, mean) where this session met the threshold, for a run that stopped there
+        met = dashboard.threshold_met if reason == "solved" else None
         return {
             "env": self.config.env,
             "workers": self.workers,
@@ -449,9 +463,17 @@ class Trainer:
             "session_wall_time_s": wall,
             "steps_per_s": session_steps / train_s if train_s > 0 else 0.0,
             "episodes": dashboard.episodes,
-            "mean_return_100": round_return(dashboard.mean_return_100()),
-            "solved_at_step": dashboard.solved_at_step,
+            # the last 100 episodes' mean; for a run stopped by a solve, the window that met the threshold (what its
+            # final checkpoint was taken after: the episodes the workers finished while stopping are in episodes.csv)
+            "mean_return_100": round_return(dashboard.mean_return_100() if met is None else met[2]),
+            "best_mean_return_100": None if best is None else round_return(best[0]),
+            "best_mean_return_100_at_step": None if best is None else best[1],
+            "solved_at_step": dashboard.solved_at_step,  # the run's first solve (an earlier session's, after a resume)
             "solved_at_s": dashboard.solved_at_s,
+            "stopped_solved_at_step": None if met is None else met[0],  # this session's, where it stopped
+            "stopped_solved_at_s": None if met is None else met[1],
+            "final_checkpoint_step": self.final_checkpoint_step,
+            "training_time_s": train_s,
             "startup_s": startup_s,
             # whether the workers' update took the compiled kernel (a3c.learn.fused_loss), as this process sees it:
             # the kernel built, A3C_UPDATE_KERNEL not 0, a Discrete action space, a float32 model

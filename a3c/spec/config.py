@@ -246,7 +246,16 @@ class Config:
         factory=dict, group="env", help="keyword arguments for gymnasium.make, as key=value ..."
     )
     stop_when_solved: bool = flag(
-        False, group="run", help="stop once the 100-episode mean return reaches the env's threshold"
+        False,
+        group="run",
+        help="stop once the 100-episode mean return reaches the env's reward threshold (--stop-at: another one); the "
+        "final checkpoint is the one of that moment",
+    )
+    stop_at: float | None = flag(
+        None,
+        group="run",
+        help="stop once the 100-episode mean return reaches RETURN (also for envs without a reward threshold)",
+        metavar="RETURN",
     )
     checkpoint_every: int = flag(
         0,
@@ -347,6 +356,15 @@ class Config:
         """Whether the run evaluates its policy during training (--eval-every and --eval-episodes both > 0)."""
         return self.eval_every > 0 and self.eval_episodes > 0
 
+    @property
+    def stops_at_threshold(self) -> bool:
+        """Whether the run stops once its 100-episode mean return meets a threshold (--stop-when-solved, --stop-at)."""
+        return self.stop_when_solved or self.stop_at is not None
+
+    def stop_threshold(self, reward_threshold: float | None) -> float | None:
+        """The return that counts as solved: --stop-at, else the env's ``reward_threshold`` (None: the env has none)."""
+        return self.stop_at if self.stop_at is not None else reward_threshold
+
     def resolved_start_method(self) -> str:
         if self.start_method is not None:
             return self.start_method
@@ -387,6 +405,10 @@ class Config:
             ),
             (self.lstm >= 0, f"--lstm takes a size >= 1, or 0 for none (got {self.lstm})"),
             (math.isfinite(self.log_std_init), f"--log-std-init must be a finite number (got {self.log_std_init})"),
+            (
+                self.stop_at is None or math.isfinite(self.stop_at),
+                f"--stop-at must be a finite return (got {self.stop_at})",
+            ),
             (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
             (self.eval_every >= 0, f"--eval-every must be >= 0 (0: no evaluation; got {self.eval_every})"),
             (self.eval_episodes >= 0, f"--eval-episodes must be >= 0 (0: no evaluation; got {self.eval_episodes})"),

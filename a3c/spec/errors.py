@@ -4,6 +4,7 @@ it into one line on stderr and exit code 2 (no traceback). Anything else is a bu
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 import typing
 from collections.abc import Callable, Sequence
@@ -28,8 +29,26 @@ class OneLineParser(argparse.ArgumentParser):
     """The commands' argument parser: a usage error is a UserError (one line, exit 2, through run_cli) that points to
     ``PROG --help``, not argparse's usage block."""
 
+    def __init__(self, *args: typing.Any, **kwargs: typing.Any) -> None:
+        # no prefix matching: ``--total-step 1000`` is a typo to report, not ``--total-steps`` (argparse's default)
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> typing.NoReturn:
-        raise UserError(f"{message}; see {self.prog} --help")
+        raise UserError(f"{message}{self._did_you_mean(message)}; see {self.prog} --help")
+
+    def _did_you_mean(self, message: str) -> str:
+        """``: did you mean --workers?`` for the unknown flags of an "unrecognized arguments" message."""
+        if not message.startswith("unrecognized arguments:"):
+            return ""
+        known = [option for option in self._option_string_actions if option.startswith("--")]
+        guesses = []
+        for word in message.removeprefix("unrecognized arguments:").split():
+            flag = word.split("=", 1)[0]
+            close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75) if flag.startswith("--") else []
+            if close:
+                guesses.append(f"{close[0]} for {flag}")
+        return f" (did you mean {', '.join(guesses)}?)" if guesses else ""
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "a3c") -> int:

@@ -101,7 +101,8 @@ def test_the_real_final_line_when_solved_and_after_a_resume(tmp_path):
     assert last.startswith(f"a3c: solved at step {s1['solved_at_step']:,} ({s1['solved_at_s']:.1f} s); ")
     assert f"{s1['total_steps']:,} steps in " in last and f"mean return (last 100) {s1['mean_return_100']:g}" in last
 
-    # resumed (--stop-when-solved is kept from the checkpoint): it stops at once, solved in the earlier session
+    # resumed (--stop-when-solved is kept from the checkpoint): the window is still solved, so the first episode of
+    # this session meets the threshold again, and the run stops there
     target = s1["total_steps"] + 100_000
     second = subprocess.run(
         train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(target)),
@@ -113,9 +114,13 @@ def test_the_real_final_line_when_solved_and_after_a_resume(tmp_path):
     assert second.returncode == 0, second.stderr
     s2 = json.loads((run_dir / "summary.json").read_text())
     last = second.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"a3c: solved at step {s1['solved_at_step']:,} (in an earlier session); ")
-    session = s2["total_steps"] - s1["total_steps"]
-    assert f"this session: steps {s1['total_steps']:,} -> {s2['total_steps']:,} ({session:,} steps) in " in last
+    # (the session goes on from the final checkpoint: the one taken at the solve, before the last updates in flight)
+    resumed_at = s1["final_checkpoint_step"]
+    assert s1["solved_at_step"] <= resumed_at <= s1["total_steps"]
+    assert s2["stopped_solved_at_step"] > resumed_at and s2["solved_at_step"] == s1["solved_at_step"]
+    assert last.startswith(f"a3c: solved at step {s2['stopped_solved_at_step']:,} (") and "into this session" in last
+    session = s2["total_steps"] - resumed_at
+    assert f"this session: steps {resumed_at:,} -> {s2['total_steps']:,} ({session:,} steps) in " in last
     assert f"the run: {s2['total_steps']:,} steps, {s2['episodes']:,} episodes" in last
 
 
