@@ -27,6 +27,7 @@ workers, minutes of Atari); steps suit a reproducible schedule. After each write
 
 from __future__ import annotations
 
+import io
 import math
 import pickle
 import random
@@ -86,7 +87,13 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     payload = {"format": FORMAT, **payload}
     if INPUT_SCALE not in payload and (scale := model_input_scale(payload)) is not None:
         payload[INPUT_SCALE] = scale
-    atomic_write(path, lambda f: torch.save(payload, f), binary=True)  # (fsync of the file and of the directory)
+    # serialised in memory, then written: torch's zip writer, when a write of its own fails (a full disk), raises from
+    # its close an error of its own (RuntimeError "[enforce fail at inline_container.cc] unexpected pos") that hides
+    # the OSError; one plain write of the bytes raises the OSError itself, which the trainer turns into its one line
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    data = buffer.getbuffer()
+    atomic_write(path, lambda f: f.write(data), binary=True)  # (fsync of the file and of the directory)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
