@@ -33,7 +33,7 @@ from a3c.record.checkpoint import BEST, LATEST, check_trained_spaces, load_check
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
-from a3c.spec.seeding import EVALUATOR_RANK, Role, int_seed, stream
+from a3c.spec.seeding import EVALUATOR_RANK, Role, env_seed, stream
 
 ObsTransform = Callable[[np.ndarray], np.ndarray]
 
@@ -282,7 +282,7 @@ def eval_seeds(seed: int, episodes: int) -> list[int]:
     """The env reset seeds of evaluation episodes 0 .. episodes-1 of a run with root seed ``seed``: the same for
     every evaluation of the run (so that evaluations differ by the weights alone, and best.pt is better, not luckier)
     and for ``python -m a3c.evaluate`` of the run, which thus reproduces the run's evaluations."""
-    return [int_seed(stream(seed, 0, EVALUATOR_RANK, 0, Role.ENV, i)) for i in range(episodes)]
+    return [env_seed(seed, 0, EVALUATOR_RANK, 0, Role.ENV, i) for i in range(episodes)]
 
 
 def eval_sampler(seed: int) -> np.random.Generator:

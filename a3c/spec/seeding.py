@@ -20,6 +20,7 @@ which their gradients reach the shared model depends on OS scheduling, so two ru
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
 
 import numpy as np
@@ -42,8 +43,56 @@ def stream(seed: int, session: int, rank: int, incarnation: int, role: Role, ind
 
 
 def int_seed(seq: np.random.SeedSequence) -> int:
-    """A non-negative int for APIs that take one (gymnasium's reset, torch.manual_seed): 63 bits of the stream."""
+    """A non-negative int for APIs that take a large one (torch.manual_seed): 63 bits of the stream."""
     return int(seq.generate_state(2, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+# The seeds handed to envs (``reset(seed=)``, ``action_space.seed``) fit in 32 bits: gymnasium's own envs take any
+# non-negative int, but an env that seeds numpy's legacy ``np.random.RandomState(seed)`` refuses 2**32 and above
+# ("Seed must be between 0 and 2**32 - 1"). Hashing the key into 32 bits would let two of a large run's envs draw the
+# same seed (over 37k env seeds the chance is 1 in 6), so the key is packed into 32 bits, which is distinct for
+# distinct keys, and put through a permutation of the 32-bit numbers keyed by the run's seed (a bijection: still
+# distinct; keyed: another seed's run gets unrelated seeds). The layout, low bits first:
+#   role 1 (ENV 0, ACTION_SPACE 1) | index 11 | rank 10 (the evaluator: 1023) | incarnation 5 | session 5
+# A key beyond it (2,048 envs or evaluation episodes, 1,023 workers, 32 restarts of a rank in a session, 32 sessions)
+# is hashed instead: distinct from the others only with high probability.
+_FIELDS = (("index", 11), ("rank", 10), ("incarnation", 5), ("session", 5))
+_ENV_ROLES = {Role.ENV: 0, Role.ACTION_SPACE: 1}
+_EVALUATOR_SLOT = 2**10 - 1
+_FEISTEL_ROUNDS = 4
+
+
+def env_seed(seed: int, session: int, rank: int, incarnation: int, role: Role, index: int = 0) -> int:
+    """The 32-bit seed of env ``index``'s reset (``Role.ENV``) or action space (``Role.ACTION_SPACE``) for the stream
+    named by the key (see the module docstring): distinct for distinct keys within a run (see the layout above)."""
+    evaluator = rank % 2**32 == EVALUATOR_RANK
+    values = {"index": index, "rank": _EVALUATOR_SLOT if evaluator else rank, "incarnation": incarnation}
+    values["session"] = session
+    fits = all(0 <= values[name] < 2**bits for name, bits in _FIELDS) and (evaluator or rank < _EVALUATOR_SLOT)
+    if not fits:  # beyond the layout: a hash of the key
+        return int(stream(seed, session, rank, incarnation, role, index).generate_state(1, dtype=np.uint32)[0])
+    packed, shift = _ENV_ROLES[role], 1
+    for name, bits in _FIELDS:
+        packed |= values[name] << shift
+        shift += bits
+    return _permute32(packed, _round_keys(seed))
+
+
+@functools.lru_cache(maxsize=8)
+def _round_keys(seed: int) -> tuple[int, ...]:
+    """The permutation's round keys: 16 bits each, from the run's seed."""
+    words = np.random.SeedSequence(seed, spawn_key=(2**32 - 3,)).generate_state(_FEISTEL_ROUNDS, dtype=np.uint32)
+    return tuple(int(w) & 0xFFFF for w in words)
+
+
+def _permute32(value: int, keys: tuple[int, ...]) -> int:
+    """A keyed permutation of the 32-bit numbers: a Feistel network on two 16-bit halves, which is a bijection
+    whatever its round function (each round only xors one half with a function of the other)."""
+    left, right = value >> 16, value & 0xFFFF
+    for key in keys:
+        mixed = ((right * 0x9E37 + key) & 0xFFFF) ^ (right >> 7) ^ ((key * 0x85EB) & 0xFFFF)
+        left, right = right, left ^ mixed
+    return (left << 16) | right
 
 
 class WorkerSeeds:
@@ -55,12 +104,12 @@ class WorkerSeeds:
         self.torch = int_seed(stream(seed, session, rank, incarnation, Role.TORCH))
 
     def env(self, k: int) -> int:
-        seed, session, rank, incarnation = self.key
-        return int_seed(stream(seed, session, rank, incarnation, Role.ENV, k))
+        """Env ``k``'s reset seed: 32 bits (``env_seed``)."""
+        return env_seed(*self.key, Role.ENV, k)
 
     def action_space(self, k: int) -> int:
-        seed, session, rank, incarnation = self.key
-        return int_seed(stream(seed, session, rank, incarnation, Role.ACTION_SPACE, k))
+        """Env ``k``'s action-space seed: 32 bits (``env_seed``)."""
+        return env_seed(*self.key, Role.ACTION_SPACE, k)
 
 
 def model_init_seed(seed: int) -> int:

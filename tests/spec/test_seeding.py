@@ -57,3 +57,44 @@ def test_the_main_process_and_evaluator_streams_are_not_a_workers():
     worker_torch = {WorkerSeeds(1, 0, r, 0).torch for r in range(16)}
     assert model_init_seed(1) not in worker_torch and model_init_seed(1) != model_init_seed(2)
     torch.manual_seed(model_init_seed(1))  # an int torch takes
+
+
+def test_env_and_action_space_seeds_fit_in_32_bits():
+    """numpy's legacy RandomState(seed), which third-party envs seed with, refuses 2**32 and above."""
+    from a3c.record.agent import eval_seeds
+
+    seeds = [WorkerSeeds(s, session, rank, 0) for s in (0, 1, 2**40) for session in (0, 3) for rank in (0, 7, 500)]
+    values = [w.env(k) for w in seeds for k in range(64)] + [w.action_space(k) for w in seeds for k in range(64)]
+    values += eval_seeds(9, 100)
+    assert all(0 <= v < 2**32 for v in values)
+    np.random.RandomState(max(values))  # (accepted)
+
+
+def test_env_seeds_are_distinct_within_a_large_run():
+    """32 bits of a hash would repeat within a run this size about one time in two; the packed key through a keyed
+    permutation never does (a3c.spec.seeding.env_seed): 2 sessions x 128 ranks x 3 incarnations x 64 envs, reset and
+    action-space seeds, and 1,000 evaluation episodes."""
+    from a3c.record.agent import eval_seeds
+
+    seeds = []
+    for session, rank, inc in itertools.product(range(2), range(128), range(3)):
+        worker = WorkerSeeds(5, session, rank, inc)
+        seeds += [worker.env(k) for k in range(64)] + [worker.action_space(k) for k in range(64)]
+    seeds += eval_seeds(5, 1000)
+    assert len(seeds) == len(set(seeds)) == 2 * 128 * 3 * 64 * 2 + 1000
+
+
+def test_a_run_of_an_env_seeded_with_numpys_legacy_randomstate(tmp_path):
+    """Before: every worker crashed at its first reset (a seed of 63 bits), three restarts each, run stopped."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from procs import train_cmd
+
+    tests = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    cmd = train_cmd(tmp_path / "run", "--env", "legacy_seeded:LegacySeeded-v0", "--total-steps", "2000")
+    out = subprocess.run([*cmd, "--eval-every", "1000", "--eval-episodes", "3"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith("a3c: reached --total-steps ")
