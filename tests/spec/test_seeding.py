@@ -95,6 +95,8 @@ def test_a_run_of_an_env_seeded_with_numpys_legacy_randomstate(tmp_path):
     tests = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, *filter(None, [os.environ.get("PYTHONPATH")])])}
     cmd = train_cmd(tmp_path / "run", "--env", "legacy_seeded:LegacySeeded-v0", "--total-steps", "2000")
-    out = subprocess.run([*cmd, "--eval-every", "1000", "--eval-episodes", "3"], capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [*cmd, "--eval-every", "1000", "--eval-episodes", "3"], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 0, out.stderr
     assert out.stderr.strip().splitlines()[-1].startswith("a3c: reached --total-steps ")
