@@ -147,7 +147,7 @@ def _dimension(source: str, family: str, name: str, entry: Any) -> Dimension:
         choices = entry["choices"]
         if not isinstance(choices, list) or not choices:
             raise UserError(f"{where}: choices must be a non-empty list")
-        values = tuple(checked_setting(Path(source), table, name, c) for c in choices)
+        values = tuple(_in_range(where, field, checked_setting(Path(source), table, name, c)) for c in choices)
         labels = [choice_label(v) for v in values]
         if len(set(map(repr, labels))) != len(labels):
             raise UserError(f"{where}: a choice appears twice")
@@ -162,4 +162,16 @@ def _dimension(source: str, family: str, name: str, entry: Any) -> Dimension:
         raise UserError(f"{where}: needs low < high (finite numbers) and log true or false")
     if log and low <= 0:
         raise UserError(f"{where}: a log range needs low > 0 (got {low})")
+    _in_range(where, field, low)
+    _in_range(where, field, high)
     return Dimension(name, field, family, low=low, high=high, log=log, integer=hint is int)
+
+
+def _in_range(where: str, field: str, value: Any) -> Any:
+    """``value`` if the setting ``field`` takes it (Config.validate, the other settings at their defaults); a
+    UserError now, at load, rather than a failed trial when a trial draws it."""
+    try:
+        dataclasses.replace(Config(), **{field: value}).validate()
+    except UserError as err:
+        raise UserError(f"{where}: {choice_label(value)!r} is out of the setting's range ({err}); fix it") from None
+    return value

@@ -237,7 +237,9 @@ def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, time
         study,
         objective,
         timeout=timeout,
-        callbacks=[MaxTrialsCallback(settings.trials, states=FINISHED), after_trial],
+        # the trials running in other processes on this study count: each process stops once the finished trials and
+        # those in flight make --trials (counting only the finished ones, two processes made 8 of 7)
+        callbacks=[MaxTrialsCallback(settings.trials, states=(*FINISHED, TrialState.RUNNING)), after_trial],
         catch=(TrialFailed,),
     )
     if late_signal:

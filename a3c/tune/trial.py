@@ -26,6 +26,7 @@ import optuna
 
 from a3c.run.resolve import resolve_run, resolve_settings
 from a3c.spec.config import Config
+from a3c.spec.errors import UserError
 from a3c.spec.presets import NOT_PRESETTABLE
 from a3c.tune.space import Space
 
@@ -114,7 +115,10 @@ def run_trial(
     if values.get("track") and "wandb_group" not in given:  # --track: a study's trials form one W&B group
         values["wandb_group"] = trial.study.study_name
         given.add("wandb_group")
-    run = resolve_run(values, given)
+    try:
+        run = resolve_run(values, given)
+    except UserError as err:  # settings this trial drew that a run refuses: the trial fails, not the study
+        raise TrialFailed(f"trial {trial.number}'s settings were refused: {err}") from None
     config = run.config
     trial.set_user_attr("run_dir", str(run_dir.resolve()))
     trial.set_user_attr("preset", json.loads(json.dumps(preset_settings(config, "workers" in base.given))))

@@ -66,6 +66,10 @@ def test_settings_given_are_not_searched_and_the_space_survives_study_json():
         ("n-steps = { values = [5] }", "give { low = A, high = B }"),
         ("[returns]\nn-steps = { choices = [5] }\n[more]\nn-steps = { choices = [8] }", "n-steps appear more than"),
         ("lr = ", "cannot read it"),
+        # values out of a setting's range: refused when the space is loaded, not when a trial draws them
+        ("gamma = { low = 0.9, high = 1.03 }", "gamma: 1.03 is out of the setting's range (--gamma must be in (0, 1]"),
+        ("hidden-sizes = { choices = [[0]] }", "hidden-sizes: '0' is out of the setting's range"),
+        ("lstm = { choices = [0, -3] }", "lstm: -3 is out of the setting's range"),
     ],
 )
 def test_a_bad_space_file_is_one_user_error_naming_the_entry(tmp_path, text, message):

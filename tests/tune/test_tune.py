@@ -180,3 +180,32 @@ def test_study_errors_are_one_line(tmp_path, capsys, argv, message):
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "new").exists()
+
+
+def test_a_trial_whose_settings_are_refused_fails_and_the_study_goes_on(tmp_path):
+    """--bf16 is refused on CartPole when the run is resolved (it is for image observations), not when the space is
+    loaded (it is a valid setting): each trial that draws it fails, recorded with why, and the study goes on to its
+    limit of failures in a row. Before, the first trial's UserError ended the study (exit 2)."""
+    study_dir = tmp_path / "study"
+    (tmp_path / "space.toml").write_text("bf16 = { choices = [true] }\n")
+    flags = ["--study-dir", str(study_dir), "--trials", "2", "--space", str(tmp_path / "space.toml")]
+    done = subprocess.run(tune_cmd(*flags, "--total-steps", "2000", *TRIAL), capture_output=True, text=True)
+    assert done.returncode != 2, done.stderr
+    trials = load(study_dir).get_trials()
+    assert [t.state.name for t in trials] == ["FAIL"] * 3, done.stderr
+    assert all("--bf16 is for image observations" in t.user_attrs["failure"] for t in trials)
+    assert "3 trials failed in a row; stopping the study" in done.stderr
+
+
+def test_trials_in_flight_in_another_process_count_toward_the_trials(tmp_path):
+    """Another process's trial, running in the shared database, is one of --trials: this process finishes one more,
+    not two (two processes on one study finished 8 of 7)."""
+    study_dir, storage = tmp_path / "study", f"sqlite:///{tmp_path / 'shared.db'}"
+    shared = optuna.create_study(study_name="shared", storage=storage, direction="maximize")
+    in_flight = shared.ask()  # (RUNNING, as another process's trial would be)
+    flags = ["--storage", storage, "--study-name", "shared", "--study-dir", str(study_dir), "--trials", "2"]
+    done = subprocess.run(tune_cmd(*flags, "--total-steps", "2000", *TRIAL), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
+    assert [t.state.name for t in trials] == ["RUNNING", "COMPLETE"], done.stderr
+    assert trials[0].number == in_flight.number
