@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -207,6 +208,17 @@ class RunDirectory:
             except OSError:  # holds something now (not this start's), or already gone
                 pass
         self.made.clear()
+
+    def discard_new(self) -> None:
+        """A new run that did not start after all (its tracker refused to): what this start wrote in the directory,
+        which was missing or empty before it (check_new_run_dir), goes, and so do the directories ``create`` made, so
+        that the same command is not refused as "not empty" once the cause is fixed."""
+        for child in self.path.iterdir() if self.path.is_dir() else ():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+        self.remove_made()
 
     def write_config(self, config: Config) -> None:
         """config.json: every setting as resolved: this directory, the start method, the worker count (with how

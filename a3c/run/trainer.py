@@ -50,6 +50,7 @@ from a3c.run.supervisor import Supervisor
 from a3c.run.threads import limit_native_threads
 from a3c.run.worker import Worker, worker_main
 from a3c.spec.config import Config
+from a3c.spec.errors import UserError
 from a3c.spec.seeding import WorkerSeeds
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
@@ -170,7 +171,12 @@ class Trainer:
         if cfg.track:  # --track: W&B beside TensorBoard (a3c/record/tracking.py); a UserError before any process starts
             from a3c.record.tracking import WandbTracker
 
-            tracker = WandbTracker.start(cfg, run.path)
+            try:
+                tracker = WandbTracker.start(cfg, run.path)
+            except UserError:
+                if resume is None:  # nothing ran: the same command must be able to start again
+                    run.discard_new()
+                raise
         self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
         if self.ray is not None:
             self.model, self.dist = self.ray.model, self.ray.dist

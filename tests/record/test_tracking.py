@@ -165,5 +165,28 @@ def test_a_wandb_that_cannot_start_is_a_user_error(monkeypatch, tmp_path):
         WandbTracker.start(Config(track=True), tmp_path)
 
 
+def test_a_tracker_that_cannot_start_leaves_no_run_directory_in_the_way(monkeypatch, tmp_path, capsys):
+    """W&B refused to start after config.json (and W&B's own folder) were written: the same command then met "is not
+    empty ... or --resume" though the directory held no checkpoint. Now what the start wrote goes again."""
+    wandb = pytest.importorskip("wandb")
+    from a3c.spec.errors import run_cli
+    from a3c.train import main
+
+    def fail(**kwargs):
+        Path(kwargs["dir"], "wandb").mkdir(parents=True)  # (as wandb.init makes its folder before it fails)
+        raise wandb.errors.UsageError("api_key not configured (no-tty)")
+
+    monkeypatch.setattr(wandb, "init", fail)
+    for given in (tmp_path / "new" / "run", tmp_path / "empty"):
+        if given.name == "empty":
+            given.mkdir()  # a directory the user made: it stays, empty
+        argv = ["--backend", "serial", "--workers", "1", "--total-steps", "200", "--track", "--run-dir", str(given)]
+        for _ in range(2):  # the same command twice: the same error, not "not empty"
+            assert run_cli(main, argv, prog="a3c.train") == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) >= 1 and "W&B could not start the run" in err[-1], err
+        assert (given.exists() and not any(given.iterdir())) if given.name == "empty" else not given.parent.exists()
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
