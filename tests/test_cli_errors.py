@@ -216,7 +216,7 @@ def _checkpointed_run(tmp_path, **changes):
     params = torch.zeros(parameter_count(describe_env("CartPole-v1"), config))
     payload = {
         "model": params,
-        "optimizer": {"lr": 1e-3, "steps": torch.tensor([50])},
+        "optimizer": {"lr": 1e-3, "steps": torch.tensor([50]), "exp_avg": params.clone(), "exp_avg_sq": params.clone()},
         "global_step": 500,
         "worker_steps": torch.tensor([500]),
         "episodes_written": torch.tensor([20]),
@@ -231,6 +231,9 @@ def _checkpointed_run(tmp_path, **changes):
     }
     save_checkpoint(run / "checkpoints" / "latest.pt", payload)
     return run
+
+
+MOMENTS_OF_3 = {"exp_avg": torch.zeros(3), "exp_avg_sq": torch.zeros(3)}  # (Adam's, for a model of 3 parameters)
 
 
 @pytest.mark.parametrize(
@@ -250,12 +253,19 @@ def _checkpointed_run(tmp_path, **changes):
         ({"global_step": 1000}, [], "already at step 1,000, not below --total-steps 1,000"),
         ({}, ["--total-steps", "400"], "give a larger --total-steps"),
         ({"optimizer": "not a dict"}, [], "no valid 'optimizer' entry"),
+        # --gsde changes the policy head: named as the flag, not as "the env now has 3 and 129 actions"
+        ({}, ["--gsde"], "--gsde True differs from the resumed run's False"),
+        # files that unpickle but do not fit: refused before config.json or episodes.csv is touched
+        ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50])}}, [], "state does not fit its model (no 'exp_avg')"),
+        ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50]), **MOMENTS_OF_3}}, [], "adam state does not fit"),
+        ({"worker_stats": torch.zeros(13, dtype=torch.float64)}, [], "worker stats are shaped (13,)"),
     ],
 )
 def test_resume_incompatible_checkpoint(tmp_path, capsys, changes, flags, expected):
     run = _checkpointed_run(tmp_path, **changes)
     assert expected in _resume_error(["--resume", str(run), *flags], capsys)
     assert not (run / "episodes.csv").exists()  # refused before anything was touched
+    assert (run / "config.json").read_text() == "{}"  # (as _a_run wrote it: not rewritten)
 
 
 class _CreatesFile:

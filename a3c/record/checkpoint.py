@@ -73,6 +73,7 @@ ADDED_SETTINGS: dict[str, Any] = {
     "normalize_obs": False,
     "normalize_reward": False,
     "input_shift": 0.0,  # (the CNN's input was not shifted before a3c.spec.background)
+    "gsde": False,
 }
 # the payload entry that records what the model multiplies its observations by (a3c.learn.model.input_scale): stamped by
 # save_checkpoint, read back by saved_input_scale (a checkpoint without it gets the scale its a3c used)

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 
 from a3c.learn.distributions import make_distribution
+from a3c.learn.optim import OPTIMIZERS
+from a3c.learn.running_stats import moments_from_state
 from a3c.record.checkpoint import INPUT_SCALE, REQUIRED, check_trained_spaces, load_checkpoint, saved_settings
 from a3c.record.files import atomic_write
 from a3c.record.run_dir import resume_checkpoint
@@ -37,6 +39,7 @@ FIXED_ON_RESUME: tuple[str, ...] = (
     "optimizer",
     "normalize_obs",  # the model was trained on (un)normalised inputs
     "normalize_reward",
+    "gsde",  # the policy head's width (gSDE's exploration matrix)
 )
 
 
@@ -98,7 +101,7 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
             flag = "--" + key.replace("_", "-")
             raise UserError(
                 f"{flag} {_normal(overrides[key])!r} differs from the resumed run's {saved.get(key)!r}; a resumed "
-                f"run keeps its env, env kwargs, model sizes and optimizer: drop {flag}, or start a new run"
+                f"run keeps its env, env kwargs, model (sizes, --gsde) and optimizer: drop {flag}, or start a new run"
             )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
@@ -154,6 +157,35 @@ def check_compatible(
             f"{source} holds {payload['model'].numel()} parameters but the model has {n_params}; "
             "resume with the --hidden-sizes (and --shared-torso) it was trained with"
         )
+
+
+def check_restorable(payload: dict[str, Any], config: Config, obs_shape: tuple[int, ...], source: str) -> None:
+    """UserError if the checkpoint's optimizer state, worker stats or running statistics would not load into the run
+    ``config`` builds (a moment of another size, a missing entry: a file that unpickles but is corrupt or of another
+    version): checked here, before the run's files are touched, by loading them into scratch copies the way the
+    coordinator's restore will."""
+    n_params = payload["model"].numel()
+    fix = "use another checkpoint, or start a new run"
+    try:
+        OPTIMIZERS[config.optimizer](torch.zeros(n_params), lr=config.lr, slots=1).load_state_dict(payload["optimizer"])
+    except (KeyError, RuntimeError, TypeError, ValueError, AttributeError) as err:
+        what = f"no {err}" if isinstance(err, KeyError) else " ".join(str(err).split()) or type(err).__name__
+        raise UserError(
+            f"{source}: its --optimizer {config.optimizer} state does not fit its model ({what}); {fix}"
+        ) from None
+    stats = payload["worker_stats"]
+    if stats.dim() != 2 or len(stats) != len(payload["episodes_written"]):
+        raise UserError(f"{source}: its worker stats are shaped {tuple(stats.shape)}, not one row a worker; {fix}")
+    for key, shape, wanted in (
+        ("obs_stats", obs_shape, config.normalize_obs),
+        ("reward_stats", (), config.normalize_reward),
+    ):
+        if wanted and key in payload:
+            try:
+                moments_from_state(payload[key], shape)
+            except (KeyError, TypeError, ValueError) as err:
+                what = f"no {err}" if isinstance(err, KeyError) else " ".join(str(err).split())
+                raise UserError(f"{source}: its {key} do not fit the env ({what}); {fix}") from None
 
 
 def _episode_rows(path: Path) -> tuple[list[str], list[tuple[list[str], dict[str, float]]]]:

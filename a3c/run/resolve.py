@@ -193,10 +193,12 @@ def check_resume_fits(payload: dict[str, Any], spec: EnvSpec, config: Config) ->
     builds for it (parameter count, policy head)."""
     from a3c.learn.model import model_shape
     from a3c.record.checkpoint import LATEST
-    from a3c.record.resume import check_compatible
+    from a3c.record.resume import check_compatible, check_restorable
 
     n_params, param_dim = model_shape(spec, config)
-    check_compatible(payload, spec, n_params, f"{config.resume}/checkpoints/{LATEST}", param_dim)
+    source = f"{config.resume}/checkpoints/{LATEST}"
+    check_compatible(payload, spec, n_params, source, param_dim)
+    check_restorable(payload, config, spec.obs_shape, source)
 
 
 def start_fork_server(config: Config) -> None:
