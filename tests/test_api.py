@@ -121,11 +121,11 @@ def test_the_docs_example_runs(tmp_path):
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Use a trained agent") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    budget = "total_steps=200_000, eval_every=50_000"
+    budget = "eval_every=50_000"  # (the preset's --total-steps)
     assert budget in code
     code = code.replace(budget, "total_steps=4000, eval_every=2000, envs_per_worker=2, eval_episodes=2")
     (tmp_path / "example.py").write_text(code)
-    proc = subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, "example.py"], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert "best evaluation:" in lines[0] and re.fullmatch(r"return \d+; value of the start state -?[\d.]+", lines[1])

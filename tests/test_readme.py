@@ -4,6 +4,7 @@ the evaluate commands of "Use a trained agent" (its Python example: tests/test_a
 with .ci/run. Also: the README fits on a page, the flags and extras it and the docs it moved to name exist, its
 links and theirs point to files, and no doc is named after an issue."""
 
+import ast
 import importlib.util
 import os
 import re
@@ -154,6 +155,29 @@ def test_the_tour_runs_as_written(tmp_path):
         if "--tensorboard" in args:
             assert "TensorBoard at http://127.0.0.1:" in proc.stderr
         first_run = first_run or run_dir
+
+
+def test_following_the_readme_draws_no_warning():
+    """The README's train commands and its Python example, resolved as written: none is shorter than its preset's
+    budget (the short-run warning), so following the docs does not look like a mistake."""
+    from a3c.api import api_settings
+    from a3c.run.resolve import resolve_settings
+    from a3c.spec.presets import short_run_warning
+    from a3c.train import parse_flags
+
+    commands = [args for args in _train_commands(README) if "--resume" not in args]
+    assert len(commands) >= 4, commands
+    for args in commands:
+        values, given, _ = parse_flags(args)
+        settings = resolve_settings(values, given)
+        assert short_run_warning(settings.config, settings.sources) is None, args
+    calls = re.findall(r"a3c\.train\((.*?)\)\n", README)
+    assert calls, "the README's Python example"
+    for call in calls:
+        call_node = ast.parse(f"f({call})").body[0].value  # type: ignore[attr-defined]
+        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call_node.keywords}
+        settings = resolve_settings(*api_settings(**kwargs))
+        assert short_run_warning(settings.config, settings.sources) is None, call
 
 
 def test_the_evaluate_commands_run_as_written(tmp_path):
