@@ -165,6 +165,9 @@ def final_line(summary: dict[str, Any], path: Path | str) -> str:
         has_best = (Path(path) / "checkpoints" / BEST).is_file()
         where = f"checkpoints/{BEST} holds its best evaluated policy" if has_best else "see episodes.csv"
         body += f" (far below the run's best 100-episode mean, {best:g} at step {best_at:,}: {where})"
+    if (reason == "interrupted" or reason.startswith("terminated")) and summary.get("final_checkpoint_step"):
+        # stopped by a signal, its checkpoint written: how to go on (the run has not reached its --total-steps)
+        body += f"; go on with: python -m a3c.train --resume {path}"
     return f"a3c: {head}; {body}; {path}"
 
 

@@ -50,6 +50,9 @@ def test_total_steps_and_interrupted():
     assert done.startswith("a3c: reached --total-steps 206,840; ") and "solved" not in done
     stopped = final_line({**BASE, "stop_reason": "interrupted"}, "r")
     assert stopped.startswith("a3c: stopped: interrupted; ")
+    # (with its final checkpoint written: how to go on)
+    stopped = final_line({**BASE, "stop_reason": "interrupted", "final_checkpoint_step": 1000}, "runs/r")
+    assert "; go on with: python -m a3c.train --resume runs/r; runs/r" in stopped
 
 
 def test_after_a_resume_this_session_is_told_apart_from_the_run():
@@ -66,6 +69,23 @@ def test_after_a_resume_this_session_is_told_apart_from_the_run():
     assert solved_now.startswith("a3c: solved at step 203,752 (27.2 s into this session); ")
     solved_before = final_line({**BASE, "resumed_from_step": 250_000, "total_steps": 260_000}, "r")
     assert solved_before.startswith("a3c: solved at step 203,752 (in an earlier session); ")
+
+
+def test_the_final_line_labels_the_training_rate_and_points_out_a_collapse(tmp_path):
+    """The steps/s beside "N steps in T s" is over the training window (from the first step), not N / T: labelled.
+    A final 100-episode mean far below the run's best says so, and where the best evaluated policy is."""
+    line = final_line({**BASE, "stop_reason": "total_steps", "training_time_s": 25.0}, tmp_path)
+    assert "206,840 steps in 27.7 s (training 25.0 s at 7,697 steps/s)" in line
+    collapsed = {**BASE, "stop_reason": "total_steps", "mean_return_100": 90.01}
+    collapsed |= {"best_mean_return_100": 456.0, "best_mean_return_100_at_step": 80_000}
+    assert "far below the run's best 100-episode mean, 456 at step 80,000: see episodes.csv" in final_line(
+        collapsed, tmp_path
+    )
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "best.pt").write_bytes(b"")
+    assert "456 at step 80,000: checkpoints/best.pt holds its best evaluated policy" in final_line(collapsed, tmp_path)
+    near = {**collapsed, "mean_return_100": 400.0}  # (within a quarter of the best: nothing to say)
+    assert "far below" not in final_line(near, tmp_path)
 
 
 def test_no_episode_yet():
