@@ -248,13 +248,22 @@ def format_config(config: Config, sources: dict[str, str]) -> str:
     else:
         lines.append("# resumed run: its checkpoint's config, with the flags given on top")
     rows = [
-        (flag_name(f.name), _show(getattr(config, f.name)), sources.get(f.name, DEFAULT))
-        for f in dataclasses.fields(Config)
-        if not f.metadata.get("internal")
+        (*_typed(f.name, getattr(config, f.name)), sources.get(f.name, DEFAULT)) for f in dataclasses.fields(Config)
     ]
+    rows = [row for row, f in zip(rows, dataclasses.fields(Config), strict=True) if not f.metadata.get("internal")]
     width = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
     lines += [f"{a:<{width[0]}}  {b:<{width[1]}}  {c}" for a, b, c in rows]
     return "\n".join(lines)
+
+
+def _typed(name: str, value: Any) -> tuple[str, str]:
+    """A setting as a line of the command line that gives it (flag, value): a switch as --name / --no-name alone, a
+    setting without a value (unset) commented out, so that the lines together are flags a user could type."""
+    if isinstance(value, bool):
+        return _as_flag(name, value), ""
+    if value is None or value == {}:
+        return f"# {flag_name(name)}", "(not set)"
+    return flag_name(name), _show(value)
 
 
 def _show(value: Any) -> str:

@@ -11,7 +11,15 @@ from procs import train_cmd
 
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
-from a3c.spec.presets import ATARI_PRESET, PRESETS_FILE, load_presets, preset_name, resolve_config, tomllib
+from a3c.spec.presets import (
+    ATARI_PRESET,
+    PRESETS_FILE,
+    format_config,
+    load_presets,
+    preset_name,
+    resolve_config,
+    tomllib,
+)
 from a3c.train import build_parser, parse_cli, parse_config
 
 
@@ -161,11 +169,25 @@ def test_show_config_prints_sources_and_exits_without_training(tmp_path):
     lines = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines() if line.startswith("--")}
     assert lines["--lr"] == ["0.0003", "flag"]
     assert lines["--ent-coef"] == ["0.0", "preset"]
-    assert lines["--normalize-obs"] == ["true", "preset"]
+    assert lines["--normalize-obs"] == ["preset"] and lines["--no-bf16"] == ["default"]  # switches, as typed
     assert lines["--gamma"] == ["0.99", "default"]
     assert lines["--preset"] == ["Acrobot-v1", "preset"]
     assert "preset Acrobot-v1 from" in out.stdout
     assert not (tmp_path / "runs").exists()  # nothing trained, no run directory
+
+
+@pytest.mark.parametrize("env", ["CartPole-v1", "Acrobot-v1", "Pendulum-v1", "ALE/Pong-v5"])
+def test_show_config_prints_flags_that_give_the_same_config_typed_back(env):
+    """--show-config's lines are a command line (switches as --x / --no-x, unset settings commented out): typed back,
+    they resolve to the same settings. Before: "--ortho-init true" (no such flag), "--start-method -"."""
+    pytest.importorskip("ale_py") if env.startswith("ALE/") else None
+    config, sources, _ = parse_cli(["--env", env])
+    argv = []
+    for line in format_config(config, sources).splitlines():
+        if not line.startswith("#"):
+            argv += line.split()[:-1]  # (the last column: where the value came from)
+    again, _, _ = parse_cli(argv)
+    assert again == config
 
 
 @pytest.mark.timeout(120)
