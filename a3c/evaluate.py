@@ -80,11 +80,17 @@ def check_video_extra() -> None:
 
 
 def headless_rendering(environ: dict[str, str] | None = None) -> None:
-    """Choose EGL for MuJoCo's renderer where nothing else can work: MuJoCo reads MUJOCO_GL once, when it is imported
-    (the env is made after this), and its default, GLFW, needs a display. A user's own MUJOCO_GL, or a display, is
-    left alone; so is every other platform than Linux (macOS and Windows render without a display server)."""
+    """Without a display: SDL's dummy video driver for pygame's renderers, and EGL for MuJoCo's, where nothing else
+    can work: MuJoCo reads MUJOCO_GL once, when it is imported (the env is made after this), and its default, GLFW,
+    needs a display. A user's own SDL_VIDEODRIVER or MUJOCO_GL, or a display, is left alone; so is every other
+    platform than Linux (macOS and Windows render without a display server)."""
     env = os.environ if environ is None else environ
-    if sys.platform != "linux" or env.get("MUJOCO_GL") or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+    if sys.platform != "linux" or env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"):
+        return
+    # pygame (classic control, Box2D) renders frames off screen, but SDL probes for a display first, and its Wayland
+    # probe prints "error: XDG_RUNTIME_DIR is invalid or not set" though nothing fails: SDL's dummy driver probes none
+    env.setdefault("SDL_VIDEODRIVER", "dummy")
+    if env.get("MUJOCO_GL"):
         return
     env["MUJOCO_GL"] = "egl"
     env.setdefault("PYOPENGL_PLATFORM", "egl")  # PyOpenGL, which MuJoCo's Python renderer calls, must agree

@@ -5,8 +5,10 @@ tests/run/test_evaluation.py; eval.csv: tests/record/test_eval_log.py."""
 
 import csv
 import json
+import os
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -158,6 +160,19 @@ def test_evaluate_records_videos(run, tmp_path):
     files = sorted(p.name for p in videos.glob("*.mp4"))
     assert files == ["latest-episode-0.mp4", "latest-episode-1.mp4"]
     assert all((videos / f).stat().st_size > 1000 for f in files)
+
+
+def test_evaluate_video_without_a_display_prints_no_error(run, tmp_path):
+    """SDL's probe of a display printed "error: XDG_RUNTIME_DIR is invalid or not set" though the videos were fine."""
+    pytest.importorskip("moviepy")
+    pytest.importorskip("pygame")
+    quiet = ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")
+    env = {k: v for k, v in os.environ.items() if k not in quiet}
+    cmd = [sys.executable, "-m", "a3c.evaluate", str(run), "--episodes", "1", "--video", str(tmp_path / "v")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "error" not in proc.stderr.lower(), proc.stderr
+    assert [p.name for p in (tmp_path / "v").glob("*.mp4")] == ["latest-episode-0.mp4"]
 
 
 def test_serial_backend_evaluates_in_the_main_process(tmp_path):
