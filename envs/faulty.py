@@ -65,6 +65,7 @@ class FaultyEnv(gym.Env):
         self.nan_at = nan_at if self._applies(nan_ranks) else 0
         self.hang_s, self.nan_for, self.crash_pad = hang_s, nan_for, crash_pad
         self.steps = 0
+        self.pid_dir = pid_dir
         if pid_dir is not None and self.rank is not None:  # lets a test find (and kill) the worker of a rank
             path = os.path.join(pid_dir, f"rank-{self.rank}.pid")
             with open(path + ".tmp", "w") as f:
@@ -87,6 +88,8 @@ class FaultyEnv(gym.Env):
             pad = "\N{GRINNING FACE}" * self.crash_pad
             raise RuntimeError(f"envs/Faulty-v0: injected crash at step {self.steps} on rank {self.rank}{pad}")
         if self.hang_at and self.steps == self.hang_at:
+            if self.pid_dir is not None and self.rank is not None:  # lets a test wait for the hang (rank-R.hung)
+                open(os.path.join(self.pid_dir, f"rank-{self.rank}.hung"), "w").close()
             time.sleep(self.hang_s)
         obs, reward, terminated, truncated, info = self.inner.step(action)
         if self.nan_at and self.steps >= self.nan_at and (self.nan_for == 0 or self.steps < self.nan_at + self.nan_for):

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_import_a3c_stays_light():
     """`import a3c` must not import torch: the command line checks its input before torch loads."""
     code = "import sys, a3c; assert 'torch' not in sys.modules; a3c.train; a3c.load; assert 'torch' in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_train_from_a_script_under_spawn(tmp_path):
     script = tmp_path / "train_me.py"
     script.write_text(SCRIPT)
     proc = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True, timeout=240, cwd=tmp_path
+        [sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -105,7 +105,7 @@ def test_train_from_a_notebook(tmp_path):
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     nbclient.NotebookClient(
-        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        nb, timeout=None, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
     text = "".join(o.get("text", "") for o in nb.cells[2].outputs)
     steps, action = re.fullmatch(r"steps (\d+) action (\d+)\n", text).groups()

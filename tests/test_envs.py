@@ -197,7 +197,7 @@ def test_env_defined_in_a_test_module_trains_through_a_module_id(tmp_path: Path)
         "--run-dir",
         str(run_dir),
     ]
-    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env"] == "test_envs:TinyEnv-v0" and summary["total_steps"] >= 400

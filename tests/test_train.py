@@ -113,7 +113,6 @@ def test_examples_close_the_help():
         parser.parse_args(command.split()[3:])
 
 
-@pytest.mark.timeout(60)
 def test_the_real_help_exits_0():
-    proc = subprocess.run([sys.executable, "-m", "a3c.train", "--help"], capture_output=True, text=True, timeout=50)
+    proc = subprocess.run([sys.executable, "-m", "a3c.train", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "examples:" in proc.stdout and proc.stderr == ""

@@ -85,7 +85,6 @@ def _hammer(shared, seconds):
         shared.publish(0, Moments(float(k), np.full(shared.shape, float(k)), np.full(shared.shape, float(k))))
 
 
-@pytest.mark.timeout(60)
 def test_reads_during_concurrent_writes_are_consistent():
     """A writer process publishes rows whose every value equals its version while this process reads: every read
     must be one whole row (raw copies tear on this machine, see ``torn``; validated reads never do)."""

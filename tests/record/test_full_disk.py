@@ -24,7 +24,7 @@ def _in_full_disk(tmp_path: Path, command: str, size: int = MIB) -> subprocess.C
     disk.mkdir()
     namespace = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-rm"]
     script = f"mount -t tmpfs -o size={size} none {disk} && DISK={disk} && export DISK && cd {tmp_path} && {command}"
-    return subprocess.run([*namespace, "sh", "-c", script], capture_output=True, text=True, timeout=240)
+    return subprocess.run([*namespace, "sh", "-c", script], capture_output=True, text=True)
 
 
 @pytest.fixture(autouse=True)

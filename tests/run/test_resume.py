@@ -35,10 +35,9 @@ def _scalar_steps(run_dir, tag):
     return [e.step for e in acc.Scalars(tag)]
 
 
-@pytest.mark.timeout(120)
 def test_resume_continues_the_step_count(tmp_path):
     run_dir = tmp_path / "run"
-    first = subprocess.run(train_cmd(run_dir, "--total-steps", "2000"), capture_output=True, text=True, timeout=100)
+    first = subprocess.run(train_cmd(run_dir, "--total-steps", "2000"), capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     s1 = summary(run_dir)
     ckpt1 = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
@@ -48,7 +47,6 @@ def test_resume_continues_the_step_count(tmp_path):
         train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "4000"),
         capture_output=True,
         text=True,
-        timeout=100,
     )
     assert second.returncode == 0, second.stderr
     assert f"resuming {run_dir} at step {s1['total_steps']:,}" in second.stderr
@@ -77,7 +75,6 @@ def test_resume_continues_the_step_count(tmp_path):
 SHORT_EPISODES = ("--env", "envs/Classify-v0", "--env-kwargs", "episode_length=10", "--tb-episode-points-per-s", "0")
 
 
-@pytest.mark.timeout(150)
 def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     # checkpoints far apart (several dashboard ticks), so that the kill lands between two of them
@@ -111,7 +108,6 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
         train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + 3000)),
         capture_output=True,
         text=True,
-        timeout=100,
     )
     assert resumed.returncode == 0, resumed.stderr
     s = summary(run_dir)
@@ -137,7 +133,6 @@ def _latest(run_dir):
     return torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
 
 
-@pytest.mark.timeout(300)
 def test_resumes_with_2_1_1_2_workers_keep_the_record_append_only_and_ordered_by_step(tmp_path):
     """Issue 22, items 2 and 4, as the README's tour goes (train, Ctrl-C, resume, plot), with the worker count changed
     between sessions: 2 workers stopped by Ctrl-C, resumed with 1, again with 1, then with 2. Bugs: the resume with
@@ -163,7 +158,7 @@ def test_resumes_with_2_1_1_2_workers_keep_the_record_append_only_and_ordered_by
     for workers, more in ((1, 3000), (1, 2400), (2, 2400)):
         step = ckpt["global_step"]
         cmd = train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + more), workers=workers)
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         before, before_ckpt = rows, ckpt
         rows, ckpt = episode_rows(run_dir), _latest(run_dir)
@@ -224,7 +219,6 @@ def test_a_resume_that_moves_the_linear_schedule_s_end_says_so(tmp_path):
         train_cmd(run_dir, "--total-steps", "2000", "--lr-schedule", "linear", "--lr", "0.001"),
         capture_output=True,
         text=True,
-        timeout=100,
     )
     assert first.returncode == 0, first.stderr
     step = summary(run_dir)["total_steps"]
@@ -232,7 +226,6 @@ def test_a_resume_that_moves_the_linear_schedule_s_end_says_so(tmp_path):
         train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "4000", workers=1),
         capture_output=True,
         text=True,
-        timeout=100,
     )
     assert second.returncode == 0, second.stderr
     assert f"resuming {run_dir} at step {step:,} with 1 worker\n" in second.stderr

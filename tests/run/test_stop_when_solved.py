@@ -9,7 +9,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 import torch
 from procs import train_cmd
 from scripted_returns import THRESHOLD
@@ -24,10 +23,9 @@ def _env() -> dict[str, str]:
 
 def _train(run_dir: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     cmd = train_cmd(run_dir, "--env", ENV, "--eval-every", "0", "--checkpoint-every-s", "0", *flags)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=_env())
+    return subprocess.run(cmd, capture_output=True, text=True, env=_env())
 
 
-@pytest.mark.timeout(300)
 def test_a_solved_run_reports_and_keeps_the_moment_it_solved(tmp_path):
     """Each env pays 20 for its first 60 episodes, then 0: the window of the last 100 meets 10 after ~100 episodes,
     and the workers, which finish an episode every step, would collapse it within a few hundred more. Before the fix
@@ -51,7 +49,6 @@ def test_a_solved_run_reports_and_keeps_the_moment_it_solved(tmp_path):
     assert solved_at <= checkpoint["global_step"] <= summary["total_steps"]
 
 
-@pytest.mark.timeout(300)
 def test_a_resumed_run_that_collapsed_trains_until_it_solves_again(tmp_path):
     """Session 1 solves (each env pays 20 for 30 episodes) and collapses (then 0) before its --total-steps. Session 2,
     resumed with --stop-when-solved: its new envs pay 20 again for 30 episodes each, so the window (the replayed zeros
@@ -82,7 +79,6 @@ def test_stop_when_solved_on_an_env_without_a_threshold_is_a_one_line_error(tmp_
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.timeout(300)
 def test_stop_at_stops_an_env_without_a_threshold(tmp_path):
     """--stop-at RETURN: the threshold of an env that has none (the scripted env's own, 10, is replaced by 15)."""
     run_dir = tmp_path / "run"

