@@ -64,6 +64,8 @@ def test_ctrl_c_to_the_group_stops_in_order(tmp_path, start_method):
         ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
         assert ckpt["global_step"] == s["total_steps"]
         assert "Traceback" not in run.output()
+        last = run.output().strip().splitlines()[-1]  # the final line says how to go on
+        assert f"go on with: python -m a3c.train --resume {run_dir}" in last, last
     finally:
         run.cleanup()
 

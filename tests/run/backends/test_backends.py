@@ -167,7 +167,7 @@ def test_sigterm_lets_a_worker_finish_its_update_and_exit_cleanly():
     )
     launcher.start(0, 0)
     try:
-        assert wait_for(lambda: coord.stats()[0, Stat.UPDATES] >= 1)
+        assert wait_for(lambda: coord.stats()[0, Stat.UPDATES] >= 1, timeout=60)
         time.sleep(0.1)  # inside the next rollout (20 steps x 20 ms)
         launcher.procs[0].process.terminate()
         launcher.procs[0].process.join(timeout=10)

@@ -196,7 +196,7 @@ def test_ctrl_c_stops_a_ray_run_cleanly_and_leaves_no_ray_process(tmp_path):
     run = Run(train_cmd(run_dir, *RAY, "--total-steps", "100000000"), tmp_path / "log.txt")
     try:
         with RunShm(run.pid) as shm:
-            assert wait_for(lambda: episodes_started(run_dir, 20)), run.output()
+            assert wait_for(lambda: episodes_started(run_dir, 20), timeout=120), run.output()
             shm.poll()
         assert len(shm.names) >= 9, shm.names  # the server's state, in named shared memory
         started = descendants(run.pid)  # the local Ray instance (GCS, raylet) and its worker processes
@@ -207,7 +207,7 @@ def test_ctrl_c_stops_a_ray_run_cleanly_and_leaves_no_ray_process(tmp_path):
         took = time.monotonic() - t0
         assert code == 128 + signal.SIGINT, run.output()
         assert took < 10, f"took {took:.1f} s to stop"
-        assert wait_for(lambda: not alive(started)), f"left running: {alive(started)}"
+        assert wait_for(lambda: not alive(started), timeout=10), f"left running: {alive(started)}"
         assert not shm.left(), "the parameter server's shared memory outlived the run"
     finally:
         run.cleanup()
@@ -224,13 +224,13 @@ def test_a_sigkilled_driver_leaves_none_of_the_server_s_shared_memory(tmp_path):
     started: set[int] = set()
     try:
         with RunShm(run.pid) as shm:
-            assert wait_for(lambda: episodes_started(run_dir, 20)), run.output()
+            assert wait_for(lambda: episodes_started(run_dir, 20), timeout=120), run.output()
             shm.poll()
         started = descendants(run.pid)
         assert len(shm.names) >= 9, shm.names  # the server's state: params, optimizer, board, control
         os.kill(run.pid, signal.SIGKILL)  # the driver alone, as the OOM killer would: it runs nothing more
         run.wait(timeout=30)
-        assert wait_for(lambda: not shm.left()), f"left in /dev/shm: {shm.left()}"
+        assert wait_for(lambda: not shm.left(), timeout=60), f"left in /dev/shm: {shm.left()}"
     finally:
         run.cleanup()
         for pid in alive(started):  # re-parented when the driver died: no longer below run.pid
@@ -314,7 +314,7 @@ def test_a_lost_node_s_workers_restart_on_the_other_and_the_counts_stay_exact(tm
     )
     run = Run(cmd, tmp_path / "log.txt")
     try:
-        assert wait_for(lambda: len(_nodes(run.output())) == 4), run.output()
+        assert wait_for(lambda: len(_nodes(run.output())) == 4, timeout=300), run.output()
         placed = _nodes(run.output())
         assert len(set(placed.values())) == 2, f"workers not spread over both nodes: {placed}"
         on_other = {rank for rank, node in placed.items() if node == other.node_id}
@@ -322,7 +322,7 @@ def test_a_lost_node_s_workers_restart_on_the_other_and_the_counts_stay_exact(tm
         # the head node's workers (the server's node) through shared memory, the other's by actor calls
         paths = _paths(run.output())
         assert all(paths[rank] == ("actor calls" if rank in on_other else "shared memory") for rank in placed), paths
-        assert wait_for(lambda: episodes_started(run_dir, 50)), run.output()
+        assert wait_for(lambda: episodes_started(run_dir, 50), timeout=120), run.output()
         c.remove_node(other)  # the node is lost: its worker actors die with it
         code = run.wait(timeout=300)
         out = run.output()
