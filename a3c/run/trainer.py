@@ -299,7 +299,7 @@ class Trainer:
                 # final checkpoint (what a3c.load(run) and --resume take): not those of the updates still in flight
                 self.final_checkpoint_step = self.checkpoint(run, dashboard, (LATEST,))
             step = coordinator.global_step()
-            if not coordinator.should_stop() and schedule.due(step):
+            if reason != "solved" and schedule.due(step):  # (after a solve, latest.pt stays the solve's)
                 # step-N.pt is named from the snapshot's own step: the workers ran on after ``step`` was read
                 written = self.checkpoint(run, dashboard, schedule.files)
                 if written is not None:
