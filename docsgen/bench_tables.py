@@ -1,0 +1,192 @@
+"""The benchmark pages' tables, rendered from the JSON the benchmark scripts wrote (docs/data/): no number on those
+pages is copied by hand, and rerunning a benchmark and keeping its JSON there updates its page. A page asks for a
+table with a marker line, ``<!-- bench-table: KIND data/FILE.json [KEY] -->`` (KEY: one entry of a JSON that holds
+several runs); hooks.py replaces the marker with ``render(KIND, data)``.
+
+The kinds, one per script's output: ``throughput`` (scripts/bench_throughput.py), ``vs-sb3``
+(scripts/bench_vs_sb3.py), ``suite`` and ``suite-seeds`` (scripts/bench_suite.py), ``atari`` (scripts/bench_atari.py),
+``pong`` (scripts/bench_atari_learning.py plot)."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MARKER = re.compile(r"^<!-- bench-table: (?P<kind>[a-z0-9-]+) (?P<file>\S+\.json)(?: (?P<key>\S+))? -->$", re.M)
+ATARI_FRAME_SKIP = 4  # one agent step of ALE with the standard preprocessing is 4 frames (scripts/bench_atari.py)
+
+
+def _n(x: float, digits: int = 0) -> str:
+    """A number as the pages write it: thousands separated, ``digits`` decimals."""
+    return f"{x:,.{digits}f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _command(data: dict[str, Any]) -> str:
+    """The command that made ``data``, its output folder (the benchmark machine's path) shown as OUT."""
+    if not data.get("command"):
+        return ""
+    command = re.sub(r"--out \S+", "--out OUT", data["command"])
+    command = re.sub(r"python \S*/(scripts/\S+\.py)", r"python \1", command)
+    return f"Made by `{command}`."
+
+
+def throughput(data: dict[str, Any]) -> str:
+    """scripts/bench_throughput.py: a3c's steps/s against the raw loop's, round by round, per update path."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in data["results"]:
+        name = {"on": "C kernel", "off": "numpy"}.get(row.get("update_kernel", ""), "a3c")
+        groups.setdefault(f"{name}, {row['workers']} workers x {row['envs_per_worker']} envs", []).append(row)
+    rows = []
+    for name, runs in groups.items():
+        ratios = [100 * r["ratio_to_raw"] for r in runs]
+        speeds = [r["steps_per_s"] for r in runs]
+        raw = [r["raw_limit"] for r in runs]
+        rows.append(
+            [
+                name,
+                f"{_n(min(speeds))}-{_n(max(speeds))}",
+                f"{_n(min(raw))}-{_n(max(raw))}",
+                ", ".join(f"{x:.0f}" for x in ratios) + "%",
+                f"**{statistics.median(ratios):.0f}%**",
+                f"{min(ratios):.0f}%",
+            ]
+        )
+    header = ["update", f"a3c steps/s ({len(runs)} rounds)", "raw loop steps/s", "of the raw loop, each round"]
+    return _table([*header, "median", "lowest"], rows)
+
+
+def vs_sb3(data: dict[str, Any]) -> str:
+    """scripts/bench_vs_sb3.py: steps/s and time to the threshold, a3c against SB3's A2C, and their ratios."""
+    rows = []
+    for trainer, label in (("a3c", "a3c"), ("sb3", "SB3 A2C")):
+        runs, solves = data["throughput"][trainer], data["solve"][trainer]
+        times = [s["solved_at_s"] for s in solves if s["solved_at_s"] is not None]
+        rows.append(
+            [
+                label,
+                f"{_n(data['median_throughput'][trainer])} ({', '.join(_n(x) for x in runs)})",
+                f"{data['median_solve_s'][trainer]:.1f} ({', '.join(f'{t:.1f}' for t in times)})",
+                f"{len(times)}/{len(solves)}",
+                ", ".join(_n(s["final_mean100"], 1) for s in solves),
+            ]
+        )
+    speed = data["median_throughput"]["a3c"] / data["median_throughput"]["sb3"]
+    time = data["median_solve_s"]["a3c"] / data["median_solve_s"]["sb3"]
+    rows.append(["a3c / SB3", f"**{speed:.1f}x**", f"**{time:.2f}x**", "", ""])
+    header = ["trainer", "steps/s, median (runs)", "s to a mean of 475, median (seeds)", "seeds solved"]
+    return _table([*header, "final 100-episode mean per seed"], rows)
+
+
+def _mean_std(agg: dict[str, Any]) -> str:
+    return f"{_n(agg['final_mean_100'], 1)} ± {_n(agg['final_std'], 1)}"
+
+
+def suite(data: dict[str, Any]) -> str:
+    """scripts/bench_suite.py: per env, the final 100-episode mean over seeds, seeds at the threshold and the median
+    time to it, steps/s; a3c beside SB3's A2C where the run had both."""
+    trainers = [t for t in ("a3c", "sb3") if any(t in agg for agg in data["aggregate"].values())]
+    label = {"a3c": "a3c", "sb3": "SB3 A2C"}
+    header = ["env (steps)"]
+    header += [f"{label[t]} final" for t in trainers]
+    header += [f"{label[t]}: seeds solved, median s" for t in trainers]
+    header += [f"{label[t]} steps/s" for t in trainers]
+    rows = []
+    for env, agg in data["aggregate"].items():
+        row = [f"{env} ({_n(data['budgets'][env] / 1e6, 1)}M)" if env in data.get("budgets", {}) else env]
+        row += [_mean_std(agg[t]) for t in trainers]
+        for t in trainers:
+            s = agg[t]["median_s_to_threshold"]
+            row.append(f"{agg[t]['reached']}, {s:.1f} s" if s is not None else agg[t]["reached"])
+        row += [_n(agg[t]["median_steps_per_s"]) for t in trainers]
+        rows.append(row)
+    return _table(header, rows)
+
+
+def suite_seeds(data: dict[str, Any]) -> str:
+    """scripts/bench_suite.py: per env, each seed's final 100-episode mean and the seeds at the threshold."""
+    rows = []
+    for env, by_trainer in data["runs"].items():
+        for trainer, runs in by_trainer.items():
+            if not runs:  # a trainer the run left out (--trainers a3c)
+                continue
+            finals = ", ".join(_n(r["final_mean_100"], 1) for r in runs)
+            reached = sum(r["reached_at_step"] is not None for r in runs)
+            rows.append([env, {"sb3": "SB3 A2C"}.get(trainer, trainer), finals, f"{reached}/{len(runs)}"])
+    return _table(["env", "trainer", "final 100-episode mean, per seed", "seeds solved"], rows)
+
+
+def atari(data: dict[str, Any]) -> str:
+    """scripts/bench_atari.py: a3c's frames/s per variant against SB3's A2C (rl-zoo3's Atari settings)."""
+    sb3 = data["sb3_steps_per_s"]
+    threads = data.get("sb3_threads")
+    rows = []
+    for variant, runs in data["a3c_steps_per_s"].items():
+        frames = [ATARI_FRAME_SKIP * x for x in runs]
+        rows.append(
+            [
+                f"a3c, {variant}" if variant == "preset" else f"a3c, preset + `{variant}`",
+                f"{_n(statistics.median(frames))} ({', '.join(_n(x) for x in frames)})",
+                f"**{data['ratio'][variant]:.1f}x**",
+            ]
+        )
+    frames = [ATARI_FRAME_SKIP * x for x in sb3]
+    sb3_name = "SB3 A2C" + (f", {threads} threads" if threads else "")
+    rows.append([sb3_name, f"{_n(statistics.median(frames))} ({', '.join(_n(x) for x in frames)})", "1x"])
+    return _table([f"{data['env']}, {_n(data['steps'])} steps a run", "frames/s, median (runs)", "of SB3's"], rows)
+
+
+def pong(data: dict[str, Any]) -> str:
+    """scripts/bench_atari_learning.py plot: each run's final and best 100-game training mean and when it got there."""
+    rows = []
+    for name, s in data["summaries"].items():
+        reached = s["reached"].get("18")
+        rows.append(
+            [
+                name.removeprefix("a3c (").removesuffix(")"),
+                f"{_n(s['frames'] / 1e6, 1)}M",
+                _n(s["final_mean"], 1),
+                _n(s["best_mean"], 1),
+                f"{_n(reached['frames'] / 1e6, 1)}M" if reached else "not reached",
+                f"{s['wall_s'] / 60:.0f} min",
+            ]
+        )
+    return _table(["a3c run", "frames", "final 100-game mean", "best", "frames to 18", "wall time"], rows)
+
+
+KINDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "throughput": throughput,
+    "vs-sb3": vs_sb3,
+    "suite": suite,
+    "suite-seeds": suite_seeds,
+    "atari": atari,
+    "pong": pong,
+}
+
+
+def render(kind: str, path: Path, key: str | None = None) -> str:
+    """The table of ``kind`` from the JSON at ``path`` (its entry ``key``, if given), and the command that made it."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown bench-table kind {kind!r} (known: {', '.join(KINDS)})")
+    data = json.loads(path.read_text())
+    if key is not None:
+        data = data[key]
+    return "\n\n".join(p for p in (KINDS[kind](data), _command(data)) if p)
+
+
+def expand(markdown: str, page_dir: Path) -> str:
+    """``markdown`` with every bench-table marker replaced by its table (paths relative to the page's folder)."""
+
+    def table(m: re.Match[str]) -> str:
+        return render(m["kind"], page_dir / m["file"], m["key"])
+
+    return MARKER.sub(table, markdown)
