@@ -140,7 +140,7 @@ def atari(data: dict[str, Any]) -> str:
             ]
         )
     frames = [ATARI_FRAME_SKIP * x for x in sb3]
-    sb3_name = "SB3 A2C" + (f", {threads} threads" if threads else "")
+    sb3_name = "SB3 A2C" + (f", {threads} thread{'s' if threads > 1 else ''}" if threads else "")
     rows.append([sb3_name, f"{_n(statistics.median(frames))} ({', '.join(_n(x) for x in frames)})", "1x"])
     return _table([f"{data['env']}, {_n(data['steps'])} steps a run", "frames/s, median (runs)", "of SB3's"], rows)
 
