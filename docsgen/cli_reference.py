@@ -28,6 +28,11 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _prose(text: str) -> str:
+    """``text`` as a table cell of prose: no "<name>" read as an HTML tag, no "__" or "*" as emphasis."""
+    return _cell(text).replace("<", "&lt;").replace("_", "\\_").replace("*", "\\*")
+
+
 def _default(action: argparse.Action) -> str:
     default = action.default
     if default is None or default is argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
@@ -44,7 +49,9 @@ def _default(action: argparse.Action) -> str:
 def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     if not action.help or action.help is argparse.SUPPRESS:
         return ""
-    text = action.help % {**vars(action), "prog": parser.prog, "default": action.default} if "%" in action.help else action.help
+    text = action.help
+    if "%" in text:  # argparse's own expansion: %(default)s, %(prog)s, ...
+        text = text % {**vars(action), "prog": parser.prog}
     if action.choices is not None and "{" not in text:
         text += " (one of: " + ", ".join(str(c) for c in action.choices) + ")"
     return text
@@ -60,7 +67,7 @@ def render(entry_point: str) -> str:
     parser = parser_of(entry_point)
     formatter = parser._get_formatter()
     usage = parser.format_usage().strip().removeprefix("usage: ")
-    out = [f"```\n{usage}\n```", "", _cell(parser.description or ""), ""]
+    out = [f"```\n{usage}\n```", "", _prose(parser.description or ""), ""]
     for group in parser._action_groups:
         actions = [a for a in group._group_actions if not isinstance(a, argparse._HelpAction)]
         if not actions:
@@ -68,11 +75,11 @@ def render(entry_point: str) -> str:
         title = group.title or "options"
         out += [f"**{title[0].upper() + title[1:]}**", ""]
         if group.description:
-            out += [_cell(group.description), ""]
+            out += [_prose(group.description), ""]
         out += ["| flag | default | what it does |", "| --- | --- | --- |"]
         for action in actions:
             invocation = formatter._format_action_invocation(action)
-            out.append(f"| `{_cell(invocation)}` | {_default(action)} | {_cell(_help(parser, action))} |")
+            out.append(f"| `{_cell(invocation)}` | {_default(action)} | {_prose(_help(parser, action))} |")
         out.append("")
     if parser.epilog:
         out += ["```", parser.epilog.strip("\n"), "```", ""]

@@ -150,3 +150,14 @@ def test_a_benchmark_page_leads_with_its_table_figure_and_command(page):
     assert table is not None, page.name
     assert table.start() < lead.index("![") and table.start() < lead.index("```bash\n"), page.name
     assert text.rindex("\n## ") == text.index("\n## Tried and not kept\n"), page.name
+
+
+def test_ci_builds_the_site_from_the_docs_extra_and_checks_the_wheel():
+    import tomllib
+
+    ci = [line.split("  #")[0].strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert 'pip install -q -e ".[docs]"' in ci
+    assert any(line.startswith("mkdocs build --strict") for line in ci)
+    assert ci.index(".ci/wheel_check") > ci.index("python -m pytest -q -x tests")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert {"mkdocs", "mkdocs-material", "mkdocstrings[python]"} <= {re.split(r"[<>=]", d)[0] for d in extras["docs"]}
