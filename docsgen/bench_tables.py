@@ -146,21 +146,33 @@ def atari(data: dict[str, Any]) -> str:
 
 
 def pong(data: dict[str, Any]) -> str:
-    """scripts/bench_atari_learning.py plot: each run's final and best 100-game training mean and when it got there."""
+    """scripts/bench_atari_learning.py plot: per protocol (the env kwargs a run was given, if any) and seed, the final
+    100-game training mean, when it first reached 18, and the wall time."""
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, summary in data["summaries"].items():
+        m = re.fullmatch(r"a3c \((?P<workers>\d+) workers, seed (?P<seed>\d+)(?:, (?P<variant>.+))?\)", name)
+        if m is None:
+            raise ValueError(f"unexpected run name {name!r} in {data.get('command')!r}")
+        groups.setdefault(m["variant"] or "", {})[m["seed"]] = summary
+    seeds = sorted({seed for runs in groups.values() for seed in runs}, key=int)
     rows = []
-    for name, s in data["summaries"].items():
-        reached = s["reached"].get("18")
+    for variant, runs in groups.items():
+        label = f"`{variant}`" if variant else "ALE's defaults (sticky actions)"
+
+        def cells(value: Callable[[dict[str, Any]], str], runs: dict[str, dict[str, Any]] = runs) -> list[str]:
+            return [value(runs[seed]) if seed in runs else "" for seed in seeds]
+
+        def at_18(s: dict[str, Any]) -> str:
+            reached = s["reached"].get("18")
+            return f"{reached['frames'] / 1e6:.1f}M" if reached else "not reached"
+
+        rows.append([f"**{label}**: final 100-game mean", *cells(lambda s: f"**{s['final_mean']:+.1f}**")])
+        rows.append(["best 100-game mean", *cells(lambda s: f"{s['best_mean']:+.1f}")])
+        rows.append(["first mean >= 18 at (frames)", *cells(at_18)])
         rows.append(
-            [
-                name.removeprefix("a3c (").removesuffix(")"),
-                f"{_n(s['frames'] / 1e6, 1)}M",
-                _n(s["final_mean"], 1),
-                _n(s["best_mean"], 1),
-                f"{_n(reached['frames'] / 1e6, 1)}M" if reached else "not reached",
-                f"{s['wall_s'] / 60:.0f} min",
-            ]
+            ["frames run; wall time", *cells(lambda s: f"{s['frames'] / 1e6:.1f}M; {s['wall_s'] / 60:.0f} min")]
         )
-    return _table(["a3c run", "frames", "final 100-game mean", "best", "frames to 18", "wall time"], rows)
+    return _table(["a3c, 2 workers", *(f"seed {seed}" for seed in seeds)], rows)
 
 
 KINDS: dict[str, Callable[[dict[str, Any]], str]] = {

@@ -24,7 +24,8 @@ def parser_of(entry_point: str) -> argparse.ArgumentParser:
 
 
 def _cell(text: str) -> str:
-    """``text`` fit for one cell of a markdown table: one line, pipes escaped."""
+    """``text`` fit for one cell of a markdown table: one line, pipes escaped (a code span's are not: the table
+    reader leaves them, and an escape there would show)."""
     return " ".join(text.split()).replace("|", "\\|")
 
 
@@ -79,7 +80,7 @@ def render(entry_point: str) -> str:
         out += ["| flag | default | what it does |", "| --- | --- | --- |"]
         for action in actions:
             invocation = formatter._format_action_invocation(action)
-            out.append(f"| `{_cell(invocation)}` | {_default(action)} | {_prose(_help(parser, action))} |")
+            out.append(f"| `{' '.join(invocation.split())}` | {_default(action)} | {_prose(_help(parser, action))} |")
         out.append("")
     if parser.epilog:
         out += ["```", parser.epilog.strip("\n"), "```", ""]

@@ -41,7 +41,7 @@ def test_every_entry_point_with_a_parser_is_in_the_cli_reference():
 
 def _invoked(row: str) -> set[str]:
     """The option strings (or the positional's name) of a reference row's first cell, e.g. "`--lstm [SIZE]`"."""
-    cell = row.split(" | ")[0].removeprefix("| `").removesuffix("`").replace("\\|", "|")
+    cell = row.split("` | ")[0].removeprefix("| `")
     return {part.split(" ")[0] for part in cell.split(", ")}
 
 
