@@ -161,3 +161,13 @@ def test_ci_builds_the_site_from_the_docs_extra_and_checks_the_wheel():
     assert ci.index(".ci/wheel_check") > ci.index("python -m pytest -q -x tests")
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert {"mkdocs", "mkdocs-material", "mkdocstrings[python]"} <= {re.split(r"[<>=]", d)[0] for d in extras["docs"]}
+
+
+def test_a_marker_that_does_not_render_fails_the_build(tmp_path):
+    page = tmp_path / "page.md"
+    with pytest.raises(ValueError, match="unknown bench-table kind"):
+        hooks.expand("<!-- bench-table: nope ../data/vs_sb3_after_record.json -->", page)
+    with pytest.raises(FileNotFoundError):
+        hooks.expand("<!-- bench-table: vs-sb3 missing.json -->", page)
+    with pytest.raises(KeyError):
+        hooks.expand("<!-- cli-reference: a3c.nope -->", page)
