@@ -5,6 +5,8 @@ needs. .ci/wheel_check then installs the wheel into a fresh venv and trains, sho
 from outside the clone; these tests check what goes in, fast enough to run with the others."""
 
 import importlib.util
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -32,8 +34,6 @@ def _tracked_tree(dest: Path) -> Path:
 
 
 def _build(src: Path, out: Path, kind: str, env: dict[str, str] | None = None) -> Path:
-    import os
-
     proc = subprocess.run(
         [sys.executable, "-m", "build", f"--{kind}", "--no-isolation", "--outdir", str(out), str(src)],
         capture_output=True,
@@ -63,11 +63,37 @@ def test_the_wheel_holds_the_data_files_the_envs_and_the_kernel(tmp_path):
 
 
 @pytest.mark.timeout(600)
-def test_without_a_compiler_the_wheel_builds_without_the_kernel(tmp_path):
+def test_without_a_compiler_the_wheel_builds_without_the_kernel_and_runs_the_numpy_update(tmp_path):
     src = _tracked_tree(tmp_path / "src")
     wheel = _build(src, tmp_path / "dist", "wheel", env={"CC": "false", "LDSHARED": "false"})
     names = zipfile.ZipFile(wheel).namelist()
     assert _kernel(names) == [] and "a3c/spec/presets.toml" in names
+    # installed (its files only: this environment has torch and the rest), it trains with the numpy update and its
+    # summary.json says so
+    target, outside = tmp_path / "installed", tmp_path / "outside"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)]
+    subprocess.run(pip, check=True, capture_output=True, timeout=240)
+    outside.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import a3c, envs; print(a3c.__file__); print(envs.__file__)"],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert all(Path(f).is_relative_to(target) for f in where), where
+    train = [sys.executable, "-m", "a3c.train", "--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.0"]
+    train += ["--workers", "2", "--total-steps", "2000", "--eval-every", "0", "--checkpoint-every", "0"]
+    proc = subprocess.run(
+        [*train, "--run-dir", "run"], cwd=outside, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((outside / "run" / "summary.json").read_text())
+    assert summary.get("update_kernel", False) is False
+    if "update_path" in summary:
+        assert "numpy" in str(summary["update_path"]).lower(), summary["update_path"]
 
 
 @pytest.mark.timeout(600)
