@@ -121,8 +121,13 @@ def suite_seeds(data: dict[str, Any]) -> str:
                 continue
             finals = ", ".join(_n(r["final_mean_100"], 1) for r in runs)
             reached = sum(r["reached_at_step"] is not None for r in runs)
-            rows.append([env, {"sb3": "SB3 A2C"}.get(trainer, trainer), finals, f"{reached}/{len(runs)}"])
-    return _table(["env", "trainer", "final 100-episode mean, per seed", "seeds solved"], rows)
+            speeds = ", ".join(_n(r["steps_per_s"]) for r in runs)
+            seconds = ", ".join(_n(r["steps"] / r["steps_per_s"]) for r in runs)
+            label = {"sb3": "SB3 A2C"}.get(trainer, trainer)
+            rows.append([env, label, finals, f"{reached}/{len(runs)}", speeds, seconds])
+    header = ["env", "trainer", "final 100-episode mean, per seed", "seeds solved", "steps/s, per seed"]
+    header.append("training s, per seed")
+    return _table(header, rows)
 
 
 def atari(data: dict[str, Any]) -> str:
