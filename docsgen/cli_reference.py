@@ -58,11 +58,6 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return text
 
 
-def flags_of(parser: argparse.ArgumentParser) -> list[str]:
-    """Every option string and positional name of ``parser``: what the reference must show."""
-    return [s for a in parser._actions for s in (a.option_strings or [a.metavar or a.dest])]
-
-
 def render(entry_point: str) -> str:
     """The reference of one entry point: its usage and description, then one table per group of flags."""
     parser = parser_of(entry_point)
