@@ -8,6 +8,7 @@ one line per run (e.g. 1 against 16 workers). With one run the figures go to RUN
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import sys
@@ -97,14 +98,18 @@ def draw(runs: Sequence[RunEpisodes], out: Path, window: int = 100) -> list[Path
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m a3c.plot", description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories of a3c.train")
     parser.add_argument(
         "--out", type=Path, default=None, help="output directory (default: RUN_DIR/plots for one run, else required)"
     )
     parser.add_argument("--window", type=int, default=100, help="episodes in the moving average of the curves")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.window < 1:
         raise UserError(f"--window must be at least 1 (got {args.window})")
     if args.out is None and len(args.run_dirs) > 1:

@@ -5,7 +5,8 @@ no gradient and does not come back.
     python scripts/dead_units.py RUN_DIR_OR_CHECKPOINT [...] [--steps 600] [--json OUT.json]
 
 The frames: the run's env as a user plays it (a3c.spec.environment.make_env, training=False), ``--steps`` random
-actions from a reset with seed 0, every third frame stack kept. docs/atari.md ("The background level") has what it
+actions from a reset with seed 0, every third frame stack kept. docs/benchmarks/atari.md ("The background level") has
+what it
 found on Pong and Breakout.
 """
 

@@ -8,7 +8,8 @@ the probability of its most likely action, as quantiles.
 One game from a reset with ``--seed`` (the env as a user plays it: a3c.spec.environment.make_env, training=False),
 at most ``--steps`` steps. ``--merge-fire`` (Atari) also splits the entropy into the choice between moves and the
 choice inside groups of actions whose names differ only by FIRE (Pong's NOOP/FIRE, RIGHT/RIGHTFIRE, LEFT/LEFTFIRE,
-which move the paddle alike): the mean policy entropy is the sum of the two. docs/atari.md ("Where the sampled
+which move the paddle alike): the mean policy entropy is the sum of the two. docs/benchmarks/atari.md ("Where the
+sampled
 policy is random") has what it found on Pong.
 """
 

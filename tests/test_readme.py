@@ -17,15 +17,17 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 # the docs that hold what the README used to (flags named there must exist too)
 MOVED_DOCS = (
-    "options.md",
-    "agents.md",
-    "spaces.md",
-    "workers.md",
-    "run_outputs.md",
-    "faults_and_resume.md",
-    "seeds.md",
-    "slow_envs.md",
-    "cluster.md",
+    "get-started.md",
+    "guides/train-and-watch.md",
+    "guides/own-env.md",
+    "guides/trained-agent.md",
+    "guides/spaces.md",
+    "guides/workers.md",
+    "reference/run-directory.md",
+    "guides/stop-and-resume.md",
+    "guides/seeds.md",
+    "guides/slow-data.md",
+    "guides/ray.md",
 )
 SMALL = ["--total-steps", "3000", "--envs-per-worker", "2", "--checkpoint-every", "0"]
 
@@ -207,7 +209,7 @@ def test_every_flag_the_readme_names_exists():
 
     parsers = (build_parser(), evaluate_parser())  # the README names python -m a3c.evaluate's flags too
     known = {option for parser in parsers for action in parser._actions for option in action.option_strings}
-    known |= {"--out", "--window"}  # python -m a3c.plot's (docs/run_outputs.md)
+    known |= {"--out", "--window"}  # python -m a3c.plot's (docs/reference/run-directory.md)
     texts = [README] + [(ROOT / "docs" / name).read_text() for name in MOVED_DOCS]
     # (the benchmark scripts' own flags aside: python scripts/... commands)
     text = re.sub(r"`python scripts/[^`]*`", "", "".join(texts))
@@ -219,7 +221,7 @@ def test_every_flag_the_readme_names_exists():
 def test_links_point_to_files():
     for target in re.findall(r"\]\(((?:docs/|LICENSE)[^)#]*)", README):
         assert (ROOT / target).exists(), target
-    for doc in (ROOT / "docs").glob("*.md"):  # the docs' relative links too
+    for doc in (ROOT / "docs").rglob("*.md"):  # the docs' relative links too
         for target in re.findall(r"\]\((?![a-z]+:)([^)#]+)", doc.read_text()):
-            assert (doc.parent / target).exists(), f"{doc.name}: {target}"
+            assert (doc.parent / target).exists(), f"{doc.relative_to(ROOT)}: {target}"
     assert os.path.exists(ROOT / "LICENSE")

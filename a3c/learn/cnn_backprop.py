@@ -7,7 +7,7 @@ Why it is valid: a worker pulls the global weights before a rollout and changes 
 activations its acting passes computed are those the update's forward pass would compute again (to float rounding:
 oneDNN may pick another kernel for a batch of K than for T x K rows). This is the MLP path's reuse
 (a3c.learn.backprop.MlpBackprop.record) for the CNN, where the forward pass is the expensive part: on Pong the update's
-forward pass over 84 observations was a fifth of a worker's time (py-spy; docs/atari.md).
+forward pass over 84 observations was a fifth of a worker's time (py-spy; docs/benchmarks/atari.md).
 
 The backward pass by hand, layer by layer from the heads down (ReLU everywhere in the torso):
   heads      dW = d^T f, db = the sum of d over rows; d f = d_params W_pi + d_values w_v
@@ -15,7 +15,8 @@ The backward pass by hand, layer by layer from the heads down (ReLU everywhere i
   dense      dW = d z^T x, db = sum; d x = d z W (x: the flattened output of the last convolution)
   conv       ``torch.ops.aten.convolution_backward`` (the kernel autograd's Conv2d backward calls) gives d input,
              d weight and d bias from d z, the layer's input and its weight; the first layer's d input is not needed
-The convolutions' backward runs on channels-last tensors (oneDNN's backward there is 20-35% cheaper; docs/atari.md), so
+The convolutions' backward runs on channels-last tensors (oneDNN's backward there is 20-35% cheaper;
+docs/benchmarks/atari.md), so
 the kept activations are stored channels-last as they are recorded. Every parameter's gradient is *written* into its
 ``.grad`` (views of the worker's flat gradient buffer), so the worker need not zero them first.
 

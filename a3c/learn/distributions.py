@@ -26,7 +26,7 @@ becomes certain; within the bounds the term is the density, as without the optio
 gradient without bias and with less variance (the paper's result); the entropy stays the Gaussian's. A policy that
 learns to saturate its actions gains most: HalfCheetah's trained policies hold 91-95% of their means beyond [-1, 1]
 (maximal torques); without the option seed 1 collapsed at 600k steps, with it neither seed 1 nor 2 did
-(docs/suite.md).
+(docs/benchmarks/continuous.md).
 """
 
 from __future__ import annotations

@@ -122,7 +122,8 @@ class CnnTorso(Torso):
             x = x.permute(0, 3, 1, 2)  # (a view: already laid out channels-last)
         if torch.is_grad_enabled():
             # the update (a whole rollout, with autograd): oneDNN's convolution backward is 20-35% cheaper on
-            # channels-last input (docs/atari.md; the weights stay views of the flat buffer, in their own layout).
+            # channels-last input (docs/benchmarks/atari.md; the weights stay views of the flat buffer, in their own
+            # layout).
             # Acting (no autograd, 1-8 observations) gains nothing from it, so pays no copy.
             x = x.contiguous(memory_format=torch.channels_last)
         if self.bf16:

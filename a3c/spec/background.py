@@ -10,7 +10,7 @@ updates in one direction and the filter is negative everywhere: dead (ReLU), wit
 ALE/Pong-v5 with the atari preset 30 of the first convolution's 32 filters were dead by 1.4M frames (0 of 32 on
 Breakout, whose background is black), and every run sat at the floor (-20.5) for 3.5-5M frames. With the background
 subtracted (the frames' background becomes 0) no filter died and the runs left the floor at ~1.2M frames
-(docs/atari.md, "The background level").
+(docs/benchmarks/atari.md, "The background level").
 
 The level is measured once, when a new run starts (in the main process, before any worker): the most common pixel
 value over the env's first observations (its reset with the run's seed and ``MEASURED_STEPS`` steps of uniformly

@@ -355,7 +355,7 @@ def check_spaces(obs_space: gym.Space, act_space: gym.Space, env_id: str) -> Non
         fix = "wrap the env in a gymnasium.ObservationWrapper that returns one of those"
         if isinstance(obs_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
             # a bare index (FrozenLake's cell): the one-hot recipe, rather than a3c one-hotting it behind the back
-            # of a3c.load's agent, which takes the observations the model saw (see docs/spaces.md)
+            # of a3c.load's agent, which takes the observations the model saw (see docs/guides/spaces.md)
             fix = (
                 f"for {type(obs_space).__name__} observations, register the env wrapped in gymnasium's "
                 "FlattenObservation (one-hot) and train that: the README's 'Your own environment' shows how"

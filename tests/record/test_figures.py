@@ -224,7 +224,7 @@ def test_figure_memory_does_not_grow_with_redraws_of_a_growing_history():
     history's buffers keep their size, a rendered figure is emptied at once, and every earlier figure is freed by the
     next render, so at most one figure is ever alive. Before the fix, figures waited in reference cycles for
     Python's cyclic GC, holding megabytes of renderer memory each: RSS grew 2.3 MB per redraw of a growing history
-    (docs/long_runs.md); scripts/soak.py shows the main process flat over a long run."""
+    (docs/guides/long-runs.md); scripts/soak.py shows the main process flat over a long run."""
     history = LossHistory(workers=16, capacity=32)
     rng = np.random.default_rng(0)
     figures, sizes = [], []
