@@ -294,6 +294,9 @@ def test_malicious_resume_checkpoint_is_refused_end_to_end(tmp_path):
         (["--env-kwargs"], "--env-kwargs needs key=value pairs"),
         (["--env", "CartPol-v1"], "did you mean CartPole-v1"),
         (["--seed", "-1"], "--seed must be an integer >= 0 (got -1)"),
+        (["--wokers", "2"], "unrecognized arguments: --wokers 2 (did you mean --workers for --wokers?)"),
+        # no prefix matching: a typo is an error, not another flag
+        (["--total-step", "1000"], "unrecognized arguments: --total-step 1000 (did you mean --total-steps for"),
     ],
 )
 def test_the_real_command_prints_one_line_and_exits_2(tmp_path, argv, expected):
