@@ -68,11 +68,15 @@ def test_headless_rendering_asks_for_egl_only_where_nothing_else_is_set(monkeypa
     monkeypatch.setattr(evaluate_cli.sys, "platform", "linux")
     bare: dict[str, str] = {}
     evaluate_cli.headless_rendering(bare)
-    assert bare == {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl"}
-    for kept in ({"MUJOCO_GL": "osmesa"}, {"DISPLAY": ":0"}, {"WAYLAND_DISPLAY": "wayland-0"}):
+    # (SDL's dummy video driver for pygame's renderers: its display probe printed an error though nothing failed)
+    assert bare == {"MUJOCO_GL": "egl", "PYOPENGL_PLATFORM": "egl", "SDL_VIDEODRIVER": "dummy"}
+    for kept in ({"DISPLAY": ":0"}, {"WAYLAND_DISPLAY": "wayland-0"}):
         environ = dict(kept)
         evaluate_cli.headless_rendering(environ)
         assert environ == kept
+    own = {"MUJOCO_GL": "osmesa", "SDL_VIDEODRIVER": "x11"}  # a user's own choices stay
+    evaluate_cli.headless_rendering(own)
+    assert own == {"MUJOCO_GL": "osmesa", "SDL_VIDEODRIVER": "x11"}
     monkeypatch.setattr(evaluate_cli.sys, "platform", "darwin")
     mac: dict[str, str] = {}
     evaluate_cli.headless_rendering(mac)
