@@ -4,7 +4,7 @@ the moment the last worker takes its first step; workers wait at a start line, s
 ``python -c "import torch, gymnasium"``, timed two ways: the command's wall time (start to exit, as ``time`` shows
 it) and, stricter, from its process's start to the end of the imports (no interpreter shutdown).
 
-    python scripts/bench_startup.py --workers 2 16 --rounds 5 --out bench-out
+    python -m scripts.bench_startup --workers 2 16 --rounds 5 --out bench-out
 
 Each round runs the import command, then ``python -m a3c.train --env ENV --workers N`` for each N (a few thousand
 steps), so every ratio is a pair measured within seconds of each other. Prints a markdown table (medians, and the
@@ -23,8 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
+from scripts._common import markdown_table, save_results
 
 # Prints the time from its own process's start (/proc/self/stat, against the boot-time clock: the origin of
 # a3c.train's startup_s) to the end of the imports.

@@ -2,7 +2,7 @@
 sweep of fixed counts (powers of two, up to at least twice auto's choice), all in this one invocation; the score is
 auto's steps/s over the best fixed count's.
 
-    python scripts/bench_workers_auto.py --out bench-out
+    python -m scripts.bench_workers_auto --out bench-out
 
 Rows (--rows picks some): CartPole-v1; envs/SlowCartPole-v1 CPU-bound (mode=cpu, 1 ms a step); and
 envs/SlowCartPole-v1 I/O-bound (mode=sleep) at 0.2, 1 and 10 ms a step. Every run uses the defaults (8 envs per
@@ -20,14 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
-from bench_slow_env import run_trainer  # noqa: E402
+from scripts._common import markdown_table, run_train, save_results
 
 # name -> (env args, steps per worker)
 ROWS: dict[str, tuple[list[str], int]] = {
@@ -77,7 +74,7 @@ def run_row(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     def run(workers: str, n: int, rep: int) -> dict[str, Any]:
         total = max(args.min_steps, n * per_worker)
         cmd = [*env_args, "--workers", workers, "--total-steps", str(total), "--checkpoint-every", "0"]
-        summary = run_trainer(cmd, tmp / f"{name}-{workers}-{rep}")
+        summary = run_train(cmd, tmp / f"{name}-{workers}-{rep}")
         summary["load"] = os.getloadavg()[0]  # other jobs on the machine show here first
         print(f"  {name} workers={workers} ({summary['workers']}): {summary['steps_per_s']:,.0f} steps/s", flush=True)
         return summary
