@@ -23,9 +23,12 @@ than a Linear layer (the Gaussian's state-independent log-std, gSDE's) runs unde
 as a leaf, and the features' gradient it leaves continues by hand through the torso. Only the first ``rows``
 outputs carry gradient (the rollout's T x K samples; the boundary observation's row is a bootstrap target).
 
-The CNN has its own pass by hand (a3c.learn.cnn_backprop). ``backward_from`` is the hand-off to autograd for
-everything else (the LSTM, ``--bf16``'s CNN, the Gaussian head): the gradient of sum(grad * output) from one scalar
-root, not from explicit gradient tensors, which would make torch import sympy in every worker (see its docstring).
+The CNN, float32 and ``--bf16``, has its own pass by hand (a3c.learn.cnn_backprop). ``MlpByHand`` is this module's
+network pass in the update protocol (a3c.learn.update; a3c.learn.paths registers it); models it does not cover (an
+LSTM core, a CNN) take another path. ``backward_from`` is the hand-off to autograd where autograd runs: the reference
+path's backward through the whole model (a3c.learn.reference) and the Gaussian (and gSDE) head here: the gradient of
+sum(grad * output) from one scalar root, not from explicit gradient tensors, which would make torch import sympy in
+every worker (see its docstring).
 """
 
 from __future__ import annotations

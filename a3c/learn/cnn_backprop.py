@@ -28,8 +28,10 @@ it, and written into the float32 gradient. With uint8 frames the input scale (1/
 instead of the frames, so acting converts each step's frames once, unscaled, into the update's buffer (the record's
 ``inputs``), and the update copies no frames at all (it did: ~2.4 ms of a Pong update of 80 rows).
 
-``CnnBackprop.of`` returns None for models it does not cover (an LSTM core, a non-Linear policy head such as the
-Gaussian's, an MLP torso): those go through autograd as before."""
+``CnnBackprop.covers`` says why a model is not covered (an LSTM core, a non-Linear policy head such as the
+Gaussian's, an MLP torso) and ``CnnBackprop.of`` is None for it: such a model takes another update path
+(a3c.learn.paths: the reference, autograd, where no fast path covers it). ``CnnByHand`` is this module's network pass
+in the update protocol (a3c.learn.update)."""
 
 from __future__ import annotations
 
