@@ -51,10 +51,12 @@ FAMILIES = {
 COMMON = dict(envs_per_worker=3, n_steps=9, gae_lambda=0.9, ent_coef=0.05, vf_coef=0.7, max_grad_norm=1e9)
 COMMON.update(log_std_init=-0.3)
 
-# float32 paths: to 2e-4 of each entry and 1e-6 of the largest (at least 1e-6), as exact as float32 sums over a
-# rollout allow (a convolution's weight gradient sums thousands of products, in an order of oneDNN's choosing);
-# --bf16 (the torso's products in bfloat16, 8 bits of mantissa, on either path): 3% of the gradient's norm
-RTOL, ATOL, BF16_NORM_TOL = 2e-4, 1e-6, 3e-2
+# Per parameter: float32 paths to 2e-4 of each entry and 1e-6 of the parameter's largest (at least 1e-6), as exact
+# as float32 sums over a rollout allow (a convolution's weight gradient sums thousands of products, in an order of
+# oneDNN's choosing); --bf16 (the torso's products in bfloat16, 8 bits of mantissa, on either path): 10% of the
+# parameter gradient's norm (measured: up to 4% on the reference's autocast, 8% on the first convolution by hand, where
+# the input scale sits in its bfloat16 weight copy)
+RTOL, ATOL, BF16_NORM_TOL = 2e-4, 1e-6, 0.1
 
 # the path each family takes by default, where the C kernel is built
 CHOSEN = {
@@ -105,14 +107,19 @@ def test_every_path_pushes_the_reference_gradient(family, path, monkeypatch):
     expected = slow_reference_gradient(
         worker, cfg.gamma, cfg.gae_lambda, cfg.ent_coef, cfg.vf_coef, normalize_advantage=cfg.normalize_advantage
     )
-    assert_conforms(worker.channel.pushed[-1].double(), expected, bf16=cfg.bf16)
+    sizes = [p.numel() for p in worker.model.parameters()]
+    assert_conforms(worker.channel.pushed[-1].double(), expected, sizes, bf16=cfg.bf16)
 
 
-def assert_conforms(got, expected, bf16=False):
-    if bf16:
-        assert float((got - expected).norm()) <= BF16_NORM_TOL * float(expected.norm())
-    else:
-        torch.testing.assert_close(got, expected, rtol=RTOL, atol=ATOL * max(1.0, float(expected.abs().max())))
+def assert_conforms(got, expected, sizes, bf16=False):
+    """Each parameter's gradient (``sizes``: their lengths in the flat vector) to the tolerance, scaled by that
+    parameter's own largest entry: a term that moves only a small head's gradient is not hidden by a large torso's."""
+    for got_p, expected_p in zip(got.split(sizes), expected.split(sizes), strict=True):
+        if bf16:
+            assert float((got_p - expected_p).norm()) <= BF16_NORM_TOL * float(expected_p.norm()) + ATOL
+        else:
+            scale = max(1.0, float(expected_p.abs().max()))
+            torch.testing.assert_close(got_p, expected_p, rtol=RTOL, atol=ATOL * scale)
 
 
 def test_the_reference_gradient_sees_every_term():
@@ -121,7 +128,7 @@ def test_the_reference_gradient_sees_every_term():
     tolerance."""
     worker, _ = make_worker(**{**COMMON, "env": ENV_ID})
     worker.step()
-    cfg = worker.config
+    cfg, sizes = worker.config, [p.numel() for p in worker.model.parameters()]
     base = slow_reference_gradient(worker, cfg.gamma, cfg.gae_lambda, cfg.ent_coef, cfg.vf_coef)
     for changed in (
         slow_reference_gradient(worker, cfg.gamma, cfg.gae_lambda, 0.0, cfg.vf_coef),
@@ -130,7 +137,7 @@ def test_the_reference_gradient_sees_every_term():
         slow_reference_gradient(worker, cfg.gamma, 1.0, cfg.ent_coef, cfg.vf_coef),
     ):
         with pytest.raises(AssertionError):
-            assert_conforms(changed, base)
+            assert_conforms(changed, base, sizes)
 
 
 @pytest.mark.parametrize("family", FAMILIES.keys())
