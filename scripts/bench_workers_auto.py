@@ -21,10 +21,11 @@ import argparse
 import os
 import statistics
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scripts._common import markdown_table, run_train, save_results
+from scripts._common import alternate, markdown_table, run_train, save_results
 
 # name -> (env args, steps per worker)
 ROWS: dict[str, tuple[list[str], int]] = {
@@ -79,16 +80,14 @@ def run_row(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         print(f"  {name} workers={workers} ({summary['workers']}): {summary['steps_per_s']:,.0f} steps/s", flush=True)
         return summary
 
-    runs: dict[str, list[dict[str, Any]]] = {"auto": []}
     first = run("auto", expected_choice(env_args), 0)  # its choice sets the sweep
     choice = first["config"]["workers"]
-    runs["auto"].append(first)
     counts = sweep_counts(choice, args.max_workers)
-    for rep in range(args.repeats):
-        if rep:
-            runs["auto"].append(run("auto", choice, rep))
-        for n in counts:
-            runs.setdefault(str(n), []).append(run(str(n), n, rep))
+    trials: dict[str, Callable[[int], dict[str, Any]]] = {
+        "auto": lambda rep: first if rep == 0 else run("auto", choice, rep),
+        **{str(n): (lambda rep, n=n: run(str(n), n, rep)) for n in counts},
+    }
+    runs = alternate(args.repeats, trials)  # each repeat: auto, then every count (interleaved)
     median = {k: statistics.median(r["steps_per_s"] for r in v) for k, v in runs.items()}
     fixed = {int(k): v for k, v in median.items() if k != "auto"}
     best = max(fixed, key=fixed.__getitem__)
