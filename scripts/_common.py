@@ -1,32 +1,61 @@
-"""Shared bits of the benchmark scripts: the machine description, running a3c.train in a subprocess, and writing
-the table / JSON / PNG triple every benchmark produces."""
+"""Shared bits of the benchmark scripts: the machine description, running a3c.train in a subprocess, runs repeated
+in alternation, the 100-episode means read off a run's episodes, and writing the table / JSON / PNG triple every
+benchmark produces. The scripts are a package: run them from the repository's root as ``python -m scripts.NAME``."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
+from collections import deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+REPO = Path(__file__).resolve().parents[1]
+WINDOW = 100  # episodes in the training mean that is compared with a threshold
+Episodes = list[tuple[float, int, float]]  # (wall seconds, global step, return), in the order the episodes ended
+T = TypeVar("T")
 
 
 def machine() -> dict[str, Any]:
+    import gymnasium
+    import numpy
     import torch
 
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
     return {
         "cores": os.cpu_count(),
+        "cpu": cpu,
         "python": platform.python_version(),
         "torch": torch.__version__,
+        "gymnasium": gymnasium.__version__,
+        "numpy": numpy.__version__,
         "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
+        "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
 
 
 def command_line() -> str:
-    return "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    """How this script was run: ``python -m scripts.NAME ARGS``."""
+    script = Path(sys.argv[0]).resolve() if sys.argv[0] else None
+    if script is not None and script.parent == REPO / "scripts":
+        head = ["python", "-m", f"scripts.{script.stem}"]
+    else:
+        head = ["python", sys.argv[0] or "-"]
+    return " ".join([*head, *(shlex.quote(a) for a in sys.argv[1:])])
 
 
 def run_train(
@@ -34,16 +63,79 @@ def run_train(
     run_dir: Path,
     timeout: float = 3600,
     env: dict[str, str] | None = None,
-    cwd: Path | None = None,
+    repo: Path = REPO,
 ) -> dict[str, Any]:
-    """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` (in the environment ``env``: default, this process's; in
-    ``cwd``, which ``python -m`` puts first on sys.path: a directory outside any checkout makes PYTHONPATH choose the
-    a3c imported) and return its summary.json."""
+    """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` in a fresh process, on the a3c of the checkout ``repo``
+    (default: this repository's; from its root, on PYTHONPATH), in the environment ``env`` (default: this
+    process's); return its summary.json, with ``command`` and the run's resolved ``config`` (every setting, defaults
+    resolved) added. Raises RuntimeError with the trainer's stderr if it fails."""
     cmd = [sys.executable, "-m", "a3c.train", *args, "--run-dir", str(run_dir)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    base = dict(os.environ if env is None else env)
+    base["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo), base.get("PYTHONPATH")]))
+    proc = subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout, env=base)
     if proc.returncode != 0:
-        raise RuntimeError(f"{shlex.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return json.loads((run_dir / "summary.json").read_text())
+        raise RuntimeError(f"{shlex.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["command"] = " ".join(["python", "-m", "a3c.train", *args, "--run-dir", str(run_dir)])
+    summary["config"] = json.loads((run_dir / "config.json").read_text())
+    return summary
+
+
+def train_seconds(summary: dict[str, Any]) -> float:
+    """The trainer's measured training time: total_steps / steps_per_s, i.e. from the first env step of any worker
+    to the end of the run (start-up excluded, everything after the first step included)."""
+    return summary["total_steps"] / summary["steps_per_s"]
+
+
+def alternate(rounds: int, trials: dict[str, Callable[[int], T]]) -> dict[str, list[T]]:
+    """Each trial once a round, in turn, for ``rounds`` rounds (``trial(round)``): drifts in the machine's load then
+    hit every trial alike. The results by trial name, in round order."""
+    results: dict[str, list[T]] = {name: [] for name in trials}
+    for r in range(rounds):
+        for name, trial in trials.items():
+            results[name].append(trial(r))
+    return results
+
+
+def median(values: list[float | None]) -> float | None:
+    """The median of the known values; None where there is none."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def read_episodes(run_dir: Path) -> Episodes:
+    """An a3c run's episodes (episodes.csv), in the order they ended."""
+    with open(run_dir / "episodes.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return sorted((float(r["wall_time"]), int(float(r["global_step"])), float(r["return"])) for r in rows)
+
+
+def first_reach(episodes: Episodes, threshold: float) -> tuple[int | None, float | None]:
+    """(step, seconds) at which the mean of the last WINDOW finished episodes first reached ``threshold``."""
+    recent: deque[float] = deque(maxlen=WINDOW)
+    for wall, step, ret in episodes:
+        recent.append(ret)
+        if len(recent) == WINDOW and statistics.fmean(recent) >= threshold:
+            return step, wall
+    return None, None
+
+
+def final_mean(episodes: Episodes) -> float | None:
+    """The mean of the last WINDOW episodes (all of them if fewer); None without any."""
+    returns = [r for _, _, r in episodes[-WINDOW:]]
+    return statistics.fmean(returns) if returns else None
+
+
+def best_mean(episodes: Episodes) -> float | None:
+    """The best mean over WINDOW consecutive episodes; None under WINDOW episodes."""
+    returns = [r for _, _, r in episodes]
+    if len(returns) < WINDOW:
+        return None
+    window = best = sum(returns[:WINDOW])
+    for i in range(WINDOW, len(returns)):
+        window += returns[i] - returns[i - WINDOW]
+        best = max(best, window)
+    return best / WINDOW
 
 
 def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:

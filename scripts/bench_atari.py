@@ -5,8 +5,8 @@ and critic, RMSprop, 20-step rollouts), SB3 with rl-zoo3's A2C Atari settings (C
 vf_coef 0.25, RMSpropTFLike). Learning is not measured here (a game needs ~10M frames): this is the cost per frame.
 
     pip install -e ".[atari,bench]"
-    python scripts/bench_atari.py --steps 20000 --repeats 1 --out bench-out
-    python scripts/bench_atari.py --steps 20000 --repeats 2 --a3c-variant= --a3c-variant=--bf16 --out bench-out
+    python -m scripts.bench_atari --steps 20000 --repeats 1 --out bench-out
+    python -m scripts.bench_atari --steps 20000 --repeats 2 --a3c-variant= --a3c-variant=--bf16 --out bench-out
 
 a3c's steps/s is its summary.json's (from the workers' common first step; start-up excluded, in its own column);
 SB3's is its agent steps over the time of model.learn (envs and model built before the clock starts), with torch's
@@ -19,57 +19,22 @@ from __future__ import annotations
 import argparse
 import shlex
 import statistics
-import sys
 import tempfile
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, run_train, save_results  # noqa: E402
+from scripts._common import alternate, markdown_table, run_train, save_results
+from scripts.sb3_runner import ALGOS, hyperparameters, sb3_run
 
 FRAME_SKIP = 4  # frames per agent step, for both trainers
 
 
-def sb3_atari_a2c(env_id: str, n_envs: int, seed: int) -> tuple[Any, Any]:
-    """(env, model): SB3's A2C with rl-zoo3's Atari settings (hyperparams/a2c.yml, `atari`) on make_atari_env's
-    preprocessing + 4 stacked frames; the rest A2C's defaults (lr 7e-4, 5 steps, gamma 0.99)."""
-    import ale_py
-    import gymnasium
-    from stable_baselines3 import A2C
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
-    from stable_baselines3.common.vec_env import VecFrameStack
-
-    gymnasium.register_envs(ale_py)  # the ALE/ ids (a3c registers them itself)
-    # AtariWrapper skips frames itself: the ALE env must not skip too (frameskip=1), as a3c's make_env does
-    env = VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1}), n_stack=4)
-    model = A2C(
-        "CnnPolicy",
-        env,
-        ent_coef=0.01,
-        vf_coef=0.25,
-        policy_kwargs={"optimizer_class": RMSpropTFLike, "optimizer_kwargs": {"eps": 1e-5}},
-        seed=seed,
-        device="cpu",
-        verbose=0,
-    )
-    return env, model
-
-
-def sb3_steps_per_s(env_id: str, steps: int, n_envs: int, seed: int, threads: int) -> float:
-    import torch
-
+def sb3_steps_per_s(algo: str, env_id: str, steps: int, n_envs: int, seed: int, threads: int) -> float:
     # SB3 is one process: by default torch gives it a thread per core, and its CNN's forward and backward use them
     # (2 threads on the 2-core machine: 2,823-3,068 frames/s against 2,339-2,456 with one; 2026-12-03). a3c's
     # workers take one thread each because there is a process per core; SB3 gets the same cores its own way.
-    torch.set_num_threads(threads)
-    env, model = sb3_atari_a2c(env_id, n_envs, seed)
-    start = time.perf_counter()
-    model.learn(total_timesteps=steps)
-    elapsed = time.perf_counter() - start
-    env.close()
-    return model.num_timesteps / elapsed
+    return sb3_run(algo, env_id, seed, steps, threads=threads, n_envs=n_envs)["steps_per_s"]
 
 
 def main() -> None:
@@ -78,7 +43,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20_000, help="agent steps (x4 frames) of each run")
     parser.add_argument("--repeats", type=int, default=1, help="runs per trainer")
     parser.add_argument("--workers", type=int, default=2, help="a3c's --workers")
-    parser.add_argument("--sb3-envs", type=int, default=16, help="SB3's n_envs (rl-zoo3: 16)")
+    parser.add_argument("--sb3-algo", choices=ALGOS, default="a2c", help="SB3's algorithm (rl-zoo3's settings)")
+    parser.add_argument("--sb3-envs", type=int, default=None, help="SB3's n_envs (default: rl-zoo3's, A2C 16, PPO 8)")
     parser.add_argument(
         "--sb3-threads",
         type=int,
@@ -101,21 +67,33 @@ def main() -> None:
     variants = [shlex.split(v) for v in (args.a3c_variant or [""])]
     names = [" ".join(v) or "preset" for v in variants]
 
-    a3c_sps: dict[str, list[float]] = {name: [] for name in names}
-    a3c_startup: dict[str, list[float]] = {name: [] for name in names}
-    sb3_sps: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.repeats):  # each repeat: every a3c variant, then SB3 (alternating, as the load drifts)
-            for i, (name, extra) in enumerate(zip(names, variants, strict=True)):
+
+        def a3c(name: str, extra: list[str]) -> Callable[[int], dict[str, Any]]:
+            def trial(r: int) -> dict[str, Any]:
                 flags = ["--env", args.env, "--workers", str(args.workers), "--total-steps", str(args.steps), *extra]
-                s = run_train([*flags, "--eval-every", "0", "--seed", str(r + 1)], Path(tmp) / f"a3c-{r}-{i}")
-                a3c_sps[name].append(s["steps_per_s"])
-                a3c_startup[name].append(s["startup_s"] or 0.0)
+                s = run_train([*flags, "--eval-every", "0", "--seed", str(r + 1)], Path(tmp) / f"a3c-{r}-{name}")
                 print(f"a3c ({name}) run {r + 1}: {s['steps_per_s'] * FRAME_SKIP:,.0f} frames/s", flush=True)
-            sb3_sps.append(sb3_steps_per_s(args.env, args.steps, args.sb3_envs, r + 1, args.sb3_threads))
-            print(f"SB3 run {r + 1}: {sb3_sps[-1] * FRAME_SKIP:,.0f} frames/s", flush=True)
+                return s
+
+            return trial
+
+        def sb3(r: int) -> float:
+            sps = sb3_steps_per_s(args.sb3_algo, args.env, args.steps, args.sb3_envs, r + 1, args.sb3_threads)
+            print(f"SB3 run {r + 1}: {sps * FRAME_SKIP:,.0f} frames/s", flush=True)
+            return sps
+
+        # each round: every a3c variant, then SB3 (alternating, as the load drifts)
+        trials: dict[str, Callable[[int], Any]] = {
+            name: a3c(name, extra) for name, extra in zip(names, variants, strict=True)
+        }
+        runs = alternate(args.repeats, {**trials, " sb3": sb3})
+    a3c_sps = {name: [s["steps_per_s"] for s in runs[name]] for name in names}
+    a3c_startup = {name: [s["startup_s"] or 0.0 for s in runs[name]] for name in names}
+    sb3_sps: list[float] = runs[" sb3"]
 
     sb3 = statistics.median(sb3_sps) * FRAME_SKIP
+    sb3_envs = args.sb3_envs or hyperparameters(args.sb3_algo, args.env)["n_envs"]
     medians = {name: statistics.median(v) * FRAME_SKIP for name, v in a3c_sps.items()}
     rows = [
         [
@@ -128,7 +106,7 @@ def main() -> None:
     ]
     rows.append(
         [
-            f"SB3 A2C ({args.sb3_envs} envs, {args.sb3_threads} torch threads)",
+            f"SB3 {args.sb3_algo.upper()} ({sb3_envs} envs, {args.sb3_threads} torch threads)",
             sb3,
             ", ".join(f"{v * FRAME_SKIP:,.0f}" for v in sb3_sps),
             "",
@@ -142,7 +120,7 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(1.6 * (len(names) + 1) + 2, 3.5), dpi=100)
-    ax.bar([f"a3c\n{name}" for name in names] + ["SB3 A2C"], [*medians.values(), sb3])
+    ax.bar([f"a3c\n{name}" for name in names] + [f"SB3 {args.sb3_algo.upper()}"], [*medians.values(), sb3])
     ax.set_ylabel("frames/s (agent steps x 4)")
     ax.set_title(f"{args.env}: training throughput, same machine")
     fig.tight_layout()

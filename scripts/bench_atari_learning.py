@@ -4,10 +4,10 @@ and against wall time on one figure. Long runs, each resumable: start a trainer,
 run the same command again and it goes on from its last checkpoint.
 
     pip install -e ".[atari,bench]"
-    python scripts/bench_atari_learning.py a3c --frames 10000000 --out runs/atari-pong   # ~1-3 h on 2 cores
-    python scripts/bench_atari_learning.py a3c --out runs/pong-s2 -- --seed 2 --env-kwargs repeat_action_probability=0
-    python scripts/bench_atari_learning.py sb3 --frames 2000000 --out runs/atari-pong
-    python scripts/bench_atari_learning.py plot --out runs/atari-pong [--a3c-run RUN ...]   # table, JSON, PNG
+    python -m scripts.bench_atari_learning a3c --frames 10000000 --out runs/atari-pong   # ~1-3 h on 2 cores
+    python -m scripts.bench_atari_learning a3c --out runs/pong-s2 -- --seed 2 --env-kwargs repeat_action_probability=0
+    python -m scripts.bench_atari_learning sb3 --frames 2000000 --out runs/atari-pong
+    python -m scripts.bench_atari_learning plot --out runs/atari-pong [--a3c-run RUN ...]   # table, JSON, PNG
 
 `a3c` runs `python -m a3c.train --env GAME --total-steps FRAMES/4 --run-dir OUT/a3c` (or `--resume OUT/a3c`): its
 episodes.csv holds each game's return with its global step and wall time. `sb3` trains A2C("CnnPolicy") on
@@ -32,9 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
-from bench_atari import sb3_atari_a2c  # noqa: E402
+from scripts._common import markdown_table, save_results
+from scripts.sb3_runner import build
 
 FRAME_SKIP = 4  # emulator frames per agent step, for both trainers
 WINDOW = 100  # games in the training mean
@@ -63,7 +62,7 @@ def run_sb3(game: str, frames: int, out: Path, seed: int, save_every_s: float, t
         torch.set_num_threads(threads)
     out.mkdir(parents=True, exist_ok=True)
     model_path, clock_path, episodes_path = out / "model.zip", out / "clock.json", out / "episodes.csv"
-    env, model = sb3_atari_a2c(game, 16, seed)
+    env, model = build("a2c", game, seed, n_envs=16)
     wall_before = 0.0
     if model_path.is_file() and clock_path.is_file():
         model = A2C.load(model_path, env=env, device="cpu")  # (the fresh model above: only its env is kept)

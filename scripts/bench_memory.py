@@ -2,7 +2,7 @@
 share them) of each worker process with N workers, read from /proc/<pid>/smaps_rollup while the run trains, and
 summary.json's startup_s (command start to every worker's first env step).
 
-    python scripts/bench_memory.py --workers 16 --methods fork forkserver spawn --out bench-out
+    python -m scripts.bench_memory --workers 16 --methods fork forkserver spawn --out bench-out
 
 Prints a markdown table; writes OUT/memory.json, .md and .png. Linux only (/proc).
 """
@@ -18,8 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
+from scripts._common import markdown_table, save_results
 
 
 def children(pid: int) -> list[int]:

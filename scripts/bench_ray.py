@@ -9,7 +9,7 @@ Runs alternate (shared-memory, ray, ray by calls, shared-memory, ...) so that lo
 the ratio is of medians.
 
     pip install -e ".[ray]"
-    python scripts/bench_ray.py --repeats 2 --out bench-out
+    python -m scripts.bench_ray --repeats 2 --out bench-out
 
 steps/s is the trainer's own (summary.json: from the first env step to the end of the last update; start-up, which
 for Ray includes starting a local Ray instance, is the startup column). Prints a markdown table; writes
@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, run_train, save_results  # noqa: E402
-
-from a3c.spec.config import Config  # noqa: E402
+from a3c.spec.config import Config
+from scripts._common import markdown_table, run_train, save_results
 
 ENVS = {
     "CartPole-v1": ["--env", "CartPole-v1"],
@@ -63,7 +60,7 @@ def push_costs(calls: int) -> dict[str, float]:
             call()
         return (time.perf_counter() - start) / calls
 
-    message = pickle.dumps((0, grad.tobytes(), 0, None), protocol=pickle.HIGHEST_PROTOCOL)  # as RayChannel.push's
+    message = pickle.dumps((0, grad.tobytes(), 0, 1e-3, None), protocol=pickle.HIGHEST_PROTOCOL)  # as RayChannel.push's
     in_process = per_call(lambda: local.push(message))
     connect(config)
     try:

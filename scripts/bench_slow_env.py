@@ -1,7 +1,7 @@
 """Speed-up against workers on a slow environment, for an I/O-bound source (mode sleep) and a CPU-bound one (mode
 cpu): I/O-bound sources scale with the number of workers, CPU-bound ones stop at the number of cores.
 
-    python scripts/bench_slow_env.py --workers 1 2 4 8 16 --modes sleep cpu --latency 0.01 --out bench-out
+    python -m scripts.bench_slow_env --workers 1 2 4 8 16 --modes sleep cpu --latency 0.01 --out bench-out
 
 Every run gives each worker the same work (--steps-per-worker env steps, one env per worker, so a run with N workers
 takes --total-steps N * steps-per-worker), so an ideal run takes the same time whatever N; the speed-up of N workers
@@ -19,70 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def run_trainer(args: list[str], run_dir: Path, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Run ``python -m a3c.train ARGS --run-dir RUN_DIR`` in a fresh process; return its summary.json (plus
-    ``command`` and the run's resolved ``config``). Raises RuntimeError with the trainer's stderr if it fails."""
-    cmd = [sys.executable, "-m", "a3c.train", *args, "--run-dir", str(run_dir)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed with exit code {proc.returncode}:\n{proc.stderr[-3000:]}")
-    summary = json.loads((run_dir / "summary.json").read_text())
-    summary["command"] = " ".join(["python", "-m", "a3c.train", *args, "--run-dir", str(run_dir)])
-    summary["config"] = json.loads((run_dir / "config.json").read_text())  # every setting, defaults resolved
-    return summary
-
-
-def train_seconds(summary: dict[str, Any]) -> float:
-    """The trainer's measured training time: total_steps / steps_per_s, i.e. from the first env step of any worker
-    to the end of the run (start-up excluded, everything after the first step included)."""
-    return summary["total_steps"] / summary["steps_per_s"]
-
-
-def machine_info() -> dict[str, Any]:
-    import gymnasium
-    import numpy
-    import torch
-
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "gymnasium": gymnasium.__version__,
-        "numpy": numpy.__version__,
-        "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-    }
-
-
-def command_line() -> str:
-    return " ".join(["python", os.path.relpath(sys.argv[0], REPO) if sys.argv[0] else "-", *sys.argv[1:]])
-
-
-def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+from scripts._common import command_line, machine, markdown_table, run_train, train_seconds
 
 
 def plot(results: list[dict[str, Any]], workers: list[int], nproc: int, latency: float, path: Path, dpi: int) -> None:
@@ -136,7 +79,7 @@ def main() -> None:
         args.workers = [1, *args.workers]
     workers = sorted(set(args.workers))
 
-    info = machine_info()
+    info = machine()
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="a3c-bench-slow-") as tmp:
         for mode in args.modes:
@@ -147,7 +90,7 @@ def main() -> None:
                 flags += ["--workers", str(n), "--envs-per-worker", "1", "--n-steps", str(args.n_steps)]
                 flags += ["--total-steps", str(steps), "--checkpoint-every", "0"]
                 t0 = time.time()
-                s = run_trainer(flags, Path(tmp) / f"{mode}-w{n}")
+                s = run_train(flags, Path(tmp) / f"{mode}-w{n}")
                 base = s["steps_per_s"] if n == 1 else base
                 row = {
                     "mode": mode,
@@ -196,10 +139,10 @@ def main() -> None:
         "results": results,
     }
     (args.out / "slow_env.json").write_text(json.dumps(data, indent=2) + "\n")
-    plot(results, workers, info["nproc"] or 1, args.latency, args.out / "slow_env.png", args.dpi)
+    plot(results, workers, info["cores"] or 1, args.latency, args.out / "slow_env.png", args.dpi)
     print(table)
     print(
-        f"\n{info['nproc']} cores ({info['cpu']}), Python {info['python']}, torch {info['torch']}; "
+        f"\n{info['cores']} cores ({info['cpu']}), Python {info['python']}, torch {info['torch']}; "
         f"made by: {data['command']}; wrote {args.out / 'slow_env.json'} and {args.out / 'slow_env.png'}"
     )
 

@@ -1,7 +1,7 @@
 """The README's first command on many seeds: does every run end solved, report the mean that met the threshold, and
 keep the solving checkpoint?
 
-    python scripts/bench_solve_seeds.py --seeds 1 2 3 4 5 6 7 8 9 10 --out bench-out
+    python -m scripts.bench_solve_seeds --seeds 1 2 3 4 5 6 7 8 9 10 --out bench-out
 
 For each seed it runs ``python -m a3c.train --env ENV --stop-when-solved --seed S`` (the README's Quickstart command
 with the seed added; --workers auto as there), reads the final line and summary.json, and then scores the checkpoint
@@ -22,8 +22,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
+from scripts._common import markdown_table, save_results
 
 
 def main() -> None:

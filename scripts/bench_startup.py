@@ -4,7 +4,7 @@ the moment the last worker takes its first step; workers wait at a start line, s
 ``python -c "import torch, gymnasium"``, timed two ways: the command's wall time (start to exit, as ``time`` shows
 it) and, stricter, from its process's start to the end of the imports (no interpreter shutdown).
 
-    python scripts/bench_startup.py --workers 2 16 --rounds 5 --out bench-out
+    python -m scripts.bench_startup --workers 2 16 --rounds 5 --out bench-out
 
 Each round runs the import command, then ``python -m a3c.train --env ENV --workers N`` for each N (a few thousand
 steps), so every ratio is a pair measured within seconds of each other. Prints a markdown table (medians, and the
@@ -21,10 +21,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
+from scripts._common import alternate, markdown_table, save_results
 
 # Prints the time from its own process's start (/proc/self/stat, against the boot-time clock: the origin of
 # a3c.train's startup_s) to the end of the imports.
@@ -67,18 +68,27 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench-out"))
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="a3c-startup-"))
-    rounds: list[dict] = []
-    for r in range(args.rounds):
-        wall, imports_done = import_s()
-        row = {"import_wall_s": wall, "import_s": imports_done, "a3c_s": {}}
-        for n in args.workers:
-            row["a3c_s"][n] = a3c_startup_s(args.env, n, tmp / f"r{r}-w{n}", args.a3c_flags.split())
-        rounds.append(row)
-        print(
-            f"round {r + 1}: import command {wall:.2f} s (imports done {imports_done:.2f} s), "
-            + ", ".join(f"{n} workers {s:.2f} s ({s / wall:.2f}x)" for n, s in row["a3c_s"].items()),
-            file=sys.stderr,
-        )
+
+    def startup(n: int) -> Callable[[int], float]:
+        def trial(r: int) -> float:
+            s = a3c_startup_s(args.env, n, tmp / f"r{r}-w{n}", args.a3c_flags.split())
+            print(f"round {r + 1}: {n} workers {s:.2f} s", file=sys.stderr)
+            return s
+
+        return trial
+
+    # each round: the import command, then a3c with each worker count (alternating, as the load drifts)
+    trials: dict[str, Callable[[int], Any]] = {"import": lambda r: import_s()}
+    trials.update({str(n): startup(n) for n in args.workers})
+    runs = alternate(args.rounds, trials)
+    rounds = [
+        {
+            "import_wall_s": runs["import"][r][0],
+            "import_s": runs["import"][r][1],
+            "a3c_s": {n: runs[str(n)][r] for n in args.workers},
+        }
+        for r in range(args.rounds)
+    ]
     walls = [r["import_wall_s"] for r in rounds]
     imports = [r["import_s"] for r in rounds]
     rows, results = [], []

@@ -1,6 +1,7 @@
 """The suite (classic control, LunarLander, the continuous tasks, MuJoCo's HalfCheetah, Hopper and Walker2d), a3c
 against Stable-Baselines3's A2C with rl-zoo3's hyperparameters, on the same step budget, several seeds, runs
-alternating (a3c, SB3, a3c, ...) in one process so that drifts in machine load hit both alike.
+alternating (a3c, SB3, a3c, ...) in one process so that drifts in machine load hit both alike (SB3's PPO instead:
+--sb3-algo ppo; both from scripts/sb3_runner.py).
 
 a3c runs as ``python -m a3c.train --env ENV --workers 2 --seed S --total-steps BUDGET --run-dir ...`` (its preset
 from a3c/spec/presets.toml applies through --env) and is read back from the run's episodes.csv; SB3's A2C runs in this
@@ -10,10 +11,10 @@ schedules, and VecNormalize where rl-zoo3 says normalize), one torch thread. Ret
 Wall time: a3c from its trainer's start (episodes.csv wall_time), SB3 from building its envs.
 
     pip install -e ".[bench,box2d,mujoco]"
-    python scripts/bench_suite.py --seeds 1 2 3 --out bench-out
-    python scripts/bench_suite.py --envs HalfCheetah-v5 Hopper-v5 Walker2d-v5 --seeds 1 2 3 --out bench-mujoco
-    python scripts/bench_suite.py --envs CartPole-v1 Acrobot-v1 --seeds 1 --scale 0.01   # a smoke test
-    python scripts/bench_suite.py --merge out-a/suite.json out-b/suite.json --out bench-out   # runs made apart
+    python -m scripts.bench_suite --seeds 1 2 3 --out bench-out
+    python -m scripts.bench_suite --envs HalfCheetah-v5 Hopper-v5 Walker2d-v5 --seeds 1 2 3 --out bench-mujoco
+    python -m scripts.bench_suite --envs CartPole-v1 Acrobot-v1 --seeds 1 --scale 0.01   # a smoke test
+    python -m scripts.bench_suite --merge out-a/suite.json out-b/suite.json --out bench-out   # runs made apart
 
 Per env: the final 100-episode training mean (mean +- std over seeds), how many seeds reached the threshold, the
 median steps and wall time to it, the median steps/s. Writes OUT/suite.json, .md and .png (learning curves against
@@ -23,7 +24,6 @@ steps and against wall time, a3c and SB3 on the same axes, two per env).
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import statistics
 import sys
@@ -33,105 +33,67 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import command_line, markdown_table, run_train, save_results  # noqa: E402
+from scripts._common import (
+    WINDOW,
+    Episodes,
+    command_line,
+    final_mean,
+    first_reach,
+    markdown_table,
+    median,
+    read_episodes,
+    run_train,
+    save_results,
+)
+from scripts.sb3_runner import ALGOS, sb3_run
 
-WINDOW = 100  # episodes in the training mean that is compared with the threshold
-
-# Issue 10's budgets and thresholds (100-episode training mean), and rl-zoo3's A2C hyperparameters for each env
-# (DLR-RM/rl-baselines3-zoo hyperparams/a2c.yml; LunarLander-v3 takes rl-zoo3's LunarLander-v2 entry, the same task).
-# "normalize": SB3's VecNormalize with its defaults (observations and rewards, clipped at 10, gamma of the agent);
-# "lr_linear": the learning rate falls linearly from this value to 0 over the run (rl-zoo3's lin_X).
-# "zoo": rl-zoo3's published A2C score for the env (mean deterministic evaluation return, benchmark.md), a reference.
-# rl-zoo3's A2C with gSDE (Pendulum, LunarLanderContinuous, BipedalWalker...): RMSprop, lin_7e-4, gSDE from log-std -2
-_SDE_A2C: dict[str, Any] = {
-    "normalize": True,
-    "ent_coef": 0.0,
-    "max_grad_norm": 0.5,
-    "n_steps": 8,
-    "gae_lambda": 0.9,
-    "vf_coef": 0.4,
-    "use_rms_prop": True,
-    "normalize_advantage": False,
-    "lr_linear": 7e-4,
-    "use_sde": True,
-    "policy_kwargs": {"log_std_init": -2.0, "ortho_init": False},
-}
-_MUJOCO_A2C: dict[str, Any] = {"n_envs": 1, "normalize": True}
+# Issue 10's budgets and thresholds (100-episode training mean); SB3's hyperparameters are rl-zoo3's
+# (scripts/sb3_runner.py). "zoo": rl-zoo3's published A2C score for the env (mean deterministic evaluation return,
+# benchmark.md), a reference.
 SUITE: dict[str, dict[str, Any]] = {
-    "CartPole-v1": {"budget": 500_000, "threshold": 475.0, "zoo": "500 at 500k", "sb3": {"n_envs": 8, "ent_coef": 0.0}},
+    "CartPole-v1": {"budget": 500_000, "threshold": 475.0, "zoo": "500 at 500k"},
     "Acrobot-v1": {
         "budget": 500_000,
         "threshold": -100.0,
         "zoo": "-83 at 500k",
-        "sb3": {"n_envs": 16, "ent_coef": 0.0, "normalize": True},
     },
     "MountainCar-v0": {
         "budget": 1_000_000,
         "threshold": -130.0,
         "zoo": "-111 at 1M",
-        "sb3": {"n_envs": 16, "ent_coef": 0.0, "normalize": True},
     },
     "LunarLander-v3": {
         "budget": 1_000_000,
         "threshold": 100.0,
         "zoo": "156 at 200k (v2)",
-        "sb3": {"n_envs": 8, "gamma": 0.995, "n_steps": 5, "lr_linear": 0.00083, "ent_coef": 0.00001},
     },
     # continuous control (issue 12); thresholds: issue 12's for Pendulum, gymnasium's "solved" for the others
     "Pendulum-v1": {
         "budget": 1_000_000,
         "threshold": -300.0,
         "zoo": "-163 at 1M",
-        "sb3": {**_SDE_A2C, "n_envs": 8, "gamma": 0.9},
     },
     "MountainCarContinuous-v0": {
         "budget": 100_000,
         "threshold": 90.0,
         "zoo": "91 at 100k",
-        "sb3": {
-            "n_envs": 4,
-            "normalize": True,
-            "n_steps": 100,
-            "ent_coef": 0.0,
-            "use_sde": True,
-            "sde_sample_freq": 16,
-            "policy_kwargs": {"log_std_init": 0.0, "ortho_init": False},
-        },
     },
     "LunarLanderContinuous-v3": {
         "budget": 1_000_000,
         "threshold": 100.0,
         "zoo": "84 at 5M (v2)",
-        "sb3": {**_SDE_A2C, "n_envs": 4, "gamma": 0.99},
     },
     # MuJoCo (issue 25; rl-zoo3's mujoco-defaults: VecNormalize, 1 env, SB3's A2C defaults otherwise: n_steps 5,
     # RMSprop 7e-4, ent_coef 0, vf_coef 0.5, max_grad_norm 0.5, orthogonal init, log-std 0). Thresholds: rl-zoo3's A2C
     # scores where it has one (HalfCheetah 3041, Hopper 733 on -v3), rounded down; Walker2d has none: 1000.
-    "HalfCheetah-v5": {"budget": 1_000_000, "threshold": 3000.0, "zoo": "3041 at 1M (v3)", "sb3": _MUJOCO_A2C},
-    "Hopper-v5": {"budget": 1_000_000, "threshold": 700.0, "zoo": "733 at 1M (v3)", "sb3": _MUJOCO_A2C},
-    "Walker2d-v5": {"budget": 1_000_000, "threshold": 1000.0, "zoo": "none published", "sb3": _MUJOCO_A2C},
+    "HalfCheetah-v5": {"budget": 1_000_000, "threshold": 3000.0, "zoo": "3041 at 1M (v3)"},
+    "Hopper-v5": {"budget": 1_000_000, "threshold": 700.0, "zoo": "733 at 1M (v3)"},
+    "Walker2d-v5": {"budget": 1_000_000, "threshold": 1000.0, "zoo": "none published"},
 }
 CLASSIC = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3"]  # issue 10's suite
 
 
-def first_reach(episodes: list[tuple[float, int, float]], threshold: float) -> tuple[int | None, float | None]:
-    """(step, seconds) at which the mean of the last WINDOW finished episodes first reached ``threshold``;
-    ``episodes`` are (wall seconds, global step, return) in the order they ended."""
-    recent: deque[float] = deque(maxlen=WINDOW)
-    for wall, step, ret in episodes:
-        recent.append(ret)
-        if len(recent) == WINDOW and statistics.fmean(recent) >= threshold:
-            return step, wall
-    return None, None
-
-
-def final_mean(episodes: list[tuple[float, int, float]]) -> float | None:
-    returns = [r for _, _, r in episodes[-WINDOW:]]
-    return statistics.fmean(returns) if returns else None
-
-
-def curve(episodes: list[tuple[float, int, float]], points: int = 300) -> list[tuple[float, int, float]]:
+def curve(episodes: Episodes, points: int = 300) -> Episodes:
     """(wall seconds, global step, mean of the last <= WINDOW episodes), thinned to about ``points`` points for the
     plot/JSON."""
     recent: deque[float] = deque(maxlen=WINDOW)
@@ -144,7 +106,7 @@ def curve(episodes: list[tuple[float, int, float]], points: int = 300) -> list[t
     return out
 
 
-def summarize(episodes: list[tuple[float, int, float]], threshold: float, steps: int, steps_per_s: float) -> dict:
+def summarize(episodes: Episodes, threshold: float, steps: int, steps_per_s: float) -> dict:
     step, wall = first_reach(episodes, threshold)
     return {
         "final_mean_100": final_mean(episodes),
@@ -161,9 +123,7 @@ def a3c_run(env_id: str, seed: int, budget: int, workers: int, threshold: float,
     run_dir = tmp / f"a3c-{env_id}-{seed}-{time.time_ns()}"
     args = ["--env", env_id, "--workers", str(workers), "--seed", str(seed), "--total-steps", str(budget)]
     summary = run_train([*args, "--checkpoint-every", "0"], run_dir, timeout=timeout)
-    with open(run_dir / "episodes.csv") as f:
-        rows = list(csv.DictReader(f))
-    episodes = sorted((float(r["wall_time"]), int(float(r["global_step"])), float(r["return"])) for r in rows)
+    episodes = read_episodes(run_dir)
     config = (run_dir / "config.json").read_text()
     shutil.rmtree(run_dir, ignore_errors=True)
     return {
@@ -172,51 +132,11 @@ def a3c_run(env_id: str, seed: int, budget: int, workers: int, threshold: float,
     }
 
 
-def sb3_run(env_id: str, seed: int, budget: int, threshold: float) -> dict:
-    """SB3 A2C with rl-zoo3's settings for ``env_id``; every finished episode is recorded as it ends."""
-    import torch
-    from stable_baselines3 import A2C
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    torch.set_num_threads(1)  # SB3 steps its envs in one process; one thread is its fastest on a small MLP
-    hp = {k: (dict(v) if isinstance(v, dict) else v) for k, v in SUITE[env_id]["sb3"].items()}
-    n_envs, normalize, lr_linear = hp.pop("n_envs"), hp.pop("normalize", False), hp.pop("lr_linear", None)
-    if lr_linear is not None:
-        hp["learning_rate"] = lambda progress_remaining: progress_remaining * lr_linear
-
-    episodes: list[tuple[float, int, float]] = []
-
-    class Record(BaseCallback):
-        def _on_step(self) -> bool:
-            for info in self.locals["infos"]:
-                if "episode" in info:  # Monitor's raw return, whatever VecNormalize does to the rewards
-                    episodes.append((time.perf_counter() - start, self.num_timesteps, float(info["episode"]["r"])))
-            return True
-
-    start = time.perf_counter()
-    env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
-    if normalize:
-        env = VecNormalize(env, gamma=hp.get("gamma", 0.99))
-    model = A2C("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **hp)
-    learn_start = time.perf_counter()
-    model.learn(total_timesteps=budget, callback=Record())
-    learn_s = time.perf_counter() - learn_start
-    env.close()
-    return summarize(episodes, threshold, model.num_timesteps, model.num_timesteps / learn_s)
-
-
 def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     known = [v for v in values if v is not None]
     if not known:
         return None, None
     return statistics.fmean(known), (statistics.stdev(known) if len(known) > 1 else 0.0)
-
-
-def _median(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
 
 
 def report(results: dict[str, dict[str, list[dict]]], budgets: dict[str, int]) -> tuple[str, dict]:
@@ -244,9 +164,9 @@ def report(results: dict[str, dict[str, list[dict]]], budgets: dict[str, int]) -
                 "final_mean_100": mean,
                 "final_std": std,
                 "reached": f"{len(reached)}/{len(runs)}",
-                "median_steps_to_threshold": _median([r["reached_at_step"] for r in reached]),
-                "median_s_to_threshold": _median([r["reached_at_s"] for r in reached]),
-                "median_steps_per_s": _median([r["steps_per_s"] for r in runs]),
+                "median_steps_to_threshold": median([r["reached_at_step"] for r in reached]),
+                "median_s_to_threshold": median([r["reached_at_s"] for r in reached]),
+                "median_steps_per_s": median([r["steps_per_s"] for r in runs]),
             }
             aggregate.setdefault(env_id, {})[trainer] = agg
             steps_to = agg["median_steps_to_threshold"]
@@ -255,7 +175,7 @@ def report(results: dict[str, dict[str, list[dict]]], budgets: dict[str, int]) -
                     env_id,
                     f"{budgets[env_id]:,}",
                     SUITE[env_id]["threshold"],
-                    "a3c" if trainer == "a3c" else "SB3 A2C",
+                    "a3c" if trainer == "a3c" else "SB3 (rl-zoo3)",
                     mean,
                     std,
                     agg["reached"],
@@ -286,7 +206,7 @@ def figure(results: dict[str, dict[str, list[dict]]]) -> Any:
     for (by_steps, by_wall), (env_id, by_trainer) in zip(axes, results.items(), strict=True):
         for trainer, runs in by_trainer.items():
             for i, run in enumerate(runs):
-                label = ("a3c (2 workers, preset)" if trainer == "a3c" else "SB3 A2C (rl-zoo3)") if i == 0 else None
+                label = ("a3c (2 workers, preset)" if trainer == "a3c" else "SB3 (rl-zoo3)") if i == 0 else None
                 points = run["curve"]
                 walls = [p[0] for p in points]
                 means = [p[-1] for p in points]
@@ -376,6 +296,7 @@ def main() -> None:
         choices=["a3c", "sb3"],
         help="run only these (e.g. a3c and SB3 in two processes side by side, then --merge their suite.json)",
     )
+    parser.add_argument("--sb3-algo", choices=ALGOS, default="a2c", help="SB3's algorithm (rl-zoo3's settings)")
     args = parser.parse_args()
     if args.merge:
         merge(args.merge, args.out, args.replace)
@@ -395,7 +316,8 @@ def main() -> None:
                     results[env_id]["a3c"].append({"seed": seed, **a})
                     line += f" a3c final {a['final_mean_100']}, reached at {a['reached_at_s']} s;"
                 if "sb3" in args.trainers:
-                    s = sb3_run(env_id, seed, budgets[env_id], threshold)
+                    run = sb3_run(args.sb3_algo, env_id, seed, budgets[env_id])
+                    s = summarize(run["episodes"], threshold, run["steps"], run["steps_per_s"])
                     results[env_id]["sb3"].append({"seed": seed, **s})
                     line += f" SB3 final {s['final_mean_100']}, reached at {s['reached_at_s']} s"
                 print(line, file=sys.stderr, flush=True)
@@ -406,7 +328,7 @@ def main() -> None:
     save_results(
         args.out,
         "suite",
-        {"budgets": budgets, "window": WINDOW, "aggregate": aggregate, "runs": results},
+        {"budgets": budgets, "window": WINDOW, "sb3_algo": args.sb3_algo, "aggregate": aggregate, "runs": results},
         table,
         figure(results),
     )

@@ -1,24 +1,21 @@
 """Workers' steps/s at larger network widths and rollouts, for two checkouts of a3c in turn: what one thread in every
 native pool (a3c.run.threads) buys where numpy's BLAS used to start threads of its own in every worker.
 
-    python scripts/bench_threads.py --checkout before=/tmp/a3c-before --checkout after=. --out bench-out
+    python -m scripts.bench_threads --checkout before=/tmp/a3c-before --checkout after=. --out bench-out
 
 For each shape (--widths x --rollouts: ``--hidden-sizes W W --n-steps T``) it runs ``python -m a3c.train --env
 CartPole-v1 --workers 2 --total-steps N --lr-schedule constant --eval-every 0`` once per checkout, alternating (the
-checkout's a3c imported through PYTHONPATH, from a directory outside every checkout), and reads summary.json's
+checkout's a3c imported from its root, through PYTHONPATH: _common.run_train's ``repo``), and reads summary.json's
 steps_per_s. Prints a markdown table (steps/s of each checkout and their ratio); writes OUT/threads.json, .md, .png.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, run_train, save_results  # noqa: E402
+from scripts._common import markdown_table, run_train, save_results
 
 
 def main() -> None:
@@ -38,12 +35,11 @@ def main() -> None:
             for rollout in args.rollouts:
                 row: dict[str, object] = {"width": width, "n_steps": rollout}
                 for name in names:
-                    env = {**os.environ, "PYTHONPATH": str(Path(checkouts[name]).resolve())}
                     run_dir = Path(tmp) / f"{name}-{width}-{rollout}"
                     flags = ["--env", "CartPole-v1", "--workers", str(args.workers), "--total-steps"]
                     flags += [str(args.total_steps), "--lr-schedule", "constant", "--eval-every", "0"]
                     flags += ["--hidden-sizes", str(width), str(width), "--n-steps", str(rollout)]
-                    summary = run_train(flags, run_dir, env=env, cwd=Path(tmp))
+                    summary = run_train(flags, run_dir, repo=Path(checkouts[name]).resolve())
                     row[name] = summary["steps_per_s"]
                     sps = summary["steps_per_s"]
                     print(f"width {width}, n_steps {rollout}, {name}: {sps:,.0f} steps/s", flush=True)

@@ -1,14 +1,15 @@
 """Throughput: a3c's env steps/s against the number of workers and envs per worker, and in the same run the
 raw-loop limit (env.step + the acting forward pass only, one process per core, see raw_loop.py).
 
-    python scripts/bench_throughput.py --workers 1 2 4 8 16 --envs-per-worker 1 4 8 16 --out bench-out
+    python -m scripts.bench_throughput --workers 1 2 4 8 16 --envs-per-worker 1 4 8 16 --out bench-out
 
 The cost of evaluation during training: ``--eval-every 0 50000`` runs each configuration without and with it, one
 after the other (0: off, the default).
 
 The worker's update kernel (a3c.learn.fused_loss): ``--update-kernel on off`` runs each configuration with the
-compiled kernel and with the numpy update it stands in for (``A3C_UPDATE_KERNEL=0``), in turn within each round: the
-two against the same raw loop.
+compiled kernel and with the closed-form numpy update it stands in for (``A3C_UPDATE_KERNEL=0``), in turn within each
+round: the two against the same raw loop. The table names the update path each run took (summary.json's
+``update_path``, a3c.learn.paths).
 
 ``--repeats N`` measures each K's round (raw loop, the a3c runs, raw loop) N times in turn and adds a table of each
 configuration's median and lowest share of the raw loop over the rounds: on a shared machine the raw loop itself moves
@@ -27,11 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, run_train, save_results  # noqa: E402
-from raw_loop import raw_loop_steps_per_s  # noqa: E402
-
-from a3c.learn.fused_loss import KERNEL_ENV  # noqa: E402
+from a3c.learn.fused_loss import KERNEL_ENV
+from scripts._common import markdown_table, run_train, save_results
+from scripts.raw_loop import raw_loop_steps_per_s
 
 
 def main() -> None:
@@ -96,7 +95,7 @@ def main() -> None:
                         "envs_per_worker": k,
                         "eval_every": every,
                         "update_kernel": kernel,
-                        "update_kernel_used": s.get("update_kernel"),  # what the run reports it took
+                        "update_path": s.get("update_path"),  # the update path the run reports it took
                         "evaluations": s.get("evaluations", 0),
                         "steps_per_s": s["steps_per_s"],
                         "startup_s": s["startup_s"],
@@ -131,9 +130,7 @@ def main() -> None:
             r["envs_per_worker"],
             r["eval_every"] or "off",
             # what was asked, and what the run says it took where that differs (asked "on", but not built)
-            r["update_kernel"]
-            if r["update_kernel_used"] == (r["update_kernel"] == "on")
-            else f"{r['update_kernel']} (took: {r['update_kernel_used']})",
+            f"{r['update_kernel']} ({r['update_path']})",
             r["evaluations"],
             r["steps_per_s"],
             r["raw_limit"],

@@ -1,7 +1,7 @@
 """The tutorial's experiment: one shared model trained on a slow data source by one worker, then by N workers, with
 the same total work, on envs/Classify-v0 (one labelled sample per env step, fetched with --latency seconds of sleep).
 
-    python scripts/bench_tutorial.py --workers 8 --latency 0.02 --steps-per-worker 200 --out bench-out
+    python -m scripts.bench_tutorial --workers 8 --latency 0.02 --steps-per-worker 200 --out bench-out
 
 Same total work: both runs take N * K env steps (K = --steps-per-worker), so both see as many samples, make as many
 updates (one every --n-steps steps) and finish as many episodes; the single run's one worker takes all N * K steps,
@@ -45,10 +45,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_slow_env import command_line, machine_info, markdown_table, run_trainer, train_seconds  # noqa: E402
-
-from a3c.record.figures import loss_history_figure, save_figure  # noqa: E402
+from a3c.record.figures import loss_history_figure, save_figure
+from scripts._common import command_line, machine, markdown_table, run_train, train_seconds
 
 
 def read_episodes(run_dir: Path) -> list[dict[str, float]]:
@@ -95,12 +93,12 @@ def main() -> None:
     common += [f"episode_length={args.episode_length}", "--envs-per-worker", "1", "--n-steps", str(args.n_steps)]
     common += ["--gamma", str(args.gamma), "--lr", str(args.lr), "--seed", str(args.seed)]
     common += ["--total-steps", str(total), "--checkpoint-every", "0"]
-    info = machine_info()
+    info = machine()
     runs: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="a3c-bench-tutorial-") as tmp:
         for name, workers in (("single", 1), ("multi", args.workers)):
             run_dir = Path(tmp) / name
-            summary = run_trainer([*common, "--workers", str(workers)], run_dir)
+            summary = run_train([*common, "--workers", str(workers)], run_dir)
             episodes = read_episodes(run_dir)
             runs[name] = {
                 "summary": summary,
@@ -194,7 +192,7 @@ def main() -> None:
     print(
         f"\nspeed-up {speedup:.2f}x (ideal {args.workers}x); final losses (value loss, last {args.final_fraction:.0%} "
         f"of episodes) differ by {loss_diff:.1%}; acc. = mean reward (accuracy) over the same episodes; "
-        f"{info['nproc']} cores, load {info['loadavg_1m_at_start']:.2f} at start; made by: {result['command']}; "
+        f"{info['cores']} cores, load {info['loadavg_1m_at_start']:.2f} at start; made by: {result['command']}; "
         f"wrote {args.out / 'tutorial.json'} and {args.out / 'tutorial.png'}"
     )
 

@@ -1,9 +1,10 @@
-"""a3c against Stable-Baselines3's A2C on CartPole-v1, on the same machine, runs alternating (a3c, SB3, a3c, ...):
-throughput (env steps/s) and wall time to a 100-episode mean return >= 475, over several seeds each.
-SB3 uses rl-zoo3's settings for A2C on CartPole-v1 (8 envs, ent_coef 0.0, SB3's other defaults); a3c its defaults.
+"""a3c against Stable-Baselines3's A2C (or PPO: --sb3-algo ppo) on CartPole-v1, on the same machine, runs
+alternating (a3c, SB3, a3c, ...): throughput (env steps/s) and wall time to a 100-episode mean return >= 475, over
+several seeds each. SB3 uses rl-zoo3's settings for CartPole-v1 (scripts/sb3_runner.py; A2C: 8 envs, ent_coef 0.0,
+SB3's other defaults); a3c its defaults.
 
     pip install -e ".[bench]"
-    python scripts/bench_vs_sb3.py --seeds 1 2 3 --workers 2 --out bench-out
+    python -m scripts.bench_vs_sb3 --seeds 1 2 3 --workers 2 --out bench-out
 
 Prints markdown tables; writes OUT/vs_sb3.json, .md and .png. Every run records its best and final 100-episode mean
 return (best: over full 100-episode windows; final: the last 100 episodes, or all if fewer); a seed that does not
@@ -13,7 +14,6 @@ reach 475 within --max-steps shows as "-" in the table and is counted in the fig
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import statistics
 import sys
@@ -21,73 +21,40 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, run_train, save_results  # noqa: E402
+from scripts._common import (
+    alternate,
+    best_mean,
+    final_mean,
+    first_reach,
+    markdown_table,
+    read_episodes,
+    run_train,
+    save_results,
+)
+from scripts.sb3_runner import ALGOS, sb3_run
 
 THRESHOLD = 475.0
 
 
-def sb3_run(seed: int, max_steps: int, stop_when_solved: bool) -> dict:
-    """Train SB3 A2C (rl-zoo3 CartPole-v1 settings); returns steps/s and the time/step at which the 100-episode
-    mean of the finished episodes first reached 475 (SB3's Monitor buffer holds the last 100 episodes)."""
-    import torch
-    from stable_baselines3 import A2C
-    from stable_baselines3.common.callbacks import BaseCallback
-    from stable_baselines3.common.env_util import make_vec_env
-
-    torch.set_num_threads(1)  # SB3 steps its 8 envs in one process; one thread is its fastest on a small MLP
-
-    class SolveWatch(BaseCallback):
-        def __init__(self) -> None:
-            super().__init__()
-            self.solved_at_step: int | None = None
-            self.solved_at_s: float | None = None
-            self.best: float | None = None
-            self.seen = 0
-
-        def _on_step(self) -> bool:
-            buf = self.model.ep_info_buffer
-            if len(buf) == 100 and self.model._episode_num != self.seen:  # a new episode ended: a new mean
-                self.seen = self.model._episode_num
-                mean = statistics.fmean(e["r"] for e in buf)
-                self.best = mean if self.best is None else max(self.best, mean)
-            if self.solved_at_step is None and len(buf) == 100:
-                if statistics.fmean(e["r"] for e in buf) >= THRESHOLD:
-                    self.solved_at_step = self.num_timesteps
-                    self.solved_at_s = time.perf_counter() - start
-                    return not stop_when_solved
-            return True
-
-    start = time.perf_counter()
-    env = make_vec_env("CartPole-v1", n_envs=8, seed=seed)
-    model = A2C("MlpPolicy", env, ent_coef=0.0, seed=seed, device="cpu", verbose=0)
-    watch = SolveWatch()
-    learn_start = time.perf_counter()
-    model.learn(total_timesteps=max_steps, callback=watch)
-    learn_s = time.perf_counter() - learn_start
-    buf = model.ep_info_buffer
+def sb3(algo: str, seed: int, max_steps: int, stop_when_solved: bool) -> dict:
+    """SB3's ``algo`` with rl-zoo3's CartPole-v1 settings (scripts/sb3_runner.py): steps/s, and the step and time at
+    which the 100-episode mean first reached 475, with the run's best and final means."""
+    run = sb3_run(
+        algo,
+        "CartPole-v1",
+        seed,
+        max_steps,
+        stop=(lambda eps: first_reach(eps, THRESHOLD)[0] is not None) if stop_when_solved else None,
+    )
+    step, wall = first_reach(run["episodes"], THRESHOLD)
     return {
-        "steps_per_s": model.num_timesteps / learn_s,
-        "solved_at_step": watch.solved_at_step,
-        "solved_at_s": watch.solved_at_s,
-        "steps": model.num_timesteps,
-        "best_mean100": watch.best,
-        "final_mean100": statistics.fmean(e["r"] for e in buf) if buf else None,
+        "steps_per_s": run["steps_per_s"],
+        "solved_at_step": step,
+        "solved_at_s": wall,
+        "steps": run["steps"],
+        "best_mean100": best_mean(run["episodes"]),
+        "final_mean100": final_mean(run["episodes"]),
     }
-
-
-def best_mean100(episodes_csv: Path) -> float | None:
-    """The best 100-episode moving mean of the returns in episodes.csv (in logging order); None under 100 episodes."""
-    with open(episodes_csv, newline="") as f:
-        returns = [float(row["return"]) for row in csv.DictReader(f)]
-    if len(returns) < 100:
-        return None
-    window = sum(returns[:100])
-    best = window
-    for i in range(100, len(returns)):
-        window += returns[i] - returns[i - 100]
-        best = max(best, window)
-    return best / 100
 
 
 def describe(r: dict) -> str:
@@ -121,7 +88,7 @@ def a3c_run(seed: int, workers: int, max_steps: int, stop_when_solved: bool, tmp
         "solved_at_step": s["solved_at_step"],
         "solved_at_s": s["solved_at_s"],
         "steps": s["total_steps"],
-        "best_mean100": best_mean100(run_dir / "episodes.csv"),
+        "best_mean100": best_mean(read_episodes(run_dir)),
         "final_mean100": s["mean_return_100"],
     }
 
@@ -138,22 +105,28 @@ def main() -> None:
     parser.add_argument(
         "--max-steps", type=int, default=500_000, help="step budget of each time-to-solve run (stops when solved)"
     )
+    parser.add_argument("--sb3-algo", choices=ALGOS, default="a2c", help="SB3's algorithm (rl-zoo3's settings)")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="a3c-vs-sb3-"))
-    throughput: dict[str, list[float]] = {"a3c": [], "sb3": []}
-    solve: dict[str, list[dict]] = {"a3c": [], "sb3": []}
-    try:
-        for seed in args.seeds:  # alternate, so that drifts in machine load hit both alike
-            throughput["a3c"].append(a3c_run(seed, args.workers, args.throughput_steps, False, tmp)["steps_per_s"])
-            throughput["sb3"].append(sb3_run(seed, args.throughput_steps, False)["steps_per_s"])
-            solve["a3c"].append({"seed": seed, **a3c_run(seed, args.workers, args.max_steps, True, tmp)})
-            solve["sb3"].append({"seed": seed, **sb3_run(seed, args.max_steps, True)})
-            print(
-                f"seed {seed}: a3c {describe(solve['a3c'][-1])}; SB3 {describe(solve['sb3'][-1])}",
-                file=sys.stderr,
-                flush=True,
-            )
+    seeds = args.seeds
+    try:  # alternate (a3c, SB3, a3c, ...), so that drifts in machine load hit both alike
+        throughput = alternate(
+            len(seeds),
+            {
+                "a3c": lambda r: a3c_run(seeds[r], args.workers, args.throughput_steps, False, tmp)["steps_per_s"],
+                "sb3": lambda r: sb3(args.sb3_algo, seeds[r], args.throughput_steps, False)["steps_per_s"],
+            },
+        )
+        solve = alternate(
+            len(seeds),
+            {
+                "a3c": lambda r: {"seed": seeds[r], **a3c_run(seeds[r], args.workers, args.max_steps, True, tmp)},
+                "sb3": lambda r: {"seed": seeds[r], **sb3(args.sb3_algo, seeds[r], args.max_steps, True)},
+            },
+        )
+        for a, b in zip(solve["a3c"], solve["sb3"], strict=True):
+            print(f"seed {a['seed']}: a3c {describe(a)}; SB3 {describe(b)}", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -201,14 +174,15 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(9, 3.5), dpi=80)
-    a.bar(["a3c", "SB3 A2C"], [tp["a3c"], tp["sb3"]], color=["tab:blue", "tab:orange"])
+    a.bar(["a3c", f"SB3 {args.sb3_algo.upper()}"], [tp["a3c"], tp["sb3"]], color=["tab:blue", "tab:orange"])
     a.set_ylabel("env steps/s (median)")
     a.set_title("throughput")
     labels = []
     for i, name in enumerate(("a3c", "sb3")):
         times = [r["solved_at_s"] for r in solve[name] if r["solved_at_s"] is not None]
         b.scatter([i] * len(times), times, color=["tab:blue", "tab:orange"][i])
-        labels.append(f"{'a3c' if name == 'a3c' else 'SB3 A2C'}\n{len(times)}/{len(solve[name])} seeds solved")
+        trainer = "a3c" if name == "a3c" else f"SB3 {args.sb3_algo.upper()}"
+        labels.append(f"{trainer}\n{len(times)}/{len(solve[name])} seeds solved")
     b.set_title("time to solve, per seed")
     if any(r["solved_at_s"] is not None for v in solve.values() for r in v):
         b.set_xticks([0, 1], labels)

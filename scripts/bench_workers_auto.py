@@ -2,7 +2,7 @@
 sweep of fixed counts (powers of two, up to at least twice auto's choice), all in this one invocation; the score is
 auto's steps/s over the best fixed count's.
 
-    python scripts/bench_workers_auto.py --out bench-out
+    python -m scripts.bench_workers_auto --out bench-out
 
 Rows (--rows picks some): CartPole-v1; envs/SlowCartPole-v1 CPU-bound (mode=cpu, 1 ms a step); and
 envs/SlowCartPole-v1 I/O-bound (mode=sleep) at 0.2, 1 and 10 ms a step. Every run uses the defaults (8 envs per
@@ -20,14 +20,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
-from bench_slow_env import run_trainer  # noqa: E402
+from scripts._common import alternate, markdown_table, run_train, save_results
 
 # name -> (env args, steps per worker)
 ROWS: dict[str, tuple[list[str], int]] = {
@@ -77,21 +75,19 @@ def run_row(name: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     def run(workers: str, n: int, rep: int) -> dict[str, Any]:
         total = max(args.min_steps, n * per_worker)
         cmd = [*env_args, "--workers", workers, "--total-steps", str(total), "--checkpoint-every", "0"]
-        summary = run_trainer(cmd, tmp / f"{name}-{workers}-{rep}")
+        summary = run_train(cmd, tmp / f"{name}-{workers}-{rep}")
         summary["load"] = os.getloadavg()[0]  # other jobs on the machine show here first
         print(f"  {name} workers={workers} ({summary['workers']}): {summary['steps_per_s']:,.0f} steps/s", flush=True)
         return summary
 
-    runs: dict[str, list[dict[str, Any]]] = {"auto": []}
     first = run("auto", expected_choice(env_args), 0)  # its choice sets the sweep
     choice = first["config"]["workers"]
-    runs["auto"].append(first)
     counts = sweep_counts(choice, args.max_workers)
-    for rep in range(args.repeats):
-        if rep:
-            runs["auto"].append(run("auto", choice, rep))
-        for n in counts:
-            runs.setdefault(str(n), []).append(run(str(n), n, rep))
+    trials: dict[str, Callable[[int], dict[str, Any]]] = {
+        "auto": lambda rep: first if rep == 0 else run("auto", choice, rep),
+        **{str(n): (lambda rep, n=n: run(str(n), n, rep)) for n in counts},
+    }
+    runs = alternate(args.repeats, trials)  # each repeat: auto, then every count (interleaved)
     median = {k: statistics.median(r["steps_per_s"] for r in v) for k, v in runs.items()}
     fixed = {int(k): v for k, v in median.items() if k != "auto"}
     best = max(fixed, key=fixed.__getitem__)

@@ -2,7 +2,7 @@
 channels, the dense layer's units) that are never positive over a batch of the env's own frames. A dead unit passes
 no gradient and does not come back.
 
-    python scripts/dead_units.py RUN_DIR_OR_CHECKPOINT [...] [--steps 600] [--json OUT.json]
+    python -m scripts.dead_units RUN_DIR_OR_CHECKPOINT [...] [--steps 600] [--json OUT.json]
 
 The frames: the run's env as a user plays it (a3c.spec.environment.make_env, training=False), ``--steps`` random
 actions from a reset with seed 0, every third frame stack kept. docs/benchmarks/atari.md ("The background level") has

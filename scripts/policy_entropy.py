@@ -2,7 +2,7 @@
 policy (as the workers do in training) and report, over the steps, the entropy of the policy (of ln n at most) and
 the probability of its most likely action, as quantiles.
 
-    python scripts/policy_entropy.py RUN_DIR_OR_CHECKPOINT [...] [--steps 3000] [--seed 11] [--merge-fire]
+    python -m scripts.policy_entropy RUN_DIR_OR_CHECKPOINT [...] [--steps 3000] [--seed 11] [--merge-fire]
         [--json OUT.json]
 
 One game from a reset with ``--seed`` (the env as a user plays it: a3c.spec.environment.make_env, training=False),

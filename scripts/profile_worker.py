@@ -2,9 +2,9 @@
 a fixed number of env steps, then prints the time per phase of the loop (env.step, acting forward, action
 sampling, loss + backward, optimizer step, weight pull) and the top functions.
 
-    python scripts/profile_worker.py --envs-per-worker 8 --n-steps 5 --steps 40000
-    python scripts/profile_worker.py --phases     # no profiler: the median time of each phase of the loop
-    python scripts/profile_worker.py --env ALE/Pong-v5 --envs-per-worker 4 --n-steps 20 --steps 12000 --phases --bf16
+    python -m scripts.profile_worker --envs-per-worker 8 --n-steps 5 --steps 40000
+    python -m scripts.profile_worker --phases     # no profiler: the median time of each phase of the loop
+    python -m scripts.profile_worker --env ALE/Pong-v5 --envs-per-worker 4 --n-steps 20 --steps 12000 --phases --bf16
 
 ``--phases`` times pull, rollout, update and publish with the clock (after 300 untimed iterations) and prints the
 median of each in microseconds: the way to compare two checkouts (run it from each with ``PYTHONPATH``, in turn,
@@ -17,23 +17,19 @@ import argparse
 import cProfile
 import pstats
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table  # noqa: E402
-
-from a3c.learn.model import build_model, flatten_parameters  # noqa: E402
-from a3c.learn.optim import make_optimizer  # noqa: E402
-from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun  # noqa: E402
-from a3c.run.board import EpisodeBoard  # noqa: E402
-from a3c.run.worker import Worker  # noqa: E402
-from a3c.spec.config import Config  # noqa: E402
-from a3c.spec.environment import describe_env  # noqa: E402
-from a3c.spec.seeding import WorkerSeeds  # noqa: E402
+from a3c.learn.model import build_model, flatten_parameters
+from a3c.learn.optim import make_optimizer
+from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun
+from a3c.run.board import EpisodeBoard
+from a3c.run.worker import Worker
+from a3c.spec.config import Config
+from a3c.spec.environment import describe_env
+from a3c.spec.seeding import WorkerSeeds
+from scripts._common import markdown_table
 
 # phase name -> (file suffix, function name) whose cumulative time makes that phase; where several functions match
 # (gymnasium's nested wrappers all define `step`), the outermost, i.e. the largest cumulative time, is the phase

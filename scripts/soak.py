@@ -3,7 +3,7 @@ minutes and samples, every --sample-s seconds, the RSS and PSS of the main proce
 /proc/<pid>/smaps_rollup), the sizes of the TensorBoard event files, episodes.csv and checkpoints/; then stops the run
 with Ctrl-C (SIGINT), which writes summary.json (lost episodes, steps, episodes).
 
-    nice -n 10 python scripts/soak.py --minutes 30 --workers 16 --out bench-out
+    nice -n 10 python -m scripts.soak --minutes 30 --workers 16 --out bench-out
 
 Prints a table (one row a minute, then every 5), the memory slope per minute after the warm-up (least squares over
 the samples from --warmup-min minutes on, and, separately, from --warmup-min minutes after every worker was up: on a
@@ -24,9 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, save_results  # noqa: E402
-from bench_memory import descendants, worker_pids  # noqa: E402
+from scripts._common import markdown_table, save_results
+from scripts.bench_memory import descendants, worker_pids
 
 MB = 1024 * 1024
 

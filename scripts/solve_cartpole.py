@@ -1,7 +1,7 @@
 """Learning check: train CartPole-v1 with the default settings for several seeds and report, per seed, whether and
 when the 100-episode mean return reached the env's threshold (475).
 
-    python scripts/solve_cartpole.py --seeds 1 2 3 4 5 --workers 2 --total-steps 500000 --out bench-out
+    python -m scripts.solve_cartpole --seeds 1 2 3 4 5 --workers 2 --total-steps 500000 --out bench-out
 
 Prints a markdown table; writes OUT/solve_cartpole.json, .md and .png (100-episode mean return against steps).
 """
@@ -14,8 +14,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table, run_train, save_results  # noqa: E402
+from scripts._common import markdown_table, run_train, save_results
 
 
 def rolling_mean_curve(run_dir: Path, window: int = 100) -> tuple[list[int], list[float]]:

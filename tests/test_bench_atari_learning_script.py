@@ -4,18 +4,13 @@ the training mean and the frames at which it first reached each threshold comput
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-sys.path.insert(0, str(SCRIPTS))  # (the script imports its neighbours)
-spec = importlib.util.spec_from_file_location("bench_atari_learning", SCRIPTS / "bench_atari_learning.py")
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+import scripts.bench_atari_learning as bench  # (the repository's root is on pytest's pythonpath: pyproject.toml)
 
 
 def _fake_run(folder: Path, seed: int, env_kwargs: dict, returns: list[float]) -> Path:

@@ -3,18 +3,12 @@ the choice between moves and inside the groups, which add up to the policy's ent
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "policy_entropy.py"
-spec = importlib.util.spec_from_file_location("policy_entropy", SCRIPT)
-policy_entropy = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(policy_entropy)
+import scripts.policy_entropy as policy_entropy
 
 
 def test_fire_groups_pair_the_moves_that_differ_only_by_fire():

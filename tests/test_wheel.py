@@ -91,9 +91,7 @@ def test_without_a_compiler_the_wheel_builds_without_the_kernel_and_runs_the_num
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((outside / "run" / "summary.json").read_text())
-    assert summary.get("update_kernel", False) is False
-    if "update_path" in summary:
-        assert "numpy" in str(summary["update_path"]).lower(), summary["update_path"]
+    assert summary["update_path"] == "mlp+closed-form"  # (the numpy closed form: no kernel in this wheel)
 
 
 @pytest.mark.timeout(600)

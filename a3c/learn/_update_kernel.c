@@ -2,7 +2,8 @@
  * the Categorical family (a Discrete action space): the bootstrap at truncation and GAE (a3c.learn.losses.
  * rollout_targets), --normalize-advantage (normalized_advantages), and the loss's terms and gradient with respect to
  * the logits and the values (actor_critic_loss_grads with Categorical.policy_grad_np). The same formulas as those
- * numpy functions, which stay the reference and the fallback (a3c.learn.fused_loss picks one).
+ * numpy functions (a3c.learn.closed_form), the fallback where the kernel is not built; a3c.learn.paths picks a path
+ * once per worker, and the conformance test holds each to the reference (tests/learn/test_paths.py).
  *
  * Why C: on a rollout of 8 envs x 5 steps the numpy version is about forty array operations on arrays of 40 numbers,
  * each costing a microsecond or two of call overhead and almost no arithmetic; this is one call on every update of
@@ -10,9 +11,10 @@
  * results are as exact as the numpy version's float32 ones, or more where that cancels large terms (tests/learn/
  * test_fused_loss.py).
  *
- * Buffers come through the buffer protocol without strides: C-contiguous ones only (numpy refuses others), and every
- * length is checked against the shapes passed, so a wrong call raises and never reads or writes out of bounds. The
- * element types (float32, int64 actions, float64 loss terms) are the caller's to get right (fused_loss checks them).
+ * Buffers come through the buffer protocol without strides: C-contiguous ones only (numpy refuses others); every
+ * buffer's element type (float32 arrays, int64 actions, float64 loss terms, in the machine's byte order) and length
+ * are checked here against the shapes passed, so a wrong call raises and never misreads, reads or writes out of
+ * bounds.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -25,11 +27,37 @@ typedef struct {
     int held;
 } Buf;
 
-static int take(PyObject *obj, Buf *buf, int writable, Py_ssize_t items, Py_ssize_t item_size, const char *name) {
-    if (PyObject_GetBuffer(obj, &buf->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
+/* Whether a buffer's struct-module format is one element of ``kind`` ('f': float32, 'd': float64, 'i': a signed
+ * integer) in native byte order and alignment ("@" or no prefix; "=" and "<" / ">" where they are the native order)
+ * of ``item_size`` bytes. numpy writes int64 as 'l' on LP64 and 'q' elsewhere: either is accepted for an integer of
+ * the right size. */
+static int element_is(const Py_buffer *view, char kind, Py_ssize_t item_size) {
+    const char *f = view->format == NULL ? "B" : view->format;
+    const int little = PY_LITTLE_ENDIAN;
+    if (*f == '@' || *f == '=' || (*f == '<' && little) || (*f == '>' && !little)) {
+        f++;
+    }
+    if (f[0] == '\0' || f[1] != '\0' || view->itemsize != item_size) {
+        return 0;
+    }
+    if (kind == 'i') {
+        return f[0] == 'q' || f[0] == 'l';
+    }
+    return f[0] == kind;
+}
+
+static int take(PyObject *obj, Buf *buf, int writable, Py_ssize_t items, char kind, Py_ssize_t item_size,
+                const char *name) {
+    if (PyObject_GetBuffer(obj, &buf->view, PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : PyBUF_SIMPLE)) < 0) {
         return -1;
     }
     buf->held = 1;
+    if (!element_is(&buf->view, kind, item_size)) {
+        PyErr_Format(PyExc_TypeError, "%s: elements of format '%s' (%zd bytes), expected %s", name,
+                     buf->view.format == NULL ? "B" : buf->view.format, buf->view.itemsize,
+                     kind == 'f' ? "float32" : (kind == 'd' ? "float64" : "int64"));
+        return -1;
+    }
     if (buf->view.len != items * item_size) {
         PyErr_Format(PyExc_ValueError, "%s: %zd bytes, expected %zd", name, buf->view.len, items * item_size);
         return -1;
@@ -70,12 +98,15 @@ static PyObject *categorical_update(PyObject *self, PyObject *args) {
     const Py_ssize_t B = T * K;
     Buf bufs[10] = {{{0}}};
     const int truncations = objs[2] != Py_None;
-    if (take(objs[0], &bufs[0], 0, B, 4, "rewards") < 0 || take(objs[1], &bufs[1], 0, B + K, 4, "values") < 0 ||
-        (truncations && take(objs[2], &bufs[2], 0, B, 4, "final_values") < 0) ||
-        take(objs[3], &bufs[3], 0, B, 4, "terminated") < 0 || take(objs[4], &bufs[4], 0, B, 4, "truncated") < 0 ||
-        take(objs[5], &bufs[5], 0, B * n, 4, "logits") < 0 || take(objs[6], &bufs[6], 0, B, 8, "actions") < 0 ||
-        take(objs[7], &bufs[7], 1, B * n, 4, "dlogits_t") < 0 || take(objs[8], &bufs[8], 1, B, 4, "dvalues") < 0 ||
-        take(objs[9], &bufs[9], 1, 4, 8, "losses") < 0) {
+    if (take(objs[0], &bufs[0], 0, B, 'f', 4, "rewards") < 0 ||
+        take(objs[1], &bufs[1], 0, B + K, 'f', 4, "values") < 0 ||
+        (truncations && take(objs[2], &bufs[2], 0, B, 'f', 4, "final_values") < 0) ||
+        take(objs[3], &bufs[3], 0, B, 'f', 4, "terminated") < 0 ||
+        take(objs[4], &bufs[4], 0, B, 'f', 4, "truncated") < 0 ||
+        take(objs[5], &bufs[5], 0, B * n, 'f', 4, "logits") < 0 ||
+        take(objs[6], &bufs[6], 0, B, 'i', 8, "actions") < 0 ||
+        take(objs[7], &bufs[7], 1, B * n, 'f', 4, "dlogits_t") < 0 ||
+        take(objs[8], &bufs[8], 1, B, 'f', 4, "dvalues") < 0 || take(objs[9], &bufs[9], 1, 4, 'd', 8, "losses") < 0) {
         release(bufs, 10);
         return NULL;
     }

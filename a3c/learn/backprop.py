@@ -23,9 +23,12 @@ than a Linear layer (the Gaussian's state-independent log-std, gSDE's) runs unde
 as a leaf, and the features' gradient it leaves continues by hand through the torso. Only the first ``rows``
 outputs carry gradient (the rollout's T x K samples; the boundary observation's row is a bootstrap target).
 
-The CNN has its own pass by hand (a3c.learn.cnn_backprop). ``backward_from`` is the hand-off to autograd for
-everything else (the LSTM, ``--bf16``'s CNN, the Gaussian head): the gradient of sum(grad * output) from one scalar
-root, not from explicit gradient tensors, which would make torch import sympy in every worker (see its docstring).
+The CNN, float32 and ``--bf16``, has its own pass by hand (a3c.learn.cnn_backprop). ``MlpByHand`` is this module's
+network pass in the update protocol (a3c.learn.update; a3c.learn.paths registers it); models it does not cover (an
+LSTM core, a CNN) take another path. ``backward_from`` is the hand-off to autograd where autograd runs: the reference
+path's backward through the whole model (a3c.learn.reference) and the Gaussian (and gSDE) head here: the gradient of
+sum(grad * output) from one scalar root, not from explicit gradient tensors, which would make torch import sympy in
+every worker (see its docstring).
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from a3c.learn.model import ActorCritic, MlpTorso
+from a3c.learn.model import ActorCritic, MlpTorso, State
+from a3c.learn.update import NetworkPass, Rollout, Unrolled
+from a3c.spec.config import Config
 
 
 @dataclass(frozen=True)
@@ -122,16 +127,25 @@ class MlpBackprop:
             p.numel() for layer in written for p in layer.parameters()
         ) == sum(p.numel() for p in model.parameters())
 
+    @staticmethod
+    def covers(model: ActorCritic) -> str | None:
+        """None where the passes by hand cover ``model``'s shape (MLP torsos of Linear + Tanh layers, no core);
+        else why not, in a few words."""
+        if model.lstm:
+            return "an LSTM core (--lstm)"
+        if _chain(model.actor) is None or (model.critic is not None and _chain(model.critic) is None):
+            return f"a {type(model.actor).__name__}, not an MLP of Linear + Tanh layers"
+        return None
+
     @classmethod
     def of(cls, model: ActorCritic) -> MlpBackprop | None:
-        if model.lstm:
-            return None
-        actor = _chain(model.actor)
-        critic = _chain(model.critic) if model.critic is not None else None
-        if actor is None or (model.critic is not None and critic is None):
+        if cls.covers(model) is not None:
             return None
         if any(p.grad is None for p in model.parameters()):
             return None  # the gradients go into existing .grad tensors (the flat buffer's views)
+        actor = _chain(model.actor)
+        critic = _chain(model.critic) if model.critic is not None else None
+        assert actor is not None
         return cls(model, actor, critic)
 
     def unroll(
@@ -429,3 +443,34 @@ def _backward_np(layers: list[_Layer], outs: list[np.ndarray], d_out: np.ndarray
         _linear_backward_np(layers[i], outs[i], dz)
         if i:
             d_out = dz @ layers[i].w
+
+
+class MlpByHand(NetworkPass):
+    """The update protocol's network pass (a3c.learn.update) by hand for MLP torsos without a core: acting through
+    ``MlpBackprop.policy`` (recorded for the update), the update's forward and backward through ``MlpBackprop``."""
+
+    @classmethod
+    def supports(cls, config: Config, model: ActorCritic) -> str | None:
+        return MlpBackprop.covers(model)
+
+    def __init__(self, model: ActorCritic, config: Config, grads: torch.Tensor) -> None:
+        backprop = MlpBackprop.of(model)
+        assert backprop is not None, "a model this pass covers, its parameters' .grad views of the flat buffer"
+        # the acting passes' activations and logits kept for the update, which then does not compute them again
+        # (the weights do not change between a rollout and its update: pulled before, pushed after)
+        backprop.record(config.n_steps, config.envs_per_worker)
+        self.backprop, self.grads, self._policy = backprop, grads, backprop.policy
+
+    def act(self, rollout: Rollout, step: int, state: State) -> tuple[torch.Tensor, State]:
+        return self._policy(rollout.obs_np[step], step), state  # (no core: no state)
+
+    def unroll(self, rollout: Rollout) -> Unrolled:
+        final_obs = rollout.final_obs_np if rollout.any_truncated() else None
+        return Unrolled(*self.backprop.unroll(rollout.obs_np, final_obs))
+
+    def backward(
+        self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor
+    ) -> None:
+        if not self.backprop.writes_all_grads:  # (a head under autograd accumulates: zeros first)
+            self.grads.zero_()
+        self.backprop.backward(unrolled.saved, dparams, dvalues)

@@ -29,8 +29,10 @@ it, and written into the float32 gradient. With uint8 frames the input scale (1/
 instead of the frames, so acting converts each step's frames once, unscaled, into the update's buffer (the record's
 ``inputs``), and the update copies no frames at all (it did: ~2.4 ms of a Pong update of 80 rows).
 
-``CnnBackprop.of`` returns None for models it does not cover (an LSTM core, a non-Linear policy head such as the
-Gaussian's, an MLP torso): those go through autograd as before."""
+``CnnBackprop.covers`` says why a model is not covered (an LSTM core, a non-Linear policy head such as the
+Gaussian's, an MLP torso) and ``CnnBackprop.of`` is None for it: such a model takes another update path
+(a3c.learn.paths: the reference, autograd, where no fast path covers it). ``CnnByHand`` is this module's network pass
+in the update protocol (a3c.learn.update)."""
 
 from __future__ import annotations
 
@@ -41,7 +43,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from a3c.learn.model import ActorCritic, CnnTorso
+from a3c.learn.model import ActorCritic, CnnTorso, State
+from a3c.learn.update import NetworkPass, Rollout, Unrolled
+from a3c.spec.config import Config
 
 
 @dataclass
@@ -131,14 +135,27 @@ class CnnBackprop:
         # background, whose difference bfloat16's rounding of the first swamps)
         self.level = torso.shift / torso.scale if torso.shift else 0.0
 
-    @classmethod
-    def of(cls, model: ActorCritic) -> CnnBackprop | None:
+    @staticmethod
+    def covers(model: ActorCritic) -> str | None:
+        """None where the passes by hand cover ``model``'s shape (a CnnTorso of Conv2d + ReLU layers and a dense
+        ReLU layer, shared by actor and critic, no core, a Linear policy head); else why not, in a few words."""
         torso = model.actor
-        if model.lstm or model.critic is not None or not isinstance(torso, CnnTorso):
-            return None
+        if model.lstm:
+            return "an LSTM core (--lstm)"
+        if not isinstance(torso, CnnTorso):
+            return f"a {type(torso).__name__}, not a CNN torso"
+        if model.critic is not None:
+            return "a separate critic torso"
         head = model.policy_head
         if not isinstance(head, nn.Linear) or head.bias is None:
-            return None
+            return f"a {type(head).__name__} policy head, not one Linear layer"
+        if CnnBackprop._layers_of(torso) is None:
+            return "a CNN torso of other layers than Conv2d + ReLU and a dense ReLU layer"
+        return None
+
+    @staticmethod
+    def _layers_of(torso: CnnTorso) -> tuple[list[nn.Conv2d], nn.Linear] | None:
+        """The torso's convolutions and its dense layer, where it is made of the layers the passes by hand know."""
         modules = list(torso.convs)
         convs, relus = modules[0:-1:2], modules[1:-1:2]
         if not (
@@ -151,9 +168,18 @@ class CnnBackprop:
         dense = torso.fc[0]
         if not (isinstance(dense, nn.Linear) and isinstance(torso.fc[1], nn.ReLU) and len(torso.fc) == 2):
             return None
+        return convs, dense  # type: ignore[return-value]
+
+    @classmethod
+    def of(cls, model: ActorCritic) -> CnnBackprop | None:
+        if cls.covers(model) is not None:
+            return None
         if any(p.grad is None for p in model.parameters()):
             return None  # the gradients go into existing .grad tensors (the flat buffer's views)
-        return cls(model, convs, dense, head)  # type: ignore[arg-type]
+        assert isinstance(model.actor, CnnTorso) and isinstance(model.policy_head, nn.Linear)
+        layers = cls._layers_of(model.actor)
+        assert layers is not None
+        return cls(model, layers[0], layers[1], model.policy_head)
 
     # -- forward ----------------------------------------------------------------------------------------------------
     def image(self, obs: torch.Tensor | np.ndarray) -> torch.Tensor:
@@ -358,6 +384,34 @@ class CnnBackprop:
                     conv.weight.grad.mul_(self.torso.scale)  # the inputs were kept unscaled (backward_inputs)
                 conv.bias.grad.copy_(d_b)
                 d_out = d_in
+
+
+class CnnByHand(NetworkPass):
+    """The update protocol's network pass (a3c.learn.update) by hand for the CNN (float32 or --bf16, any input
+    dtype): acting through ``CnnBackprop.policy`` (recorded for the update), the update through ``CnnBackprop``."""
+
+    @classmethod
+    def supports(cls, config: Config, model: ActorCritic) -> str | None:
+        return CnnBackprop.covers(model)
+
+    def __init__(self, model: ActorCritic, config: Config, grads: torch.Tensor) -> None:
+        backprop = CnnBackprop.of(model)
+        assert backprop is not None, "a model this pass covers, its parameters' .grad views of the flat buffer"
+        # every layer's activations of the acting passes kept for the update (see the module docstring)
+        backprop.record(config.n_steps, config.envs_per_worker)
+        self.backprop, self._policy = backprop, backprop.policy
+
+    def act(self, rollout: Rollout, step: int, state: State) -> tuple[torch.Tensor, State]:
+        return self._policy(rollout.obs_np[step], step), state  # (no core: no state)
+
+    def unroll(self, rollout: Rollout) -> Unrolled:
+        final_obs = rollout.final_obs_np if rollout.any_truncated() else None
+        return Unrolled(*self.backprop.unroll(rollout.obs_np, final_obs))
+
+    def backward(
+        self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor
+    ) -> None:
+        self.backprop.backward(unrolled.saved, dparams, dvalues)  # (writes every parameter's gradient)
 
 
 def _bf16_copy(weight: torch.Tensor) -> torch.Tensor:

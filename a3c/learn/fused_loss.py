@@ -1,17 +1,18 @@
-"""The part of a worker's update between the network's forward and backward passes, in one call where it can be:
-the bootstrap and GAE (``rollout_targets``), ``--normalize-advantage`` (``normalized_advantages``) and the loss's
-terms and gradient with respect to the outputs (``actor_critic_loss_grads``), for a Discrete action space
-(Categorical) in float32, by the C kernel a3c/learn/_update_kernel.c.
+"""The loss gradient of the update protocol (a3c.learn.update) in one compiled call, for a Discrete action space
+(Categorical) in float32: the bootstrap and GAE (``rollout_targets``), ``--normalize-advantage``
+(``normalized_advantages``) and the loss's terms and gradient with respect to the outputs (``actor_critic_loss_grads``
+with ``Categorical.policy_grad_np``), by the C kernel a3c/learn/_update_kernel.c. ``KernelLoss`` is the piece the
+fast paths mlp+kernel and cnn+kernel are made of (a3c.learn.paths).
 
 Why: with the network's passes by hand (a3c.learn.backprop), these three were about forty numpy operations on arrays
 of a rollout's 40 numbers, a third of the update's time on CartPole's defaults and nearly all of it call overhead;
 the kernel is one call, with the arithmetic in double and each output rounded to float32 once: against the float64
 answer it is as exact as the numpy functions in float32, or more where those cancel large terms (tests/learn/
-test_fused_loss.py). Those functions stay the reference
-and the path for everything the kernel does not cover (other action families, float64 models) and for an install
-without the compiled kernel (it is built by ``pip install`` where a C compiler is found, and optional: without one
-the package installs and runs as before). ``A3C_UPDATE_KERNEL=0`` in the environment turns it off (benchmarks
-compare the two that way).
+test_fused_loss.py). Those functions (a3c.learn.closed_form) are the path for everything the kernel does not cover
+(other action families, float64 models) and for an install without the compiled kernel (it is built by ``pip
+install`` where a C compiler is found, and optional: without one the package installs and runs as before).
+``A3C_UPDATE_KERNEL=0`` in the environment turns it off (benchmarks compare the two that way). The kernel checks
+every buffer's element type and length itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import numpy as np
 import torch
 
 from a3c.learn.distributions import Categorical, Distribution
+from a3c.learn.update import LossGradient, LossGrads, Rollout, Unrolled
+from a3c.spec.config import Config
 
 KERNEL_ENV = "A3C_UPDATE_KERNEL"  # "0": the numpy path even where the kernel is built
 
@@ -44,9 +47,7 @@ def kernel_available() -> bool:
 
 
 class FusedCategoricalUpdate:
-    """The kernel for one rollout shape (T steps x K envs, n actions), with its output buffers made once. Build it
-    with ``FusedCategoricalUpdate.of``, which is None where the kernel does not apply (the caller then runs the numpy
-    functions)."""
+    """The kernel for one rollout shape (T steps x K envs, n actions), with its output buffers made once."""
 
     def __init__(self, steps: int, envs: int, n_actions: int) -> None:
         assert _KERNEL is not None
@@ -55,24 +56,6 @@ class FusedCategoricalUpdate:
         batch = steps * envs
         self._dlogits_t = np.empty((n_actions, batch), dtype=np.float32)  # stored transposed, as policy_grad_np's
         self._dvalues = np.empty(batch, dtype=np.float32)
-
-    @classmethod
-    def of(
-        cls, dist: Distribution, steps: int, envs: int, dtype: np.dtype | type | torch.dtype
-    ) -> FusedCategoricalUpdate | None:
-        """For a worker with this action distribution and model dtype, or None: the kernel is not built or is turned
-        off, the family is not Categorical (MultiCategorical, Bernoulli and the continuous ones have their own
-        gradients), or the model is not float32."""
-        return cls(steps, envs, dist.param_dim) if cls.applies(dist, dtype) else None
-
-    @staticmethod
-    def applies(dist: Distribution, dtype: np.dtype | type | torch.dtype) -> bool:
-        """Whether a worker with this distribution and model dtype (numpy's or torch's) takes the kernel in this
-        environment (what summary.json's ``update_kernel`` reports)."""
-        if _KERNEL is None or os.environ.get(KERNEL_ENV, "1") == "0":
-            return False
-        float32 = dtype == torch.float32 if isinstance(dtype, torch.dtype) else np.dtype(dtype) == np.float32
-        return type(dist) is Categorical and float32
 
     def __call__(
         self,
@@ -117,3 +100,41 @@ class FusedCategoricalUpdate:
             normalize_advantage,
         )
         return losses, self._dlogits_t.T, self._dvalues
+
+
+class KernelLoss(LossGradient):
+    """The A3C loss's gradient by the C kernel: a Categorical distribution, a float32 model, the kernel built and not
+    turned off (``A3C_UPDATE_KERNEL=0``)."""
+
+    @classmethod
+    def supports(cls, config: Config, dist: Distribution, dtype: torch.dtype) -> str | None:
+        if _KERNEL is None:
+            return "the C kernel is not built (no C compiler at install)"
+        if os.environ.get(KERNEL_ENV, "1") == "0":
+            return f"{KERNEL_ENV}=0"
+        if type(dist) is not Categorical:
+            return f"{type(dist).__name__} actions (the kernel's are Categorical)"
+        if dtype != torch.float32:
+            return f"a {dtype} model (the kernel's is float32)"
+        return None
+
+    def __init__(self, config: Config, dist: Distribution, steps: int, envs: int) -> None:
+        self.config, self.kernel = config, FusedCategoricalUpdate(steps, envs, dist.param_dim)
+
+    def __call__(self, rollout: Rollout, unrolled: Unrolled) -> LossGrads:
+        cfg, params = self.config, unrolled.params
+        logits = params if isinstance(params, np.ndarray) else np.ascontiguousarray(params.detach().numpy())
+        return self.kernel(
+            rollout.rewards_np,
+            unrolled.values,
+            unrolled.final_values,
+            rollout.terminated_np,
+            rollout.truncated_np,
+            logits,
+            rollout.actions_np,
+            cfg.gamma,
+            cfg.gae_lambda,
+            cfg.ent_coef,
+            cfg.vf_coef,
+            cfg.normalize_advantage,
+        )

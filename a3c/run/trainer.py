@@ -31,8 +31,8 @@ import torch
 import torch.multiprocessing as mp
 from tqdm import tqdm
 
-from a3c.learn.fused_loss import FusedCategoricalUpdate
 from a3c.learn.optim import scheduled_lr
+from a3c.learn.paths import choose as choose_update_path
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
 from a3c.record.resume import elapsed_wall_time, trim_episode_log
@@ -185,6 +185,12 @@ class Trainer:
             shared, self.model, self.dist = create_shared_run(spec, cfg)
             coordinator = SharedMemoryCoordinator(shared)
         self.coordinator = coordinator
+        # the update path every worker takes (a3c.learn.paths: they choose it as this process does, in the same
+        # environment), and the one line that says so where it is off the fast paths, before training
+        update_path = choose_update_path(cfg, self.model, self.dist)
+        self.update_path = update_path.path.name
+        if update_path.notice is not None:
+            print(update_path.notice, file=sys.stderr)
         self.resumed_from_step: int | None = None
         self.final_checkpoint_step: int | None = None  # the global step of the run's final checkpoints/latest.pt
         self.restarts_before = 0
@@ -481,9 +487,8 @@ class Trainer:
             "final_checkpoint_step": self.final_checkpoint_step,
             "training_time_s": train_s,
             "startup_s": startup_s,
-            # whether the workers' update took the compiled kernel (a3c.learn.fused_loss), as this process sees it:
-            # the kernel built, A3C_UPDATE_KERNEL not 0, a Discrete action space, a float32 model
-            "update_kernel": FusedCategoricalUpdate.applies(self.dist, next(self.model.parameters()).dtype),
+            # the update path the workers took (a3c.learn.paths: mlp+kernel, ..., reference)
+            "update_path": self.update_path,
             "restarts": self.restarts_before + (self.supervisor.restarts if self.supervisor else 0),
             "skipped_updates": int(stats[:, Stat.SKIPPED].sum()),
             "nonfinite_samples": int(stats[:, Stat.NONFINITE_SAMPLES].sum()),

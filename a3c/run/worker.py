@@ -1,7 +1,7 @@
 """One worker: owns K environments and a private copy of the model, and loops
-    pull global weights -> roll out n_steps in K envs -> loss (a3c.learn.losses; for a Discrete action space one C
-    call, a3c.learn.fused_loss) -> backward -> clip -> push the gradient (shared optimizer step) -> publish steps,
-    finished episodes and its stats in one batch
+    pull global weights -> roll out n_steps in K envs -> unroll -> the loss's gradient -> backward (the update path
+    chosen once at start, a3c.learn.paths) -> norm, clip, lr (a3c.learn.step) -> push the gradient (shared optimizer
+    step) -> publish steps, finished episodes and its stats in one batch
 until its channel (a3c.run.backends.WorkerChannel) says stop. The loop does not know which backend it runs on: a process
 of its own (``worker_main``, the shared-memory backend) or a turn in the main process (the serial backend). Nothing in
 the per-step path locks or talks to another process.
@@ -10,7 +10,6 @@ the per-step path locks or talks to another process.
 from __future__ import annotations
 
 import gc
-import math
 import multiprocessing
 import os
 import signal
@@ -18,31 +17,23 @@ import sys
 import threading
 import time
 import traceback
-import warnings
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
 
 import numpy as np
 import torch
 
-from a3c.learn.backprop import MlpBackprop, backward_from
-from a3c.learn.cnn_backprop import CnnBackprop
-from a3c.learn.fused_loss import FusedCategoricalUpdate
-from a3c.learn.losses import actor_critic_loss_grads, normalized_advantages, rollout_targets
-from a3c.learn.model import build_model, flatten_parameters
+from a3c.learn.model import State, build_model, flatten_parameters
+from a3c.learn.paths import choose
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
+from a3c.learn.step import GradientStep
+from a3c.learn.update import Rollout
 from a3c.record.rows import FIELD, FIELDS, Stat
 from a3c.run.backends import WorkerChannel
 from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
 from a3c.spec.environment import LIFE_LOST, EnvSpec, make_env
 from a3c.spec.seeding import WorkerSeeds
-
-# Worker.update measures the gradient's norm with numpy's float32 dot, which warns when the sum of squares overflows
-# (a diverging run's gradients); the update then measures it again in float64 and skips the step if it is not
-# finite, and counts it: nothing for the user to act on, so not a warning on their terminal (this module's only).
-warnings.filterwarnings("ignore", "overflow encountered in dot", RuntimeWarning, __name__)
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
 START_POLL_S = 0.002  # how often a worker at the start line looks whether all the others are there
@@ -147,39 +138,27 @@ class Worker:
         self.envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
         self.model, self.dist = build_model(spec, config)
         self.params, self.grads = flatten_parameters(self.model)
-        self.grads_np = self.grads.numpy()  # the same memory: the norm and the clip below cost a third in numpy
-        # MLP torsos without a core: the update's forward and backward by hand (a3c.learn.backprop), the same
-        # gradients without autograd's per-operation bookkeeping; a CNN without a core (and with a linear policy
-        # head): acting keeps every layer's activations and the update backpropagates through them by hand
-        # (a3c.learn.cnn_backprop); other models go through autograd
-        self.backprop: MlpBackprop | CnnBackprop | None = MlpBackprop.of(self.model) or CnnBackprop.of(self.model)
-        # a Discrete action space: the targets, the loss and its gradient w.r.t. the outputs in one compiled call
-        # (a3c.learn.fused_loss); None: the numpy functions of a3c.learn.losses
-        self.fused = FusedCategoricalUpdate.of(self.dist, T, K, self.grads_np.dtype)
-        if self.backprop is not None:
-            # the acting passes' activations and logits kept for the update, which then does not compute them again
-            # (the weights do not change between a rollout and its update: pulled before, pushed after)
-            self.backprop.record(config.n_steps, config.envs_per_worker)
+        self.grads_np = self.grads.numpy()  # the same memory: the norm and the clip cost a third in numpy
         # Preallocated rollout buffers, indexed [step, env], shaped from the spaces. obs[T] is the observation after
         # the last step: the rollout-boundary bootstrap, and obs[0] of the next rollout.
         # uint8 frames stay uint8 (scaled in the model), unless --normalize-obs turns them into floats here
         obs_shape, self.obs_dtype = spec.obs_shape, (np.float32 if config.normalize_obs else spec.obs_dtype)
         self.clip_rewards = spec.clip_rewards
-        self.obs = torch.from_numpy(np.zeros((T + 1, K, *obs_shape), dtype=self.obs_dtype))
-        # the observation returned with truncated=True, where it was
-        self.final_obs = torch.from_numpy(np.zeros((T, K, *obs_shape), dtype=self.obs_dtype))
-        self.actions = torch.zeros(T, K, *self.dist.action_shape, dtype=self.dist.action_dtype)
-        self.rewards = torch.zeros(T, K)
-        self.terminated = torch.zeros(T, K)
-        self.truncated = torch.zeros(T, K)
-        # the same buffers as numpy arrays (views, made once: .numpy() costs half a microsecond a call)
-        self.obs_np, self.final_obs_np, self.actions_np = self.obs.numpy(), self.final_obs.numpy(), self.actions.numpy()
-        self.rewards_np, self.terminated_np = self.rewards.numpy(), self.terminated.numpy()
-        self.truncated_np = self.truncated.numpy()
+        self.batch = Rollout.allocate(T, K, obs_shape, self.obs_dtype, self.dist)
+        b = self.batch  # the same buffers as the worker's own names (final_obs: the one returned with truncated=True)
+        self.obs, self.final_obs, self.actions = b.obs, b.final_obs, b.actions
+        self.rewards, self.terminated, self.truncated = b.rewards, b.terminated, b.truncated
+        # and as numpy arrays (views, made once: .numpy() costs half a microsecond a call)
+        self.obs_np, self.final_obs_np, self.actions_np = b.obs_np, b.final_obs_np, b.actions_np
+        self.rewards_np, self.terminated_np, self.truncated_np = b.rewards_np, b.terminated_np, b.truncated_np
+        # The update: one path, chosen here once (a3c.learn.paths: the passes by hand and the compiled loss gradient
+        # where they cover the model, else the reference, autograd), then the learning side's norm, clip and lr
+        self.path = choose(config, self.model, self.dist).path.build(self.model, self.dist, config, self.grads)
+        self.gradient_step = GradientStep(config)
         # the recurrent state (empty without a core): carried across rollouts, reset per env at its episode's end;
         # start_state is the state before obs[0] of the rollout in hand, which the update unrolls from
         self.state = self.model.initial_state(K)
-        self.start_state = self.state
+        self.batch.start_state = self.state
         # --normalize-obs / --normalize-reward: statistics shared by all workers (a3c.learn.running_stats); the buffers
         # hold normalised observations and scaled rewards (what the model and the loss see), while the episode
         # returns reported stay in the env's own units
@@ -213,6 +192,11 @@ class Worker:
             env.action_space.seed(seeds.action_space(k))
             first.append(env.reset(seed=seeds.env(k))[0])
         self.obs[T] = torch.from_numpy(self.observe(first))
+
+    @property
+    def start_state(self) -> State:
+        """The recurrent state before obs[0] of the rollout in hand, which the update unrolls from."""
+        return self.batch.start_state
 
     def observe(self, observations: list[np.ndarray]) -> np.ndarray:
         """The K envs' observations as the model sees them: [K, *obs_shape] in the buffer's dtype, normalised with
@@ -274,19 +258,16 @@ class Worker:
         # no episode ended yet: the flags are written below only at a step where one did
         terminated.fill(0.0)
         truncated.fill(0.0)
-        self.start_state = tuple(s.clone() for s in self.state)  # a clone outside inference mode: autograd takes it
+        self.batch.start_state = tuple(s.clone() for s in self.state)  # a clone outside inference mode: for autograd
         self.dist.new_rollout(K, self.rng)  # gSDE: this rollout's exploration noise (a no-op for the other families)
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.channel.global_step() + self.unpublished_steps
         step_rewards, step_terms, step_truncs = [0.0] * K, [False] * K, [False] * K
         next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
+        act, batch = self.path.act, self.batch
         for t in range(T):
-            if self.backprop is not None:  # (a model without a core: no state; no autograd; step t recorded)
-                params = self.backprop.policy(obs_np[t], t)
-            else:
-                with torch.inference_mode():
-                    params, self.state = self.model.policy(self.obs[t], self.state)
+            params, self.state = act(batch, t, self.state)  # (a fast path records what it computes for the update)
             actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
             ended = []
@@ -345,98 +326,17 @@ class Worker:
         self.ep_loss_start[k] = self.loss_total
 
     def update(self, pulled_at: int) -> None:
-        cfg = self.config
-        T = cfg.n_steps
-        truncated = bool(np.maximum.reduce(self.truncated_np, axis=None))  # (ndarray.any: a Python wrapper, 3x)
-        saved: Any = None  # what the backprop's unroll kept for its own backward (a Pass or a CnnPass)
-        params: torch.Tensor | np.ndarray
-        if self.backprop is not None:  # numpy arrays
-            params, values_np, final_values, saved = self.backprop.unroll(
-                self.obs_np, self.final_obs_np if truncated else None
-            )
-        else:  # tensors, with autograd's graph
-            dones = torch.maximum(self.terminated, self.truncated)
-            params, values_all, final_t = self.model.unroll(
-                self.obs, self.start_state, dones, self.final_obs if truncated else None, self.truncated
-            )
-            values_np = np.ascontiguousarray(values_all.detach().numpy())
-            final_values = None if final_t is None else np.ascontiguousarray(final_t.detach().numpy())
-        if self.fused is not None:  # (a Discrete action space in float32: all of the below in one call)
-            logits = params if isinstance(params, np.ndarray) else np.ascontiguousarray(params.detach().numpy())
-            loss_values, dparams, dvalues = self.fused(
-                self.rewards_np,
-                values_np,
-                final_values,
-                self.terminated_np,
-                self.truncated_np,
-                logits,
-                self.actions_np,
-                cfg.gamma,
-                cfg.gae_lambda,
-                cfg.ent_coef,
-                cfg.vf_coef,
-                cfg.normalize_advantage,
-            )
-        else:
-            loss_values, dparams, dvalues = self.loss_grads(params, values_np, final_values)
-        # fills self.grads (the .grad views of our private flat buffer): written, or accumulated into zeros
-        if self.backprop is None or not self.backprop.writes_all_grads:
-            self.grads.zero_()
-        if self.backprop is not None:
-            assert saved is not None
-            self.backprop.backward(saved, dparams, dvalues)
-        else:
-            assert isinstance(params, torch.Tensor)
-            # (not autograd.backward: sympy)
-            backward_from((params, values_all[:T].reshape(-1)), (torch.from_numpy(dparams), torch.from_numpy(dvalues)))
-        grads = self.grads_np
-        # numpy's dot (BLAS) is a fifth of torch's dot + item on this path; its overflow warning is filtered above
-        grad_norm = math.sqrt(np.dot(grads, grads))
-        if not math.isfinite(grad_norm):  # overflow of the float32 sum of squares, or a non-finite entry: in float64
-            grad_norm = float(np.linalg.norm(grads.astype(np.float64)))
-        # (the four loss terms' sum is finite exactly when each is: float64 sums of float32-sized terms never overflow)
-        if not (math.isfinite(grad_norm) and math.isfinite(np.add.reduce(loss_values))):
-            # a non-finite update would poison the shared model for every worker: skip it, count it
+        """The rollout's gradient, by the path chosen at start, clipped and pushed with the scheduled lr."""
+        path, batch = self.path, self.batch
+        unrolled = path.unroll(batch)
+        loss_values, dparams, dvalues = path.loss_grads(batch, unrolled)
+        path.backward(unrolled, dparams, dvalues)  # into self.grads, the .grad views of our private flat buffer
+        grad_norm = self.gradient_step.clip(self.grads_np, loss_values)
+        if grad_norm is None:  # a non-finite update would poison the shared model for every worker: skip it, count it
             self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
             return
-        if grad_norm > cfg.max_grad_norm:
-            np.multiply(grads, cfg.max_grad_norm / (grad_norm + 1e-6), out=grads)
-        lag = self.channel.push(self.grads, pulled_at)
+        lag = self.channel.push(self.grads, pulled_at, self.gradient_step.lr(self.channel.global_step()))
         self.record_update(loss_values, grad_norm, lag)
-
-    def loss_grads(
-        self, params: torch.Tensor | np.ndarray, values_np: np.ndarray, final_values: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The targets, the loss's terms and its gradient w.r.t. the network's outputs, in numpy (a3c.learn.losses):
-        what ``self.fused`` computes in one call where it applies."""
-        cfg = self.config
-        T, K = cfg.n_steps, cfg.envs_per_worker
-        # the bootstrap (V(s_{t+1}): the final observation's where an episode was truncated) and GAE, in numpy on the
-        # rollout buffers' memory (a3c.learn.losses.rollout_targets)
-        adv_np, returns_np = rollout_targets(
-            self.rewards_np,
-            values_np,
-            final_values,
-            self.terminated_np,
-            self.truncated_np,
-            cfg.gamma,
-            cfg.gae_lambda,
-        )
-        # --normalize-advantage: the policy gradient's advantages only; returns_np above came from the raw ones
-        policy_adv = normalized_advantages(adv_np) if cfg.normalize_advantage else adv_np
-        # the loss's gradient w.r.t. the network outputs (closed form where the distribution has one: in numpy, on
-        # these arrays' memory, for the Categorical families); autograd then only runs through the network
-        loss_values, dparams, dvalues = actor_critic_loss_grads(
-            self.dist,
-            params,
-            values_np[:T].reshape(-1),
-            self.actions_np.reshape(T * K, *self.dist.action_shape),
-            policy_adv.reshape(-1),
-            returns_np.reshape(-1),
-            cfg.ent_coef,
-            cfg.vf_coef,
-        )
-        return loss_values, dparams, dvalues
 
     def record_update(self, loss_values: np.ndarray, grad_norm: float, lag: int) -> None:
         s = self.stats

@@ -12,18 +12,16 @@ busy: one per core for a CPU-bound env (busy ~ 1), many per core for a slow I/O-
 keeps a worker's core about 1% busy). More workers than that only add start-up time and switching.
 
 The measurement takes a fraction of a second in the main process, without starting any process: K envs stepped with
-random actions for up to ``ENV_BUDGET_S`` (a fast env stops after ``ENOUGH_ENV_STEPS``: it is start-up time), and
-the model's acting forward pass and a stand-in for its update (forward with autograd, three forward passes' worth
-for the backward, the loss and GAE arithmetic, the shared optimizer's step) with torch limited to one thread, as in
-a worker. A step's off-CPU time is its wall time less its CPU time less the time it waited for a core (the
-scheduler's run-queue delay, /proc/self/task/TID/schedstat on Linux): so a busy machine, where a CPU-bound step
-waits for a core, does not make the env look I/O-bound. Where that counter is missing, the wall time is used as
-is.
+random actions for up to ``ENV_BUDGET_S`` (a fast env stops after ``ENOUGH_ENV_STEPS``: it is start-up time), and the
+model's acting passes and its update by the update path the workers will take (a3c.learn.paths), with the clip and the
+shared optimizer's step, with torch limited to one thread, as in a worker. A step's off-CPU time is its wall time less
+its CPU time less the time it waited for a core (the scheduler's run-queue delay, /proc/self/task/TID/schedstat on
+Linux): so a busy machine, where a CPU-bound step waits for a core, does not make the env look I/O-bound. Where that
+counter is missing, the wall time is used as is.
 
 The count is capped by memory (half of the available memory over an estimate of one worker's footprint, from
 scripts/bench_memory.py, plus what making the envs cost here) and by the open-file limit (each worker holds a few
-pipes). See docs/benchmarks/slow-data.md for how the choice compares with the best fixed count
-(scripts/bench_workers_auto.py).
+pipes). See docs/benchmarks.md for how the choice compares with the best fixed count (scripts/bench_workers_auto.py).
 """
 
 from __future__ import annotations
@@ -45,7 +43,7 @@ from a3c.spec.environment import EnvSpec
 ENV_BUDGET_S = 0.4  # wall time spent stepping the envs at most (at least MIN_ENV_STEPS steps are taken) ...
 MIN_ENV_STEPS = 8
 ENOUGH_ENV_STEPS, ENV_MIN_S = 2000, 0.05  # ... and no more once this many steps took at least this long (fast envs)
-MODEL_REPEATS = 20  # acting forwards and update stand-ins timed (after one warm-up each)
+MODEL_REPEATS = 20  # rollouts' acting passes and updates timed (after a warm-up one)
 # PSS of one worker measured by scripts/bench_memory.py (CartPole-v1, 8 envs, 64x64 MLP): 27 MB under fork and
 # forkserver, 187 MB under spawn (each worker imports torch itself); rounded up
 WORKER_MB = {"fork": 32, "forkserver": 32, "spawn": 200}
@@ -62,7 +60,7 @@ class Timings:
     env_cpu_s: float  # CPU time of the median env step (a reset counts in the step that ended the episode)
     env_blocked_s: float  # time one env step spends off the CPU on its own account (sleep, I/O)
     act_s: float  # one acting forward pass over K observations plus the action sampling
-    update_s: float  # one update (estimated: see the module docstring)
+    update_s: float  # one update, by the path the workers take, with the clip and the optimizer's step
 
 
 @dataclass
@@ -103,7 +101,7 @@ def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap
     # the run (waking up, the publish path, the main process reading, switching among many processes): the best
     # fixed count in bench_workers_auto's sweeps lies above it for sleeping envs, with throughput falling steeply
     # below the best count and slowly above it. So the extra workers get WAITING_HEADROOM times the estimate,
-    # calibrated on those sweeps (docs/benchmarks/slow-data.md). round, not ceil: a CPU-bound env measured at busy 0.95
+    # calibrated on those sweeps (docs/benchmarks.md). round, not ceil: a CPU-bound env measured at busy 0.95
     # (noise) still gets one worker per core.
     wanted = cores + max(0, round((cores / busy - cores) * WAITING_HEADROOM))
     workers = max(1, min(wanted, cap))
@@ -167,16 +165,10 @@ def _run_queue_s() -> float:
 def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
     """Time the env and the model in this process (see the module docstring); returns the timings and the memory
     making the K envs took here (MB)."""
-    import numpy as np
-    import torch
-
-    from a3c.learn.losses import actor_critic_loss_grads, gae_advantages
-    from a3c.learn.model import build_model, flatten_parameters
-    from a3c.learn.optim import make_optimizer
     from a3c.run.threads import one_native_thread
     from a3c.spec.environment import make_env
 
-    T, K = config.n_steps, config.envs_per_worker
+    K = config.envs_per_worker
     rss = _rss_mb()
     envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
     env_mb = max(0.0, _rss_mb() - rss)  # a worker holds the same K envs
@@ -212,61 +204,53 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
     env_cpu = statistics.median(step_cpu)
     env_blocked = max(0.0, wall - cpu - queued) / steps
 
-    with one_native_thread():  # as in a worker
-        model, dist = build_model(spec, config)
-        params, grads = flatten_parameters(model)
-        optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1)
-        rng = np.random.default_rng(0)
-        obs = torch.randn(T + 1, K, *spec.obs_shape)
-        actions = torch.zeros(T * K, *dist.action_shape, dtype=dist.action_dtype)  # any valid actions: timing only
-        # the model is called as the worker calls it: acting carries the recurrent state (empty without --lstm),
-        # the update unrolls the rollout from the state at its start (so an LSTM's steps through it are timed too)
-        state = model.initial_state(K)
-        dones = torch.zeros(T, K)  # no episode ends inside the timed rollout
-
-        def act() -> None:
-            with torch.inference_mode():
-                logits, _ = model.policy(obs[0], state)
-            dist.sample(logits, rng)
-
-        def update() -> None:
-            # what the worker's update does, except that autograd's backward (whose first call imports a few hundred
-            # modules: too slow here) is replaced by two more forward passes, about its cost
-            logits, values, _ = model.unroll(obs, state, dones)
-            with torch.no_grad():
-                model.unroll(obs, state, dones)
-                model.unroll(obs, state, dones)
-            values = values.detach()
-            zeros = torch.zeros(T, K)
-            adv, ret = gae_advantages(zeros, values[:T], values[1:], zeros, zeros, config.gamma, config.gae_lambda)
-            actor_critic_loss_grads(
-                dist,
-                logits.detach(),
-                values[:T].reshape(-1),
-                actions,
-                adv.view(-1),
-                ret.view(-1),
-                config.ent_coef,
-                config.vf_coef,
-            )
-            float(grads.norm())
-            optimizer.step(grads, 0)
-
-        act_s = _time_each(act)
-        update_s = _time_each(update)
+    with one_native_thread():  # as in a worker: torch's, the BLAS's and OpenMP's pools at one thread
+        act_s, update_s = _time_model(config, spec)
     return Timings(env_cpu, env_blocked, act_s, update_s), env_mb
 
 
-def _time_each(fn: Any) -> float:
-    """CPU seconds of one call of ``fn``: the median over MODEL_REPEATS calls, after a warm-up call."""
-    fn()
-    times = []
-    for _ in range(MODEL_REPEATS):
+def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
+    """CPU seconds of one acting pass (with the action sampling) and of one update, as a worker runs them: its
+    update path (a3c.learn.paths, chosen as the worker chooses it) over a rollout of the worker's shape, acted step by
+    step first (a fast path's update reuses what acting recorded), then the learning side's clip and lr and the
+    shared optimizer's step. The medians over MODEL_REPEATS rollouts, after a warm-up one."""
+    import numpy as np
+
+    from a3c.learn.model import build_model, flatten_parameters
+    from a3c.learn.optim import make_optimizer
+    from a3c.learn.paths import choose
+    from a3c.learn.step import GradientStep
+    from a3c.learn.update import Rollout
+
+    T, K = config.n_steps, config.envs_per_worker
+    model, dist = build_model(spec, config)
+    params, grads = flatten_parameters(model)
+    optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1)
+    path = choose(config, model, dist).path.build(model, dist, config, grads)
+    gradient_step = GradientStep(config)
+    rng = np.random.default_rng(0)
+    obs_dtype = np.float32 if config.normalize_obs else spec.obs_dtype
+    rollout = Rollout.allocate(T, K, spec.obs_shape, obs_dtype, dist)
+    # observations of the buffer's dtype (any values: timing only; no episode ends inside the timed rollout)
+    rollout.obs_np[...] = rng.random(rollout.obs_np.shape) * (255 if np.issubdtype(obs_dtype, np.integer) else 1)
+    grads_np = grads.numpy()
+    act_times, update_times = [], []
+    for _ in range(MODEL_REPEATS + 1):
+        rollout.start_state = state = model.initial_state(K)
         t0 = time.thread_time()
-        fn()
-        times.append(time.thread_time() - t0)
-    times.sort()
-    return times[len(times) // 2]
+        for t in range(T):
+            step_params, state = path.act(rollout, t, state)
+            rollout.actions_np[t] = dist.sample(step_params, rng)
+        t1 = time.thread_time()
+        unrolled = path.unroll(rollout)
+        loss_values, dparams, dvalues = path.loss_grads(rollout, unrolled)
+        path.backward(unrolled, dparams, dvalues)
+        gradient_step.clip(grads_np, loss_values)
+        optimizer.step(grads, 0, gradient_step.lr(0))
+        t2 = time.thread_time()
+        act_times.append((t1 - t0) / T)
+        update_times.append(t2 - t1)
+    return statistics.median(act_times[1:]), statistics.median(update_times[1:])
 
 
 def auto_choice(config: Config, spec: EnvSpec, cores: int | None = None) -> Choice:

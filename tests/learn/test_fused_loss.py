@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from a3c.learn.distributions import Categorical, MultiCategorical
-from a3c.learn.fused_loss import KERNEL_ENV, FusedCategoricalUpdate, kernel_available
+from a3c.learn.fused_loss import KERNEL_ENV, FusedCategoricalUpdate, KernelLoss, kernel_available
 from a3c.learn.losses import actor_critic_loss_grads, normalized_advantages, rollout_targets
+from a3c.spec.config import Config
 
 pytestmark = pytest.mark.skipif(not kernel_available(), reason="the C kernel is not built (no C compiler)")
 
@@ -123,8 +125,21 @@ def test_buffers_of_the_wrong_size_layout_or_action_range_are_refused():
     with pytest.raises((ValueError, BufferError)):
         update(*strided.values(), 0.99, 0.95, 0.01, 0.5, False)
     wide = dict(good, actions=good["actions"].astype(np.int32))  # 4 bytes an action where 8 are read
-    with pytest.raises(ValueError, match="actions"):
+    with pytest.raises(TypeError, match="actions"):
         update(*wide.values(), 0.99, 0.95, 0.01, 0.5, False)
+    # the element types are the kernel's to check: a float64 array of the right size in bytes is still refused
+    # (40 float64 rewards are the 320 bytes of 80 float32 ones), as are float actions and an int64 loss buffer
+    for name, array in (
+        ("rewards", np.zeros((5, 4), np.float64)),
+        ("logits", good["logits"].astype(np.float64)[:, :1].copy()),
+        ("actions", good["actions"].astype(np.float64)),
+    ):
+        with pytest.raises(TypeError, match=name):
+            update(*dict(good, **{name: array}).values(), 0.99, 0.95, 0.01, 0.5, False)
+    with pytest.raises(TypeError, match="losses"):
+        update._kernel(
+            *good.values(), update._dlogits_t, update._dvalues, np.zeros(4, np.int64), 5, 8, 2, 0.99, 0.95, 0.0, 0.5, 0
+        )
     outside = dict(good, actions=np.full((5, 8), 2))
     with pytest.raises(ValueError, match="outside"):
         update(*outside.values(), 0.99, 0.95, 0.01, 0.5, False)
@@ -134,9 +149,10 @@ def test_buffers_of_the_wrong_size_layout_or_action_range_are_refused():
 
 
 def test_it_applies_to_float32_categorical_only_and_can_be_turned_off(monkeypatch):
-    assert FusedCategoricalUpdate.of(Categorical(3), 5, 8, np.float32) is not None
-    assert FusedCategoricalUpdate.of(Categorical(3), 5, 8, np.float64) is None
+    config = Config()
+    assert KernelLoss.supports(config, Categorical(3), torch.float32) is None
+    assert "float64" in KernelLoss.supports(config, Categorical(3), torch.float64)
     multi = MultiCategorical(np.array([2, 3]), np.zeros(2, np.int64), np.dtype(np.int64))
-    assert FusedCategoricalUpdate.of(multi, 5, 8, np.float32) is None
+    assert "MultiCategorical" in KernelLoss.supports(config, multi, torch.float32)
     monkeypatch.setenv(KERNEL_ENV, "0")
-    assert FusedCategoricalUpdate.of(Categorical(3), 5, 8, np.float32) is None
+    assert KernelLoss.supports(config, Categorical(3), torch.float32) == f"{KERNEL_ENV}=0"

@@ -88,8 +88,9 @@ def test_summary_counts_steps_exactly(finished_run):
     assert 6000 <= summary["total_steps"] <= 6000 + WORKERS * rollout
     assert summary["total_steps"] % rollout == 0
     assert summary["startup_s"] > 0 and summary["steps_per_s"] > 0
-    # CartPole (Discrete) in float32: the workers' update takes the compiled kernel wherever it is built
-    assert summary["update_kernel"] is kernel_available()
+    # CartPole (Discrete) in float32: the workers' update takes the MLP by hand and the compiled kernel wherever it is
+    # built (a3c.learn.paths)
+    assert summary["update_path"] == ("mlp+kernel" if kernel_available() else "mlp+closed-form")
 
 
 def test_episodes_csv_contiguous_per_worker(finished_run):
@@ -380,3 +381,20 @@ def test_a_resume_onto_a_full_disk_ends_in_one_line_and_keeps_the_record(tmp_pat
         f"space, then --resume {run_dir}"
     )
     assert (run_dir / "episodes.csv").read_bytes() == before
+
+
+def test_a_run_off_the_fast_paths_says_so_in_one_line_and_names_its_update_path(tmp_path, capfd):
+    """--lstm: no fast path covers an LSTM core, so the run takes the reference (autograd) and says so, once, before
+    training; summary.json's update_path names it. CartPole without a core takes a fast path and says nothing."""
+    settings = dict(env="CartPole-v1", backend="serial", workers=1, envs_per_worker=2, total_steps=200, eval_every=0)
+    lstm = a3c.train(**settings, lstm=4, run_dir=str(tmp_path / "lstm"))
+    err = capfd.readouterr().err
+    notices = [line for line in err.splitlines() if "update path" in line]
+    assert notices == [
+        "a3c: update path reference (autograd through the model and the loss, slower): no fast path covers an LSTM "
+        "core (--lstm)"
+    ]
+    assert lstm.summary["update_path"] == "reference"
+    plain = a3c.train(**settings, run_dir=str(tmp_path / "plain"))
+    assert "update path" not in capfd.readouterr().err
+    assert plain.summary["update_path"] == ("mlp+kernel" if kernel_available() else "mlp+closed-form")

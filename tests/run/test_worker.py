@@ -1,88 +1,28 @@
 """The worker loop, run in this process (no other processes): what a rollout records, where episodes end by
-termination and by truncation, what reaches the board, that an update moves the shared parameters, and that the
-gradient it pushes is the A3C gradient (against a slow reference written like the maths)."""
+termination and by truncation, what reaches the board, and that an update moves the shared parameters. That the
+gradient it pushes is the A3C gradient, on every update path, is the conformance test's (tests/learn/test_paths.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from worker_rig import ScriptedEnv, make_worker, worker_spec
 
-from a3c.learn.distributions import Categorical, DiagGaussian, MultiCategorical
-from a3c.learn.fused_loss import KERNEL_ENV, kernel_available
-from a3c.learn.model import build_model, flatten_parameters, model_shape
-from a3c.learn.optim import make_optimizer
-from a3c.learn.running_stats import SharedMoments
+from a3c.learn.model import build_model, model_shape
 from a3c.record.checkpoint import load_checkpoint, save_checkpoint
 from a3c.record.resume import check_compatible
 from a3c.record.rows import FIELD, Stat
-from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun
-from a3c.run.board import BoardReader, EpisodeBoard
-from a3c.run.worker import RANK_ENV, Worker
+from a3c.run.board import BoardReader
+from a3c.run.worker import RANK_ENV
 from a3c.spec.config import Config
-from a3c.spec.environment import LIFE_LOST, describe_env
+from a3c.spec.environment import LIFE_LOST
 from a3c.spec.seeding import WorkerSeeds
-
-ENV_ID = "ScriptedForWorkerTest-v0"
-
-
-class ScriptedEnv(gym.Env):
-    """obs = [step within the episode, episode number]; reward 1 per step. Even episodes terminate after 3 steps,
-    odd ones run into the time limit (4 steps, registered below) and are truncated."""
-
-    observation_space = gym.spaces.Box(0.0, 100.0, shape=(2,), dtype=np.float32)
-    action_space = gym.spaces.Discrete(2)
-
-    def __init__(self) -> None:
-        self.episode, self.t = -1, 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.episode, self.t = self.episode + 1, 0
-        return self._obs(), {}
-
-    def step(self, action):
-        self.t += 1
-        terminated = self.episode % 2 == 0 and self.t == 3
-        return self._obs(), 1.0, terminated, False, {}
-
-    def _obs(self):
-        return np.array([self.t, self.episode], dtype=np.float32)
-
-
-gym.register(ENV_ID, entry_point=ScriptedEnv, max_episode_steps=4)
-
-
-class ScriptedBoxEnv(ScriptedEnv):
-    """The same script with Box actions (ignored)."""
-
-    action_space = gym.spaces.Box(-1.0, 1.0, shape=(2,), dtype=np.float32)
-
-
-BOX_ENV_ID = "ScriptedBoxForWorkerTest-v0"
-gym.register(BOX_ENV_ID, entry_point=ScriptedBoxEnv, max_episode_steps=4)
-
-
-def make_worker(envs_per_worker=2, n_steps=8, env=ENV_ID, seed=1, **settings):
-    cfg = Config(env=env, workers=1, envs_per_worker=envs_per_worker, n_steps=n_steps, total_steps=10**6, seed=seed)
-    for key, value in settings.items():
-        setattr(cfg, key, value)
-    spec = describe_env(cfg.env, cfg.env_kwargs)
-    params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
-    optimizer = make_optimizer(cfg.optimizer, params, cfg.lr, slots=1)
-    stats = {
-        "obs_stats": SharedMoments(spec.obs_shape, 1) if cfg.normalize_obs else None,
-        "reward_stats": SharedMoments((), 1) if cfg.normalize_reward else None,
-    }
-    coordinator = SharedMemoryCoordinator(SharedRun(params, optimizer, EpisodeBoard(1), cfg.total_steps, **stats))
-    worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
-    return worker, coordinator
 
 
 def test_rollout_records_termination_truncation_and_final_observation():
@@ -163,149 +103,6 @@ def test_action_sampler_is_independent_of_the_env_streams():
         u = seeds.rng.random()  # what the sampler draws first (a near-uniform policy: right when u >= 0.5)
         agree += (u >= 0.5) == (x > 0)
     assert 0.4 < agree / n < 0.6
-
-
-# -- the pushed gradient against a slow reference ---------------------------------------------------------------
-class RecordingChannel:
-    """A WorkerChannel that keeps what is pushed instead of applying it."""
-
-    rank = 0
-
-    def __init__(self, inner):
-        self.inner, self.pushed = inner, []
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def push(self, grad, pulled_at):
-        self.pushed.append(grad.clone())
-        return 0
-
-
-def slow_reference_gradient(worker, gamma, lam, ent_coef, vf_coef, normalize_advantage=False):
-    """The A3C gradient of the worker's last rollout, computed the slow way: the model stepped one observation at a
-    time from the state stored at the rollout's start (reset where an episode ended), per env and step GAE written
-    like the maths (terminated: no bootstrap; truncated: V(final observation, from the episode's state); rollout
-    end: V(boundary observation)), the loss with torch.distributions, and autograd through a fresh copy of the
-    model."""
-    model = build_model(worker_spec(worker), worker.config)[0].double()
-    torch.nn.utils.vector_to_parameters(worker.params.double(), model.parameters())
-    T, K = worker.terminated.shape
-    state = tuple(s.double() for s in worker.start_state)
-    outputs, values, final_v = [], [], torch.zeros(T, K, dtype=torch.float64)
-    for t in range(T + 1):
-        p, v, state = model(worker.obs[t].double(), state)
-        outputs.append(p)
-        values.append(v)
-        if t == T:
-            break
-        with torch.no_grad():
-            final_v[t] = model(worker.final_obs[t].double(), tuple(s.detach() for s in state))[1]
-        ended = torch.maximum(worker.terminated[t], worker.truncated[t]).double()
-        state = tuple(s * (1 - ended).unsqueeze(-1) for s in state)
-    values = torch.stack(values)
-    v = values.detach()
-    advantages = torch.zeros(T, K, dtype=torch.float64)
-    for k in range(K):
-        running = 0.0
-        for t in reversed(range(T)):
-            term, trunc = bool(worker.terminated[t, k]), bool(worker.truncated[t, k])
-            if term:
-                v_next = 0.0
-            elif trunc:
-                v_next = float(final_v[t, k])
-            else:
-                v_next = float(v[t + 1, k])  # inside the rollout, or the boundary observation at t = T - 1
-            delta = float(worker.rewards[t, k]) + gamma * v_next - float(v[t, k])
-            goes_on = not (term or trunc) and t < T - 1
-            running = delta + (gamma * lam * running if goes_on else 0.0)
-            advantages[t, k] = running
-    returns = advantages + v[:T]
-    if normalize_advantage:  # the policy term's advantages only, as SB3's normalize_advantage
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-    log_prob, entropy = torch_log_prob_entropy(worker.dist, torch.stack(outputs[:T]), worker.actions)
-    policy = -(log_prob * advantages).mean()
-    value = 0.5 * ((returns - values[:T]) ** 2).mean()
-    loss = policy + vf_coef * value - ent_coef * entropy.mean()
-    loss.backward()
-    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-
-
-def torch_log_prob_entropy(dist, params, actions):
-    """log pi(a) and H from torch.distributions, for the worker's distribution family (params [T, K, P])."""
-    if isinstance(dist, DiagGaussian):
-        mean, log_std = params.split(dist.dim, -1)
-        normal = torch.distributions.Independent(torch.distributions.Normal(mean, log_std.exp()), 1)
-        return normal.log_prob(actions.double().flatten(2)), normal.entropy()
-    if isinstance(dist, MultiCategorical):
-        parts = [torch.distributions.Categorical(logits=p) for p in params.split(dist.sizes, -1)]
-        flat = actions.flatten(2)
-        return sum(c.log_prob(flat[..., j]) for j, c in enumerate(parts)), sum(c.entropy() for c in parts)
-    categorical = torch.distributions.Categorical(logits=params)
-    return categorical.log_prob(actions), categorical.entropy()
-
-
-def worker_spec(worker):
-    return describe_env(worker.config.env, worker.config.env_kwargs)
-
-
-@pytest.fixture(params=["kernel", "numpy"])
-def update_path(request, monkeypatch):
-    """A Discrete action space's targets and loss through the compiled kernel (a3c.learn.fused_loss) or through the
-    numpy functions it stands in for (A3C_UPDATE_KERNEL=0): each test that takes this runs on both."""
-    if request.param == "kernel" and not kernel_available():
-        pytest.skip("the C kernel is not built (no C compiler)")
-    monkeypatch.setenv(KERNEL_ENV, "1" if request.param == "kernel" else "0")
-    return request.param
-
-
-def check_update_path(worker, update_path):
-    """The worker took the path the test asked for (the kernel: a Discrete action space only)."""
-    assert (worker.fused is not None) == (update_path == "kernel" and type(worker.dist) is Categorical)
-
-
-@pytest.mark.parametrize(
-    "env, lstm", [(ENV_ID, 0), (BOX_ENV_ID, 0), (ENV_ID, 6), (BOX_ENV_ID, 5)], ids=["mlp", "gaussian", "lstm", "both"]
-)
-@pytest.mark.parametrize("shared_torso", [False, True])
-@pytest.mark.parametrize("gae_lambda", [1.0, 0.9])
-def test_pushed_gradient_matches_a_slow_reference(shared_torso, gae_lambda, env, lstm, update_path):
-    worker, coordinator = make_worker(
-        env=env,
-        envs_per_worker=3,
-        n_steps=9,
-        gae_lambda=gae_lambda,
-        max_grad_norm=1e9,
-        shared_torso=shared_torso,
-        lstm=lstm,
-        log_std_init=-0.3,
-    )
-    check_update_path(worker, update_path)
-    worker.channel = RecordingChannel(worker.channel)
-    worker.step()
-    worker.step()  # the second rollout starts mid-episode, from the first's boundary observation
-    assert worker.terminated.sum() > 0 and worker.truncated.sum() > 0  # both kinds of episode end are in it
-    cfg = worker.config
-    expected = slow_reference_gradient(worker, cfg.gamma, gae_lambda, cfg.ent_coef, cfg.vf_coef)
-    torch.testing.assert_close(worker.channel.pushed[-1].double(), expected, rtol=2e-4, atol=1e-6)
-
-
-@pytest.mark.parametrize("env, lstm", [(ENV_ID, 0), (BOX_ENV_ID, 6)], ids=["mlp", "gaussian-lstm"])
-def test_normalized_advantages_reach_the_policy_gradient_and_the_value_targets_stay_raw(env, lstm, update_path):
-    """--normalize-advantage: the pushed gradient is the slow reference's with the policy term's advantages
-    normalised over the update's samples and the value loss on the raw returns (on the by-hand MLP path and on
-    autograd's), and differs from the gradient without it."""
-    settings = dict(env=env, envs_per_worker=3, n_steps=9, gae_lambda=0.9, max_grad_norm=1e9, lstm=lstm)
-    worker, coordinator = make_worker(normalize_advantage=True, **settings)
-    check_update_path(worker, update_path)
-    worker.channel = RecordingChannel(worker.channel)
-    worker.step()
-    worker.step()
-    cfg = worker.config
-    expected = slow_reference_gradient(worker, cfg.gamma, 0.9, cfg.ent_coef, cfg.vf_coef, normalize_advantage=True)
-    torch.testing.assert_close(worker.channel.pushed[-1].double(), expected, rtol=2e-4, atol=1e-6)
-    raw = slow_reference_gradient(worker, cfg.gamma, 0.9, cfg.ent_coef, cfg.vf_coef)
-    assert (expected - raw).abs().max() > 1e-3 * expected.abs().max()
 
 
 def test_normalised_observations_and_scaled_rewards_reach_the_loss_while_returns_stay_raw():
@@ -550,15 +347,15 @@ def test_lost_lives_end_the_learners_episode_but_games_are_reported_whole():
 OVERFLOW_SCRIPT = """
 import sys, torch
 sys.path.insert(0, {here!r})
-from test_worker import make_worker
+from worker_rig import make_worker
 from a3c.record.rows import Stat
 worker, coordinator = make_worker(env="CartPole-v1")
 params = coordinator.run.params
-backward = worker.backprop.backward
+backward = worker.path.backward
 def huge(*args):  # every gradient entry finite, their float32 sum of squares not
     backward(*args)
     worker.grads_np[:] = 1e30
-worker.backprop.backward = huge
+worker.path.backward = huge
 before = params.clone()
 worker.step()
 assert worker.stats[Stat.UPDATES] == 1 and worker.stats[Stat.SKIPPED] == 0, worker.stats
@@ -569,10 +366,10 @@ print("applied")
 
 def test_a_gradient_whose_float32_square_sum_overflows_is_clipped_and_applied_without_a_warning():
     """The gradient's norm is a float32 dot, whose overflow numpy reports as a RuntimeWarning: the worker measures
-    it again in float64, clips and applies the update, and the warning (a3c.run.worker filters it) never reaches
+    it again in float64, clips and applies the update, and the warning (a3c.learn.step filters it) never reaches
     the terminal. In a fresh interpreter with warnings shown, since pytest resets filters between tests."""
     proc = subprocess.run(
-        [sys.executable, "-W", "default", "-c", OVERFLOW_SCRIPT.format(here=str(Path(__file__).parent))],
+        [sys.executable, "-W", "default", "-c", OVERFLOW_SCRIPT.format(here=str(Path(__file__).parent.parent))],
         capture_output=True,
         text=True,
     )

@@ -42,8 +42,9 @@ class WorkerChannel(Protocol):
     def pull(self, dest: torch.Tensor) -> int:
         """Copy the global parameters into ``dest``; return their version (the global update count then)."""
 
-    def push(self, grad: torch.Tensor, pulled_at: int) -> int:
-        """Apply ``grad`` with the shared optimizer; return the policy lag (updates since ``pulled_at``)."""
+    def push(self, grad: torch.Tensor, pulled_at: int, lr: float) -> int:
+        """Apply ``grad`` with the shared optimizer at learning rate ``lr`` (the worker's learning side chose both:
+        a3c.learn.step); return the policy lag (updates since ``pulled_at``)."""
 
     def should_stop(self) -> bool:
         """True once the run is over (step budget reached, or the main process asked to stop)."""

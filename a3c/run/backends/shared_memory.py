@@ -23,7 +23,7 @@ import torch
 
 from a3c.learn.distributions import Distribution
 from a3c.learn.model import build_model, flatten_parameters
-from a3c.learn.optim import _SharedOptimizer, make_optimizer, scheduled_lr
+from a3c.learn.optim import _SharedOptimizer, make_optimizer
 from a3c.learn.running_stats import SharedMoments
 from a3c.record.rows import Episode, Stat
 from a3c.run.backends import TERMINATE_GRACE_S
@@ -46,7 +46,6 @@ class SharedRun:
     optimizer: _SharedOptimizer
     board: EpisodeBoard
     total_steps: int
-    lr_schedule: str = "constant"
     obs_stats: SharedMoments | None = None
     reward_stats: SharedMoments | None = None
 
@@ -64,7 +63,6 @@ def create_shared_run(spec: EnvSpec, config: Config) -> tuple[SharedRun, torch.n
         make_optimizer(config.optimizer, params, config.lr, slots=config.workers),
         EpisodeBoard(config.workers),
         config.total_steps,
-        config.lr_schedule,
         obs_stats=SharedMoments(spec.obs_shape, config.workers) if config.normalize_obs else None,
         reward_stats=SharedMoments((), config.workers) if config.normalize_reward else None,
     )
@@ -76,7 +74,7 @@ class SharedMemoryChannel:
 
     def __init__(self, rank: int, run: SharedRun, control: torch.Tensor) -> None:
         self.rank, self.params, self.optimizer, self.board = rank, run.params, run.optimizer, run.board
-        self.control, self.total_steps, self.lr_schedule = control, run.total_steps, run.lr_schedule
+        self.control, self.total_steps = control, run.total_steps
         self.obs_stats, self.reward_stats = run.obs_stats, run.reward_stats
         self._views: tuple[np.ndarray, np.ndarray] | None = None  # numpy views, made in the worker's process
         self._dest: tuple[torch.Tensor, np.ndarray] | None = None  # pull's destination and its view
@@ -99,12 +97,12 @@ class SharedMemoryChannel:
         np.copyto(self._dest[1], self._numpy()[0])
         return self.optimizer.step_count()
 
-    def push(self, grad: torch.Tensor, pulled_at: int) -> int:
+    def push(self, grad: torch.Tensor, pulled_at: int, lr: float) -> int:
         """The gradient handoff. The worker's gradient lives in its own (private) flat buffer; the shared optimizer
         reads it and updates the shared parameters and shared moments in place. No gradient tensor is ever shared,
         so there is no `.grad` of the global model to keep alive across processes (the usual Hogwild pitfall), and
-        workers never see each other's half-written gradients: only parameter and moment updates interleave."""
-        lr = scheduled_lr(self.optimizer.lr, self.lr_schedule, self.board.global_step() / self.total_steps)
+        workers never see each other's half-written gradients: only parameter and moment updates interleave. The
+        gradient comes clipped and ``lr`` scheduled (a3c.learn.step): the transport only applies them."""
         return self.optimizer.step(grad, slot=self.rank, lr=lr) - pulled_at  # the steps others took since the pull
 
     def should_stop(self) -> bool:

@@ -263,17 +263,17 @@ def test_serial_backend_restarts_a_crashed_worker(tmp_path):
     assert json.loads((run_dir / "summary.json").read_text())["restarts"] == 1
 
 
-def test_linear_lr_schedule_decays_with_the_global_step():
+def test_a_push_applies_the_gradient_at_the_learning_rate_the_worker_gives():
+    """The schedule is the worker's (a3c.learn.step): the channel applies the lr it is handed, not its own."""
     cfg = Config(workers=1, lr=1e-2, lr_schedule="linear")
     params, _ = flatten_parameters(build_model(describe_env(cfg.env), cfg)[0], shared=True)
     coord = SharedMemoryCoordinator(
-        SharedRun(params, make_optimizer("adam", params, cfg.lr, slots=1), EpisodeBoard(1), 1000, "linear")
+        SharedRun(params, make_optimizer("adam", params, cfg.lr, slots=1), EpisodeBoard(1), 1000)
     )
     ch = coord.channel(0)
-    ch.publish(750, [], ch.load_stats())  # three quarters through the run
     before = params.clone()
-    ch.push(torch.ones_like(params), 0)
-    # Adam's first step moves every parameter by lr * sign(grad): here the scheduled lr, a quarter of --lr
+    ch.push(torch.ones_like(params), 0, 2.5e-3)
+    # Adam's first step moves every parameter by lr * sign(grad): the lr pushed, a quarter of --lr
     torch.testing.assert_close((before - params).abs(), torch.full_like(params, 2.5e-3), rtol=1e-4, atol=1e-9)
 
 

@@ -105,7 +105,7 @@ names = server.shared_memory_names()
 # another process, not a child sharing this one's descriptors (close_fds): what a worker actor on this node is
 worker = (
     "import pickle, sys, torch; channel = pickle.loads(sys.stdin.buffer.read()); "
-    "channel.push(torch.ones_like(channel.params), 0); channel.publish(7, [], channel.load_stats())"
+    "channel.push(torch.ones_like(channel.params), 0, 1e-3); channel.publish(7, [], channel.load_stats())"
 )
 subprocess.run([sys.executable, "-c", worker], input=server.shared_channel(1), check=True, close_fds=True)
 c = server.coordinator

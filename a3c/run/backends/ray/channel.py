@@ -121,11 +121,12 @@ class RayChannel:
         self._set_control(control)
         return lag
 
-    def push(self, grad: torch.Tensor, pulled_at: int) -> int:
+    def push(self, grad: torch.Tensor, pulled_at: int, lr: float) -> int:
         """Pipelined: the gradient is sent, then the reply to the PREVIOUS push is taken (it has had a whole rollout
         to arrive), so the round trip overlaps the next rollout instead of stalling the loop. The next rollout then
         acts on the weights from before this update (one more update of policy lag, measured as such by the server:
-        the A3C trade of staleness for throughput). Returns the previous push's lag (0 for the first)."""
+        the A3C trade of staleness for throughput). Returns the previous push's lag (0 for the first). With
+        --push-every n the n gradients are summed and applied at the last one's ``lr``."""
         if self.push_every > 1:
             if self._sum is None:
                 self._sum, self._summed_from = grad.clone(), pulled_at
@@ -135,7 +136,7 @@ class RayChannel:
             if self._summed < self.push_every:
                 return self._version - pulled_at  # nothing applied yet: no update has come in between
             grad, pulled_at, self._sum, self._summed = self._sum, self._summed_from, None, 0
-        message = (self.rank, grad.numpy().tobytes(), pulled_at, self._take_queued())
+        message = (self.rank, grad.numpy().tobytes(), pulled_at, lr, self._take_queued())
         sent = self.server.push.remote(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
         previous, self._in_flight = self._in_flight, sent
         return 0 if previous is None else self._receive(previous)

@@ -81,17 +81,17 @@ class ParameterServer:
         return c.should_stop(), c.interval(), c.global_step()
 
     def push(self, message: bytes) -> bytes:
-        """Apply a gradient (arrival order), after what the worker published since its last call; return the lag,
-        the new weights with their version, and the control. ``message``: the pickled (rank, gradient as float32
-        bytes, pulled_at, publish()'s arguments or None), see ``RayChannel.push``; the reply is pickled the same
-        way. One bytes object each way, because Ray's per-argument handling costs more than the pickling: a round
-        trip of this call took 0.65 ms of CPU at each end packed, 0.85 ms as four arguments and a tuple returned
-        (measured here; a worker makes this call once per update). Pickle is Ray's own format for every call, so
-        this trusts nothing Ray did not already."""
-        rank, grad, pulled_at, published = pickle.loads(message)
+        """Apply a gradient (arrival order), after what the worker published since its last call; return the lag, the
+        new weights with their version, and the control. ``message``: the pickled (rank, gradient as float32 bytes,
+        pulled_at, the lr to apply it with, publish()'s arguments or None), see ``RayChannel.push``; the reply is
+        pickled the same way. One bytes object each way, because Ray's per-argument handling costs more than the
+        pickling: a round trip of this call took 0.65 ms of CPU at each end packed, 0.85 ms as four arguments and a
+        tuple returned (measured here; a worker makes this call once per update). Pickle is Ray's own format for every
+        call, so this trusts nothing Ray did not already."""
+        rank, grad, pulled_at, lr, published = pickle.loads(message)
         if published is not None:
             self.publish(rank, *published)
-        lag = self.channels[rank].push(torch.from_numpy(np.frombuffer(grad, dtype=np.float32)), pulled_at)
+        lag = self.channels[rank].push(torch.from_numpy(np.frombuffer(grad, dtype=np.float32)), pulled_at, lr)
         return pickle.dumps((lag, *self.weights(), self.control()), protocol=pickle.HIGHEST_PROTOCOL)
 
     def publish(self, rank: int, steps: int, rows: bytes | None, stats: bytes) -> None:

@@ -1,0 +1,175 @@
+"""The update protocol: what a worker asks of its update, and the one shape every way of computing it has.
+
+A worker's update is four steps over the rollout in hand (``Rollout``, its buffers):
+  act        the policy's params for one step's observations (acting; a fast path keeps what it computes)
+  unroll     the rollout's forward pass: params [T K, P], values [T + 1, K], V(final observations) (``Unrolled``)
+  loss_grads the loss's terms and its gradient with respect to the network's outputs (params and values)
+  backward   that gradient through the network, written into the worker's flat gradient buffer
+An ``UpdatePath`` is one way of doing them: a ``NetworkPass`` (act, unroll, backward) paired with a ``LossGradient``
+(loss_grads), under a name. Each part says what it covers (``supports``: None where it does, else why not), so a
+path covers a config, a model, an action distribution and a dtype when both parts do.
+
+The reference path (a3c.learn.reference: autograd through the model and through the loss, written once in torch,
+a3c.learn.losses.actor_critic_loss) covers every model the flags can build; the fast paths (the passes by hand,
+the closed-form and compiled loss gradients) are registered beside it (a3c.learn.paths), and one conformance test
+holds each to it (tests/learn/test_paths.py). The worker picks its path once, at start; the loop never asks again.
+
+What comes after the gradient (its norm, the skip of a non-finite update, the clip, the learning rate) is not a
+path's business: a3c.learn.step.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from a3c.learn.distributions import Distribution
+from a3c.learn.model import ActorCritic, State
+from a3c.spec.config import Config
+
+# the loss's terms [total, policy, value, entropy] (float64), d loss / d params [T K, P], d loss / d values [T K]
+LossGrads = tuple[np.ndarray, "np.ndarray | torch.Tensor", "np.ndarray | torch.Tensor"]
+
+
+@dataclass
+class Rollout:
+    """A worker's rollout buffers, indexed [step, env], as the update reads them: each as a tensor and as a numpy
+    array on the same memory (a path takes whichever it computes with; making a view costs a microsecond a call).
+    obs [T + 1, K, ...] (obs[T]: the boundary observation), final_obs [T, K, ...] (the observation returned with
+    truncated=True, where one was), actions [T, K, ...], rewards, terminated, truncated [T, K]; ``start_state``: the
+    recurrent state before obs[0] (empty without a core), set by the worker at each rollout's start."""
+
+    obs: torch.Tensor
+    final_obs: torch.Tensor
+    actions: torch.Tensor
+    rewards: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    start_state: State = ()
+    obs_np: np.ndarray = field(init=False)
+    final_obs_np: np.ndarray = field(init=False)
+    actions_np: np.ndarray = field(init=False)
+    rewards_np: np.ndarray = field(init=False)
+    terminated_np: np.ndarray = field(init=False)
+    truncated_np: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name in ("obs", "final_obs", "actions", "rewards", "terminated", "truncated"):
+            setattr(self, f"{name}_np", getattr(self, name).numpy())
+
+    @classmethod
+    def allocate(
+        cls, steps: int, envs: int, obs_shape: tuple[int, ...], obs_dtype: np.dtype | type, dist: Distribution
+    ) -> Rollout:
+        """Zeroed buffers for rollouts of ``steps`` x ``envs``, observations in ``obs_dtype``."""
+        return cls(
+            torch.from_numpy(np.zeros((steps + 1, envs, *obs_shape), dtype=obs_dtype)),
+            torch.from_numpy(np.zeros((steps, envs, *obs_shape), dtype=obs_dtype)),
+            torch.zeros(steps, envs, *dist.action_shape, dtype=dist.action_dtype),
+            torch.zeros(steps, envs),
+            torch.zeros(steps, envs),
+            torch.zeros(steps, envs),
+        )
+
+    @property
+    def steps(self) -> int:
+        return self.rewards_np.shape[0]
+
+    @property
+    def envs(self) -> int:
+        return self.rewards_np.shape[1]
+
+    def any_truncated(self) -> bool:
+        """Whether an episode was truncated in this rollout (then V of its final observation is a target)."""
+        return bool(np.maximum.reduce(self.truncated_np, axis=None))  # (ndarray.any: a Python wrapper, 3x)
+
+
+@dataclass
+class Unrolled:
+    """A rollout's forward pass: params [T K, P] (an array, or a tensor where autograd holds its graph), values
+    [T + 1, K] and final_values [T, K] (V of the final observations; None where no episode was truncated) as
+    numpy arrays, and whatever the network pass keeps for its backward (``saved``)."""
+
+    params: np.ndarray | torch.Tensor
+    values: np.ndarray
+    final_values: np.ndarray | None
+    saved: Any
+
+
+class NetworkPass(ABC):
+    """Acting, the rollout's forward pass and its backward pass, for the models ``supports`` accepts. Built once per
+    worker on its model, whose parameters' ``.grad`` are views of the worker's flat gradient buffer ``grads``."""
+
+    @classmethod
+    @abstractmethod
+    def supports(cls, config: Config, model: ActorCritic) -> str | None:
+        """None where this pass covers ``model`` (built from ``config``); else why not, in a few words."""
+
+    @abstractmethod
+    def __init__(self, model: ActorCritic, config: Config, grads: torch.Tensor) -> None: ...
+
+    @abstractmethod
+    def act(self, rollout: Rollout, step: int, state: State) -> tuple[torch.Tensor, State]:
+        """The policy's params for obs[step] (no autograd) and the recurrent state after it."""
+
+    @abstractmethod
+    def unroll(self, rollout: Rollout) -> Unrolled: ...
+
+    @abstractmethod
+    def backward(
+        self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor
+    ) -> None:
+        """Into the flat gradient buffer (written, or accumulated into zeros: what was there does not count): the
+        gradient of sum(dparams * params) + sum(dvalues * values[:T])."""
+
+
+class LossGradient(ABC):
+    """The loss's targets, terms and gradient with respect to the network's outputs, for the action distributions
+    and dtypes ``supports`` accepts."""
+
+    @classmethod
+    @abstractmethod
+    def supports(cls, config: Config, dist: Distribution, dtype: torch.dtype) -> str | None:
+        """None where this covers ``dist`` with a model of ``dtype``; else why not, in a few words."""
+
+    @abstractmethod
+    def __init__(self, config: Config, dist: Distribution, steps: int, envs: int) -> None: ...
+
+    @abstractmethod
+    def __call__(self, rollout: Rollout, unrolled: Unrolled) -> LossGrads:
+        """(the loss's terms [total, policy, value, entropy] as float64 numbers, d loss / d params [T K, P],
+        d loss / d values [T K]) of the rollout's A3C loss, with ``unrolled`` its forward pass."""
+
+
+@dataclass(frozen=True)
+class UpdatePath:
+    """A way of computing the update, under a ``name`` (summary.json's ``update_path``): a network pass and a loss
+    gradient. ``build`` makes the worker's ``Update``."""
+
+    name: str
+    network: type[NetworkPass]
+    loss: type[LossGradient]
+
+    def supports(self, config: Config, model: ActorCritic, dist: Distribution) -> str | None:
+        """None where this path covers the model (and its distribution, in its parameters' dtype); else why not."""
+        dtype = next(model.parameters()).dtype
+        return self.network.supports(config, model) or self.loss.supports(config, dist, dtype)
+
+    def build(self, model: ActorCritic, dist: Distribution, config: Config, grads: torch.Tensor) -> Update:
+        loss = self.loss(config, dist, config.n_steps, config.envs_per_worker)
+        return Update(self.name, self.network(model, config, grads), loss)
+
+
+class Update:
+    """A path built for one worker: its steps as bound methods (one attribute read each on the hot path)."""
+
+    def __init__(self, name: str, network: NetworkPass, loss: LossGradient) -> None:
+        self.name, self.network, self.loss = name, network, loss
+        self.act = network.act
+        self.unroll = network.unroll
+        self.loss_grads = loss.__call__
+        self.backward = network.backward
