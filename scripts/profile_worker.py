@@ -11,11 +11,13 @@ sampling, loss + backward, optimizer step, weight pull) and the top functions.
 median of each in microseconds: the way to compare two checkouts (run it from each with ``PYTHONPATH``, in turn,
 several times; on a shared machine take the fastest run of each).
 
-``--breakdown`` times the parts of the loop themselves, with the clock (no profiler: a wrapper around each part,
-well under a microsecond a call): the emulator (ALE's own ``act``, for the gymnasium backend's Atari envs), the rest of
-the env step (preprocessing, wrappers), acting's forward passes, action sampling, the update's forward, its loss
+``--breakdown`` times the parts of the loop themselves with the process's CPU clock (no profiler: a wrapper around
+each part, a microsecond or so a call): the emulator (ALE's own ``act``, for the gymnasium backend's Atari envs), the
+rest of the env step (preprocessing, wrappers), acting's forward passes, action sampling, the update's forward, its loss
 gradient, its backward, the optimizer step (push), the weight pull, and the rest of the loop (bookkeeping, publish,
-the Python between the parts), each as a share of the loop's time.
+the Python between the parts), each as a share of the loop's time. CPU time, not wall time: on a shared machine a
+part's wall time includes the time its process waited for a core, and ale-vector's emulator runs on a thread of its
+own, whose CPU time the process's clock counts and a thread's would not.
 """
 
 from __future__ import annotations
@@ -161,11 +163,11 @@ class _TimedEmulator:
         self._ale, self._spent = ale, spent
 
     def act(self, *args: Any) -> Any:
-        t = time.perf_counter()
+        t = time.process_time()
         try:
             return self._ale.act(*args)
         finally:
-            self._spent["emulator"] += time.perf_counter() - t
+            self._spent["emulator"] += time.process_time() - t
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ale, name)
@@ -174,7 +176,7 @@ class _TimedEmulator:
 def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, float]:
     """The loop of Worker.step with each part timed (the module docstring); prints each part's share of the loop and
     its microseconds per agent step, and returns the shares."""
-    clock = time.perf_counter
+    clock = time.process_time  # the CPU time of all the process's threads (the module docstring)
     names = ["env", "emulator", "acting forward", "sampling", "update forward", "loss gradient", "update backward"]
     spent: dict[str, float] = dict.fromkeys([*names, "optimizer step (push)", "pull"], 0.0)
 
@@ -219,7 +221,7 @@ def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, 
         parts = {"emulator (ALE's act)": emulator, "env beside the emulator": parts.pop("env") - emulator, **parts}
     parts["rest of the loop"] = total - sum(parts.values())
     rows = [[name, seconds / steps * 1e6, f"{seconds / total:.1%}"] for name, seconds in parts.items()]
-    print(f"{steps} agent steps in {total:.2f} s ({steps / total:,.0f} steps/s, one worker, one thread)\n")
+    print(f"{steps} agent steps in {total:.2f} CPU s ({steps / total:,.0f} steps per CPU second, one worker)\n")
     print(markdown_table(["part", "us per agent step", "share of the loop"], rows))
     return {name: seconds / total for name, seconds in parts.items()}
 
