@@ -157,7 +157,8 @@ def time_phases(worker: Worker, iterations: int, warm_up: int = 300) -> None:
 
 
 class _TimedEmulator:
-    """An ALE interface whose ``act`` (the emulator's frames) adds its time to ``spent["emulator"]``."""
+    """An ALE interface whose ``act`` (the emulator's frames) adds its time to ``spent["emulator"]`` and whose
+    ``getScreenGrayscale`` (a screen read through the palette) to ``spent["screens"]``."""
 
     def __init__(self, ale: Any, spent: dict[str, float]) -> None:
         self._ale, self._spent = ale, spent
@@ -169,6 +170,13 @@ class _TimedEmulator:
         finally:
             self._spent["emulator"] += time.process_time() - t
 
+    def getScreenGrayscale(self, *args: Any) -> Any:  # noqa: N802  (ALE's name)
+        t = time.process_time()
+        try:
+            return self._ale.getScreenGrayscale(*args)
+        finally:
+            self._spent["screens"] += time.process_time() - t
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ale, name)
 
@@ -178,7 +186,7 @@ def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, 
     its microseconds per agent step, and returns the shares."""
     clock = time.process_time  # the CPU time of all the process's threads (the module docstring)
     names = ["env", "emulator", "acting forward", "sampling", "update forward", "loss gradient", "update backward"]
-    spent: dict[str, float] = dict.fromkeys([*names, "optimizer step (push)", "pull"], 0.0)
+    spent: dict[str, float] = dict.fromkeys([*names, "screens", "resize", "optimizer step (push)", "pull"], 0.0)
 
     def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def part(*args: Any, **kwargs: Any) -> Any:
@@ -197,6 +205,7 @@ def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, 
         frames = getattr(env, "env", None)
         if hasattr(frames, "ale") and hasattr(frames, "noop_count"):
             frames.ale = _TimedEmulator(frames.ale, spent)
+            frames._resize = timed("resize", frames._resize)  # OpenCV's INTER_AREA, 210x160 -> 84x84
     path: Any = worker.path
     path.act = timed("acting forward", path.act)
     path.unroll = timed("update forward", path.unroll)
@@ -216,9 +225,15 @@ def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, 
     total = clock() - start
     steps = iterations * worker.config.envs_per_worker * worker.config.n_steps
     parts = dict(spent)
-    emulator = parts.pop("emulator")
-    if emulator > 0:  # the env's own share beside the emulator: preprocessing, wrappers
-        parts = {"emulator (ALE's act)": emulator, "env beside the emulator": parts.pop("env") - emulator, **parts}
+    emulator, screens, resize = parts.pop("emulator"), parts.pop("screens"), parts.pop("resize")
+    if emulator > 0:  # the env's own parts beside the emulator: preprocessing, wrappers
+        parts = {
+            "emulator (ALE's act)": emulator,
+            "screens (ALE's getScreenGrayscale)": screens,
+            "resize (OpenCV)": resize,
+            "env's rest (max-pool, stack, wrappers, flags)": parts.pop("env") - emulator - screens - resize,
+            **parts,
+        }
     parts["rest of the loop"] = total - sum(parts.values())
     rows = [[name, seconds / steps * 1e6, f"{seconds / total:.1%}"] for name, seconds in parts.items()]
     print(f"{steps} agent steps in {total:.2f} CPU s ({steps / total:,.0f} steps per CPU second, one worker)\n")
