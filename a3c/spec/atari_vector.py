@@ -90,22 +90,33 @@ def vector_kwargs(env_id: str, env_kwargs: dict[str, Any] | None) -> dict[str, A
     return {**registered, **kwargs}
 
 
+def _vector_env_class() -> Any:
+    try:
+        from ale_py.vector_env import AtariVectorEnv
+    except ImportError:
+        raise UserError(
+            f"--env-backend ale-vector needs ale-py 0.11 or later (its AtariVectorEnv); install the extra: "
+            f"{install_extra('atari')}"
+        ) from None
+    return AtariVectorEnv
+
+
+def check_vector_env(env_id: str, env_kwargs: dict[str, Any] | None) -> None:
+    """UserError, before any worker starts, where this backend cannot play ``env_id`` with ``env_kwargs`` (the
+    kwargs it does not play, an ale-py without the vector env)."""
+    vector_kwargs(env_id, env_kwargs)
+    _vector_env_class()
+
+
 class AtariVectorBatch:
     """K envs of one ALE game in ale-py's ``AtariVectorEnv`` (one thread, the step's results for all K at once),
     preprocessed as a3c's gymnasium path (the module docstring)."""
 
     def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None, num_envs: int) -> None:
-        kwargs = vector_kwargs(env_id, env_kwargs)
-        try:
-            from ale_py.vector_env import AtariVectorEnv
-        except ImportError:
-            raise UserError(
-                f"--env-backend ale-vector needs ale-py 0.11 or later (its AtariVectorEnv); install the extra: "
-                f"{install_extra('atari')}"
-            ) from None
+        kwargs, vector_env = vector_kwargs(env_id, env_kwargs), _vector_env_class()
         limit = kwargs.get("max_num_frames_per_episode")
         self.frame_limit = int(limit) if limit else 0  # ALE's rule: 0 (or none) is no limit
-        self.vec = AtariVectorEnv(
+        self.vec = vector_env(
             kwargs["game"],
             num_envs,
             num_threads=1,  # a worker is one core's work: the emulator thread runs while the worker waits on it

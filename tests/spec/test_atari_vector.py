@@ -23,6 +23,7 @@ import pytest
 pytest.importorskip("ale_py.vector_env", reason="the vector env needs ale-py >= 0.11 (the [atari] extra)")
 pytest.importorskip("cv2", reason="Atari needs the [atari] extra (.ci/run installs it)")
 
+from a3c.run.resolve import preflight  # noqa: E402
 from a3c.spec.atari_vector import AtariVectorBatch, emulator_seed  # noqa: E402
 from a3c.spec.config import Config  # noqa: E402
 from a3c.spec.env_batch import GymEnvBatch, make_env_batch  # noqa: E402
@@ -119,6 +120,8 @@ def test_the_default_backend_is_gymnasium():
 def test_user_errors():
     with pytest.raises(UserError, match="does not play --env-kwargs mode"):
         AtariVectorBatch("ALE/Pong-v5", {"mode": 1}, 1)
+    with pytest.raises(UserError, match="does not play --env-kwargs difficulty"):  # before any worker starts
+        preflight(Config(env="ALE/Pong-v5", env_backend="ale-vector", env_kwargs={"difficulty": 1}).validate())
     with pytest.raises(UserError, match="ALE games"):
         Config(env="CartPole-v1", env_backend="ale-vector").validate()
     with pytest.raises(UserError, match="env-backend must be one of"):
