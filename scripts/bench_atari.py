@@ -7,6 +7,8 @@ vf_coef 0.25, RMSpropTFLike). Learning is not measured here (a game needs ~10M f
     pip install -e ".[atari,bench]"
     python -m scripts.bench_atari --steps 20000 --repeats 1 --out bench-out
     python -m scripts.bench_atari --steps 20000 --repeats 2 --a3c-variant= --a3c-variant=--bf16 --out bench-out
+    python -m scripts.bench_atari --steps 20000 --repeats 3 --a3c-variant= --a3c-variant="--env-backend ale-vector" \
+        --out bench-out     # the env backends side by side (docs/atari_speed.md)
 
 a3c's steps/s is its summary.json's (from the workers' common first step; start-up excluded, in its own column);
 SB3's is its agent steps over the time of model.learn (envs and model built before the clock starts), with torch's

@@ -5,10 +5,19 @@ sampling, loss + backward, optimizer step, weight pull) and the top functions.
     python -m scripts.profile_worker --envs-per-worker 8 --n-steps 5 --steps 40000
     python -m scripts.profile_worker --phases     # no profiler: the median time of each phase of the loop
     python -m scripts.profile_worker --env ALE/Pong-v5 --envs-per-worker 4 --n-steps 20 --steps 12000 --phases --bf16
+    python -m scripts.profile_worker --env ALE/Pong-v5 --envs-per-worker 4 --n-steps 20 --steps 16000 --breakdown --bf16
 
 ``--phases`` times pull, rollout, update and publish with the clock (after 300 untimed iterations) and prints the
 median of each in microseconds: the way to compare two checkouts (run it from each with ``PYTHONPATH``, in turn,
 several times; on a shared machine take the fastest run of each).
+
+``--breakdown`` times the parts of the loop themselves with the process's CPU clock (no profiler: a wrapper around
+each part, a microsecond or so a call): the emulator (ALE's own ``act``, for the gymnasium backend's Atari envs), the
+rest of the env step (preprocessing, wrappers), acting's forward passes, action sampling, the update's forward, its loss
+gradient, its backward, the optimizer step (push), the weight pull, and the rest of the loop (bookkeeping, publish,
+the Python between the parts), each as a share of the loop's time. CPU time, not wall time: on a shared machine a
+part's wall time includes the time its process waited for a core, and ale-vector's emulator runs on a thread of its
+own, whose CPU time the process's clock counts and a thread's would not.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ import cProfile
 import pstats
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -72,6 +83,10 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--phases", action="store_true", help="time the loop's phases without the profiler")
     parser.add_argument("--bf16", action="store_true", help="an image model's torso in bfloat16 (a3c.train's --bf16)")
+    parser.add_argument(
+        "--breakdown", action="store_true", help="time each part of the loop with the clock (the module docstring)"
+    )
+    parser.add_argument("--env-backend", default="gymnasium", help="a3c.train's --env-backend")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cfg = Config(
@@ -81,6 +96,7 @@ def main() -> None:
         n_steps=args.n_steps,
         total_steps=args.steps,
         bf16=args.bf16,
+        env_backend=args.env_backend,
     )
     spec = describe_env(cfg.env, cfg.env_kwargs)
     params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
@@ -90,6 +106,9 @@ def main() -> None:
     worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
     if args.phases:
         time_phases(worker, args.steps // (args.envs_per_worker * args.n_steps))
+        return
+    if args.breakdown:
+        time_parts(worker, args.steps // (args.envs_per_worker * args.n_steps))
         return
     profiler = cProfile.Profile()
     start = time.perf_counter()
@@ -135,6 +154,91 @@ def time_phases(worker: Worker, iterations: int, warm_up: int = 300) -> None:
         "  ".join(f"{name} {us:.1f} us" for name, us in medians.items())
         + f"  | loop {sum(medians.values()):.1f} us per {steps} steps"
     )
+
+
+class _TimedEmulator:
+    """An ALE interface whose ``act`` (the emulator's frames) adds its time to ``spent["emulator"]`` and whose
+    ``getScreenGrayscale`` (a screen read through the palette) to ``spent["screens"]``."""
+
+    def __init__(self, ale: Any, spent: dict[str, float]) -> None:
+        self._ale, self._spent = ale, spent
+
+    def act(self, *args: Any) -> Any:
+        t = time.process_time()
+        try:
+            return self._ale.act(*args)
+        finally:
+            self._spent["emulator"] += time.process_time() - t
+
+    def getScreenGrayscale(self, *args: Any) -> Any:  # noqa: N802  (ALE's name)
+        t = time.process_time()
+        try:
+            return self._ale.getScreenGrayscale(*args)
+        finally:
+            self._spent["screens"] += time.process_time() - t
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ale, name)
+
+
+def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, float]:
+    """The loop of Worker.step with each part timed (the module docstring); prints each part's share of the loop and
+    its microseconds per agent step, and returns the shares."""
+    clock = time.process_time  # the CPU time of all the process's threads (the module docstring)
+    names = ["env", "emulator", "acting forward", "sampling", "update forward", "loss gradient", "update backward"]
+    spent: dict[str, float] = dict.fromkeys([*names, "screens", "resize", "optimizer step (push)", "pull"], 0.0)
+
+    def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def part(*args: Any, **kwargs: Any) -> Any:
+            t = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] += clock() - t
+
+        return part
+
+    # instance attributes in front of the methods: the loop looks each up as it calls it
+    envs: Any = worker.envs
+    envs.step = timed("env", envs.step)
+    for env in getattr(envs, "envs", []):  # the gymnasium backend's Atari envs: AtariFrames under LifeLossTerminal
+        frames = getattr(env, "env", None)
+        if hasattr(frames, "ale") and hasattr(frames, "noop_count"):
+            frames.ale = _TimedEmulator(frames.ale, spent)
+            frames._resize = timed("resize", frames._resize)  # OpenCV's INTER_AREA, 210x160 -> 84x84
+    path: Any = worker.path
+    path.act = timed("acting forward", path.act)
+    path.unroll = timed("update forward", path.unroll)
+    path.loss_grads = timed("loss gradient", path.loss_grads)
+    path.backward = timed("update backward", path.backward)
+    dist: Any = worker.dist
+    dist.sample = timed("sampling", dist.sample)
+    channel: Any = worker.channel
+    channel.push = timed("optimizer step (push)", channel.push)
+    channel.pull = timed("pull", channel.pull)
+    start = clock()
+    for i in range(warm_up + iterations):
+        if i == warm_up:
+            spent.update(dict.fromkeys(spent, 0.0))
+            start = clock()
+        worker.step()
+    total = clock() - start
+    steps = iterations * worker.config.envs_per_worker * worker.config.n_steps
+    parts = dict(spent)
+    emulator, screens, resize = parts.pop("emulator"), parts.pop("screens"), parts.pop("resize")
+    if emulator > 0:  # the env's own parts beside the emulator: preprocessing, wrappers
+        parts = {
+            "emulator (ALE's act)": emulator,
+            "screens (ALE's getScreenGrayscale)": screens,
+            "resize (OpenCV)": resize,
+            "env's rest (max-pool, stack, wrappers, flags)": parts.pop("env") - emulator - screens - resize,
+            **parts,
+        }
+    parts["rest of the loop"] = total - sum(parts.values())
+    rows = [[name, seconds / steps * 1e6, f"{seconds / total:.1%}"] for name, seconds in parts.items()]
+    print(f"{steps} agent steps in {total:.2f} CPU s ({steps / total:,.0f} steps per CPU second, one worker)\n")
+    print(markdown_table(["part", "us per agent step", "share of the loop"], rows))
+    return {name: seconds / total for name, seconds in parts.items()}
 
 
 if __name__ == "__main__":

@@ -163,6 +163,10 @@ def preflight(config: Config) -> EnvSpec:
             f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"
         )
     spec = describe_env(config.env, config.env_kwargs)
+    if config.env_backend == "ale-vector":
+        from a3c.spec.atari_vector import check_vector_env
+
+        check_vector_env(config.env, config.env_kwargs)
     if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):
         raise UserError(
             f"--gsde is for continuous (Box) actions, but {config.env} has {spec.action_space} actions; drop --gsde"

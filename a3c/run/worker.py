@@ -32,7 +32,8 @@ from a3c.record.rows import FIELD, FIELDS, Stat
 from a3c.run.backends import WorkerChannel
 from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
-from a3c.spec.environment import LIFE_LOST, EnvSpec, make_env
+from a3c.spec.env_batch import make_env_batch
+from a3c.spec.environment import EnvSpec
 from a3c.spec.seeding import WorkerSeeds
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
@@ -135,7 +136,8 @@ class Worker:
         self.rng = seeds.rng  # the action sampler's own stream: independent of every env's
         T, K = config.n_steps, config.envs_per_worker
         os.environ[RANK_ENV] = str(rank)  # read by envs as they are made (under the serial backend too)
-        self.envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
+        # the K envs as one (a3c.spec.env_batch: gymnasium's envs in turn, or --env-backend's vector env)
+        self.envs = make_env_batch(config.env, config.env_kwargs, K, config.env_backend)
         self.model, self.dist = build_model(spec, config)
         self.params, self.grads = flatten_parameters(self.model)
         self.grads_np = self.grads.numpy()  # the same memory: the norm and the clip cost a third in numpy
@@ -187,10 +189,7 @@ class Worker:
         self.stats[Stat.READY] = 0.0
         self.lag_interval = -1
         # The reset observations go where the first rollout() reads them from: obs[T], copied to obs[0] at its start.
-        first = []
-        for k, env in enumerate(self.envs):
-            env.action_space.seed(seeds.action_space(k))
-            first.append(env.reset(seed=seeds.env(k))[0])
+        first = self.envs.reset([seeds.env(k) for k in range(K)], [seeds.action_space(k) for k in range(K)])
         self.obs[T] = torch.from_numpy(self.observe(first))
 
     @property
@@ -198,7 +197,7 @@ class Worker:
         """The recurrent state before obs[0] of the rollout in hand, which the update unrolls from."""
         return self.batch.start_state
 
-    def observe(self, observations: list[np.ndarray]) -> np.ndarray:
+    def observe(self, observations: list[np.ndarray] | np.ndarray) -> np.ndarray:
         """The K envs' observations as the model sees them: [K, *obs_shape] in the buffer's dtype, normalised with
         --normalize-obs (and counted into the shared statistics)."""
         batch = np.asarray(observations, dtype=self.obs_dtype).reshape(len(observations), *self.obs.shape[2:])
@@ -228,9 +227,7 @@ class Worker:
         return self.channel.should_stop()
 
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
-        self.envs = []
+        self.envs.close()
 
     def publish(self) -> None:
         self.stats[Stat.HEARTBEAT] = time.time()
@@ -263,23 +260,14 @@ class Worker:
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.channel.global_step() + self.unpublished_steps
-        step_rewards, step_terms, step_truncs = [0.0] * K, [False] * K, [False] * K
-        next_obs: list[np.ndarray] = [None] * K  # type: ignore[list-item]
-        act, batch = self.path.act, self.batch
+        act, batch, envs = self.path.act, self.batch, self.envs
         for t in range(T):
             params, self.state = act(batch, t, self.state)  # (a fast path records what it computes for the update)
             actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
-            ended = []
-            # the per-env loop only steps and collects; the bookkeeping below is one numpy operation per step for all
-            # K envs (a numpy scalar write costs as much as a small vector one)
-            for k, (env, action) in enumerate(zip(self.envs, self.dist.env_actions(actions), strict=True)):
-                obs, reward, step_terms[k], step_truncs[k], info = env.step(action)
-                step_rewards[k] = float(reward)
-                if step_terms[k] or step_truncs[k]:
-                    ended.append((k, obs, info))
-                    obs, _ = env.reset()
-                next_obs[k] = obs
+            # the K envs in one call (each reset as its episode ends); the bookkeeping below is one numpy operation per
+            # step for all K envs (a numpy scalar write costs as much as a small vector one)
+            next_obs, step_rewards_np, step_terms, step_truncs, ended = envs.step(self.dist.env_actions(actions))
             if ended:
                 terminated[t] = step_terms
                 # a terminal state is terminal even at the time limit: truncated only where not terminated
@@ -291,18 +279,17 @@ class Worker:
                     obs_np[t + 1] = self.observe(next_obs)
             else:
                 obs_np[t + 1] = self.observe(next_obs)
-            step_rewards_np = np.array(step_rewards)  # (float64: one conversion for both uses)
             self.ep_return += step_rewards_np  # the env's own rewards: returns are reported unscaled and unclipped ...
             rewards[t] = step_rewards_np
             if self.clip_rewards:
                 np.sign(rewards[t], out=rewards[t])  # ... Atari trains on the reward's sign ...
             if self.reward_scale is not None:  # ... and --normalize-reward on rewards over the return's std
                 rewards[t] = self.reward_scale(rewards[t].astype(np.float64), np.logical_or(step_terms, step_truncs))
-            for k, final_obs, info in ended:
+            for k, final_obs, life_lost in ended:
                 if truncated[t, k]:
                     final = np.asarray(final_obs, dtype=self.obs_dtype).reshape(obs_shape)
                     final_np[t, k] = final if self.obs_norm is None else self.obs_norm.apply(final)
-                if not info.get(LIFE_LOST):  # a lost life ends the learner's episode, not the game's
+                if not life_lost:  # a lost life ends the learner's episode, not the game's
                     self.finish_episode(k, t, base_step + (t + 1) * K)
             if ended and self.state:  # the next observation starts a new episode: so does its state
                 self.state = self.model.reset_state(self.state, torch.from_numpy(1.0 - terminated[t] - truncated[t]))

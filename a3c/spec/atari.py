@@ -41,6 +41,12 @@ def atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
             "--env-kwargs continuous=True: a3c plays Atari games with their discrete action set (its no-op starts "
             "and frame skip need it); drop it"
         )
+    if "max_episode_steps" in kwargs:
+        # gymnasium's TimeLimit would count env.step calls, which the preprocessing makes only in its no-op starts
+        raise UserError(
+            f"--env-kwargs max_episode_steps={kwargs['max_episode_steps']}: a3c's Atari preprocessing steps the "
+            "emulator itself; limit a game by emulator frames instead: max_num_frames_per_episode=N (4 an agent step)"
+        )
     if kwargs.get("frameskip", 1) != 1:
         raise UserError(
             f"--env-kwargs frameskip={kwargs['frameskip']}: a3c's Atari preprocessing skips 4 frames itself; drop it"
@@ -71,7 +77,7 @@ class AtariFrames(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         # as AtariPreprocessing.reset: the env's reset, then 1..30 no-op frames drawn from the env's own generator
         _, info = self.env.reset(seed=seed, options=options)
-        for _ in range(int(self.env.unwrapped.np_random.integers(1, NOOP_MAX + 1))):
+        for _ in range(self.noop_count()):
             _, _, terminated, truncated, step_info = self.env.step(0)
             info.update(step_info)
             if terminated or truncated:
@@ -81,6 +87,10 @@ class AtariFrames(gym.Wrapper):
         frame = self._frame()
         self._frames = np.stack([frame] * STACK)  # the stack starts as the first frame, 4 times (gymnasium's padding)
         return self._frames, info
+
+    def noop_count(self) -> int:
+        """The no-op frames of a reset: 1..30 from the env's own generator, as AtariPreprocessing draws them."""
+        return int(self.env.unwrapped.np_random.integers(1, NOOP_MAX + 1))
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         ale, ale_action = self.ale, self._action_set[action]

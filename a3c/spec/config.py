@@ -15,6 +15,7 @@ from a3c.spec.errors import UserError
 LR_SCHEDULES = ("constant", "linear")
 OPTIMIZERS = ("adam", "rmsprop", "rmsprop-tf")  # a3c.learn.optim.OPTIMIZERS' keys (checked by a test)
 BACKENDS = ("shared-memory", "serial", "ray")
+ENV_BACKENDS = ("gymnasium", "ale-vector")  # a3c.spec.env_batch.make_env_batch
 RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
 # settings that validate() accepts away from their defaults only with --backend ray
 RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")
@@ -245,6 +246,13 @@ class Config:
     env_kwargs: dict[str, Any] = flag(
         factory=dict, group="env", help="keyword arguments for gymnasium.make, as key=value ..."
     )
+    env_backend: str = flag(
+        "gymnasium",
+        group="env",
+        help="how a worker steps its envs: gymnasium (each env in turn, any env) or ale-vector (an ALE game's envs in "
+        "ale-py's C++ vector env; its no-op starts differ from gymnasium's: docs/atari_speed.md)",
+        choices=ENV_BACKENDS,
+    )
     stop_when_solved: bool = flag(
         False,
         group="run",
@@ -440,6 +448,14 @@ class Config:
                 f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})",
             ),
             (self.push_every >= 1, f"--push-every must be at least 1 (got {self.push_every})"),
+            (
+                self.env_backend in ENV_BACKENDS,
+                f"--env-backend must be one of {', '.join(ENV_BACKENDS)} (got {self.env_backend!r})",
+            ),
+            (
+                self.env_backend != "ale-vector" or self.env.split(":")[-1].startswith("ALE/"),
+                f"--env-backend ale-vector steps ALE games (ALE/Name-v5 ids), not {self.env}; drop it",
+            ),
             (
                 self.push_every == 1 or self.backend == "ray",
                 f"--push-every {self.push_every} is for --backend ray (shared-memory and serial workers apply every "

@@ -285,6 +285,38 @@ def test_atari_worker_trains_on_stacked_uint8_frames_and_reports_whole_games():
     assert worker.obs[-1].float().mean() > 0  # real frames, not zeros
 
 
+@pytest.fixture
+def one_thread():
+    """torch on one thread, as in a worker (batch-1 convolutions on several threads crawl on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_an_atari_worker_on_the_vector_env_ends_lives_for_the_learner_and_reports_whole_games(one_thread):
+    """--env-backend ale-vector through the worker's loop (the backend itself: tests/spec/test_atari_vector.py):
+    each env's stack moves on by one frame a step except where its game restarted, lost lives are terminals of the
+    learner's episode while games are reported whole, and every step is in a reported game or the one going on."""
+    pytest.importorskip("ale_py.vector_env")
+    T, K, rollouts = 25, 1, 24  # (a random game of Breakout lasts ~140-400 steps, by its seed)
+    worker, store = make_worker(env="ALE/Breakout-v5", envs_per_worker=K, n_steps=T, env_backend="ale-vector")
+    terminals, episodes, board = 0, [], BoardReader(store.board)
+    for _ in range(rollouts):
+        worker.rollout()
+        worker.publish()
+        episodes += board.drain()
+        obs, terminated = worker.obs.numpy(), worker.terminated.numpy()
+        terminals += int(terminated.sum())
+        for t in range(T):
+            for k in range(K):
+                restarted = np.array_equal(obs[t + 1, k], np.repeat(obs[t + 1, k, -1:], 4, axis=0))
+                if not restarted:  # (a game's first stack is its first frame four times)
+                    assert np.array_equal(obs[t + 1, k, :-1], obs[t, k, 1:])
+    assert len(episodes) >= 1 and terminals >= 5 * len(episodes)  # Breakout: 5 lives, a terminal each
+    assert sum(e["length"] for e in episodes) + worker.ep_length.sum() == rollouts * T * K
+
+
 class LivesEnv(ScriptedEnv):
     """Games of 6 steps, reward 1 each; the learner's episode ends (terminated, marked a lost life) at step 2 and 4."""
 

@@ -83,3 +83,10 @@ def test_a_finished_episodes_last_observation_survives_the_reset():
 def test_continuous_actions_are_refused_in_one_line():
     with pytest.raises(UserError, match="continuous=True: a3c plays Atari games with their discrete action set"):
         atari_kwargs("ALE/Pong-v5", {"continuous": True})
+
+
+def test_a_step_limit_is_refused_in_one_line():
+    """gymnasium's TimeLimit (max_episode_steps) counts env.step calls, and AtariFrames steps the emulator itself: the
+    limit was silently never reached (a game of Pong ran 30 agent steps past max_episode_steps=10)."""
+    with pytest.raises(UserError, match="max_episode_steps=10: .* max_num_frames_per_episode=N"):
+        atari_kwargs("ALE/Pong-v5", {"max_episode_steps": 10})

@@ -1,0 +1,49 @@
+"""scripts/profile_worker.py's --breakdown (``time_parts``): every part of the loop is timed and the shares cover the
+loop; an Atari worker on the gymnasium backend has its env split into the emulator, the screen reads, the resize and
+the rest, and the loop still trains (the wrappers pass every call through)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from worker_rig import make_worker
+
+import scripts.profile_worker as profile_worker
+
+
+@pytest.fixture
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_parts_cover_the_loop_and_the_loop_still_trains(capsys):
+    worker, store = make_worker(env="CartPole-v1", envs_per_worker=2, n_steps=5)
+    shares = profile_worker.time_parts(worker, iterations=20, warm_up=2)
+    assert set(shares) == {
+        "env",
+        "acting forward",
+        "sampling",
+        "update forward",
+        "loss gradient",
+        "update backward",
+        "optimizer step (push)",
+        "pull",
+        "rest of the loop",
+    }
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert all(share > 0 for name, share in shares.items() if name != "rest of the loop")
+    assert store.optimizer.step_count() == 22  # every update pushed through the timed push
+    assert "| env |" in capsys.readouterr().out
+
+
+def test_an_atari_envs_time_is_split_into_the_emulator_screens_resize_and_rest(one_thread):
+    pytest.importorskip("ale_py")
+    worker, _ = make_worker(env="ALE/Pong-v5", envs_per_worker=1, n_steps=5)
+    shares = profile_worker.time_parts(worker, iterations=6, warm_up=1)
+    assert "env" not in shares
+    for part in ("emulator (ALE's act)", "screens (ALE's getScreenGrayscale)", "resize (OpenCV)"):
+        assert shares[part] > 0
+    assert sum(shares.values()) == pytest.approx(1.0)
