@@ -262,7 +262,7 @@ def _lines(argv):
 def test_the_preset_line_names_the_preset_what_it_set_and_that_flags_win():
     line, warning = _lines(["--env", "CartPole-v1"])
     assert line == (
-        "a3c: preset CartPole-v1 (a3c/spec/presets.toml) sets --total-steps 500000 --lr-schedule linear "
+        "a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective a3c, sets --total-steps 500000 --lr-schedule linear "
         "(a flag given wins over it; --preset none: the plain defaults)"
     )
     assert warning is None
@@ -297,7 +297,7 @@ def test_a_new_run_prints_its_preset_line_and_a_resume_does_not(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith("a3c: preset Pendulum-v1 (a3c/spec/presets.toml) sets --normalize-obs")
+    assert lines[0].startswith("a3c: preset Pendulum-v1 (a3c/spec/presets.toml), objective a3c, sets --normalize-obs")
     assert lines[0].endswith("; the flags given win: --total-steps 400")  # (--eval-every: not in the preset)
     assert lines[1].startswith("a3c: warning: --total-steps 400 is 2.5e+03x shorter than the 1,000,000 steps")
     resumed = subprocess.run(
@@ -317,7 +317,7 @@ def test_the_preset_line_and_its_warning_read_the_preset_file_the_run_uses(tmp_p
     path = tmp_path / "mine.toml"
     path.write_text('[CartPole-v1]\nlr = 0.002\ntotal-steps = 1_000_000\nlr-schedule = "linear"\n')
     line, warning = _lines(["--env", "CartPole-v1", "--preset-file", str(path), "--total-steps", "1000"])
-    assert line.startswith(f"a3c: preset CartPole-v1 ({path}) sets --lr 0.002 --lr-schedule linear;")
+    assert line.startswith(f"a3c: preset CartPole-v1 ({path}), objective a3c, sets --lr 0.002 --lr-schedule linear;")
     assert warning is not None and "1,000,000 steps preset CartPole-v1" in warning
 
 
