@@ -127,8 +127,9 @@ class Config:
         "(minibatch-size // n-steps of them, at least one)",
     )
     clip_range: float = flag(
-        0.2, group="algorithm", help="with --algo ppo: the probability ratio against the acting policy is clipped to "
-        "[1 - clip, 1 + clip]"
+        0.2,
+        group="algorithm",
+        help="with --algo ppo: the probability ratio against the acting policy is clipped to [1 - clip, 1 + clip]",
     )
     clip_range_vf: float | None = flag(
         None,

@@ -98,7 +98,9 @@ def test_the_clipped_surrogate_matches_the_maths_sample_by_sample(clip_vf):
     np.testing.assert_allclose(v_t.grad.numpy(), dvalues, rtol=1e-10, atol=1e-12)
     # the clip binds where the hand computation says: samples 1 (r 0.5, A < 0) and 4 (r 1.5, A > 0) move only by
     # the entropy, the others by the policy term too
-    entropy_only = np.array([ENT * p * (np.log(p) + -(p * np.log(p)).sum()) / 6 for p in np.exp(z) / np.exp(z).sum(1)[:, None]])
+    entropy_only = np.array(
+        [ENT * p * (np.log(p) + -(p * np.log(p)).sum()) / 6 for p in np.exp(z) / np.exp(z).sum(1)[:, None]]
+    )
     np.testing.assert_allclose(z_t.grad.numpy()[[1, 4]], entropy_only[[1, 4]], rtol=1e-10, atol=1e-12)
     assert not np.allclose(z_t.grad.numpy()[[0, 2, 3, 5]], entropy_only[[0, 2, 3, 5]])
 

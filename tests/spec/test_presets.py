@@ -11,7 +11,15 @@ from procs import train_cmd
 
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
-from a3c.spec.presets import ATARI_PRESET, PRESETS_FILE, load_presets, preset_name, resolve_config, tomllib
+from a3c.spec.presets import (
+    ATARI_PRESET,
+    PRESETS_FILE,
+    format_config,
+    load_presets,
+    preset_name,
+    resolve_config,
+    tomllib,
+)
 from a3c.train import build_parser, parse_cli, parse_config
 
 
@@ -165,7 +173,16 @@ def test_show_config_prints_sources_and_exits_without_training(tmp_path):
     assert lines["--gamma"] == ["0.99", "default"]
     assert lines["--preset"] == ["Acrobot-v1", "preset"]
     assert "preset Acrobot-v1 from" in out.stdout
+    assert "# objective: A3C's actor-critic loss, one gradient a rollout (--algo a3c, default)" in out.stdout
     assert not (tmp_path / "runs").exists()  # nothing trained, no run directory
+
+
+def test_the_preset_line_and_show_config_name_the_objective():
+    line, _ = _lines(["--env", "CartPole-v1", "--algo", "ppo", "--n-steps", "32"])
+    assert line.startswith("a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective ppo, sets")
+    config, sources, _ = parse_cli(["--env", "Acrobot-v1", "--algo", "ppo", "--n-steps", "16"])
+    shown = format_config(config, sources)
+    assert "# objective: PPO's clipped surrogate" in shown and "(--algo ppo, flag)" in shown
 
 
 @pytest.mark.timeout(120)
@@ -262,8 +279,8 @@ def _lines(argv):
 def test_the_preset_line_names_the_preset_what_it_set_and_that_flags_win():
     line, warning = _lines(["--env", "CartPole-v1"])
     assert line == (
-        "a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective a3c, sets --total-steps 500000 --lr-schedule linear "
-        "(a flag given wins over it; --preset none: the plain defaults)"
+        "a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective a3c, sets --total-steps 500000 "
+        "--lr-schedule linear (a flag given wins over it; --preset none: the plain defaults)"
     )
     assert warning is None
     line, _ = _lines(["--env", "Acrobot-v1", "--ent-coef", "0.01", "--no-normalize-reward"])
