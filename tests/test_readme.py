@@ -190,8 +190,8 @@ def test_every_flag_the_readme_names_exists():
     known = {option for parser in parsers for action in parser._actions for option in action.option_strings}
     known |= {"--out", "--window"}  # python -m a3c.plot's (docs/run_outputs.md)
     texts = [README] + [(ROOT / "docs" / name).read_text() for name in MOVED_DOCS]
-    # (the benchmark scripts' own flags aside: python scripts/... commands)
-    text = re.sub(r"`python scripts/[^`]*`", "", "".join(texts))
+    # (the benchmark scripts' own flags aside: python -m scripts.NAME commands, and docs' python scripts/NAME.py)
+    text = re.sub(r"`python\s+(-m\s+)?scripts[./][^`]*`", "", "".join(texts))
     named = set(re.findall(r"`(--[a-z][a-z0-9-]*)", text))
     assert len(named) > 40
     assert named <= known, named - known
