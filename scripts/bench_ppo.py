@@ -66,16 +66,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", required=True)
     parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument("--seeds", type=int, nargs="+", required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[])
     parser.add_argument("--sb3-seeds", type=int, nargs="*", default=[])
-    parser.add_argument("--arm", type=parse_arm, action="append", required=True, help="NAME=a3c.train flags")
+    parser.add_argument("--arm", type=parse_arm, action="append", default=[], help="NAME=a3c.train flags")
     parser.add_argument("--threshold", type=float, default=200.0, help="the 100-episode mean counted as reached")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "results")
     parser.add_argument("--name", default=None, help="output file name (default: ppo_<env>)")
     parser.add_argument("--runs", type=Path, default=Path("/tmp/bench_ppo"))
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        nargs="+",
+        default=[],
+        help="train nothing: the table and figure of these JSON files' runs together (e.g. two invocations' "
+        ".partial.json, one of them cut short)",
+    )
     args = parser.parse_args()
     name = args.name or f"ppo_{args.env.replace('/', '_')}"
     rows: list[dict[str, Any]] = []
+    if args.from_json:
+        for path in args.from_json:
+            rows += json.loads(path.read_text())["runs"]
+        rows.sort(key=lambda r: (r["seed"], r["arm"]))
+        args.seeds, args.sb3_seeds = [], []
 
     def save(final: bool) -> None:
         table = markdown_table(
