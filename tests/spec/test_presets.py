@@ -89,7 +89,7 @@ def test_resolve_config_precedence_is_default_preset_flag():
     values["hidden_sizes"], values["env_kwargs"] = tuple(values["hidden_sizes"]), {}
     values["gamma"] = 0.9  # as if typed: the flag wins only if it is in `given`
     config, sources = resolve_config(values, {"env"})
-    assert config.gamma == 0.995 and sources["gamma"] == "preset"
+    assert config.gamma == 0.999 and sources["gamma"] == "preset"
     config, sources = resolve_config(values, {"env", "gamma"})
     assert config.gamma == 0.9 and sources["gamma"] == "flag"
 
