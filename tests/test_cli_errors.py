@@ -172,6 +172,16 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--optimizer", "sgd"], "argument --optimizer: invalid choice"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--bf16"], "--bf16 is for image observations (the CNN torso), but CartPole-v1 observes Box("),
+        (["--algo", "sac"], "argument --algo: invalid choice: 'sac'"),
+        (
+            ["--algo", "ppo", "--preset", "none"],
+            "--minibatch-size 64 is more than a worker's rollout (--n-steps 5 x --envs-per-worker 8 = 40 samples) "
+            "with --algo ppo; give a longer --n-steps or a smaller --minibatch-size",
+        ),
+        (["--algo", "ppo", "--n-steps", "64", "--n-epochs", "0"], "--n-epochs must be at least 1 (got 0)"),
+        (["--clip-range", "0"], "--clip-range must be a positive number (got 0.0)"),
+        (["--clip-range-vf", "-1"], "--clip-range-vf must be a positive number, or left out"),
+        (["--max-policy-lag", "-1"], "--max-policy-lag must be >= 0"),
     ],
 )
 def test_value_errors(argv, expected, capsys, tmp_path):

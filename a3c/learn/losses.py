@@ -169,6 +169,46 @@ def actor_critic_loss(
     return LossTerms(*_combine(action_log_probs, advantages.detach(), entropies, errors, ent_coef, vf_coef))
 
 
+def clipped_surrogate_loss(
+    dist: Distribution,
+    params: torch.Tensor,
+    values: torch.Tensor,
+    actions: torch.Tensor,
+    behaviour_log_probs: torch.Tensor,
+    behaviour_values: torch.Tensor,
+    advantages: torch.Tensor,
+    returns: torch.Tensor,
+    clip_range: float,
+    clip_range_vf: float | None,
+    ent_coef: float,
+    vf_coef: float,
+) -> LossTerms:
+    """PPO's clipped objective (Schulman et al. 2017) over a minibatch of B samples: params [B, P] and values [B] of
+    the network now, and of the policy that acted (the behaviour policy) its log pi_b(a|s) [B] and V_b(s) [B];
+    advantages [B] (normalised by the caller where asked) and returns [B], all targets.
+
+    ratio   = pi(a|s) / pi_b(a|s)
+    policy  = -mean(min(ratio * A, clip(ratio, 1 - c, 1 + c) * A))
+    value   = mean((V(s) - R)^2) / 2, or with ``clip_range_vf`` cv:
+              mean(max((V(s) - R)^2, (V_b(s) + clip(V(s) - V_b(s), -cv, cv) - R)^2)) / 2
+    entropy = mean(H(pi(.|s)))
+    total   = policy + vf_coef * value - ent_coef * entropy
+    The value term keeps actor_critic_loss's 1/2 (CleanRL's convention: SB3's PPO's vf_coef c is a3c's 2c)."""
+    log_probs, entropies = dist.log_prob_entropy(params, actions)
+    ratio = torch.exp(log_probs - behaviour_log_probs.detach())
+    adv = advantages.detach()
+    policy_loss = -torch.minimum(ratio * adv, ratio.clamp(1.0 - clip_range, 1.0 + clip_range) * adv).mean()
+    errors = values - returns.detach()
+    if clip_range_vf is None:
+        value_loss = 0.5 * (errors**2).mean()
+    else:
+        old = behaviour_values.detach()
+        clipped = old + (values - old).clamp(-clip_range_vf, clip_range_vf) - returns.detach()
+        value_loss = 0.5 * torch.maximum(errors**2, clipped**2).mean()
+    entropy = entropies.mean()
+    return LossTerms(policy_loss + vf_coef * value_loss - ent_coef * entropy, policy_loss, value_loss, entropy)
+
+
 def _combine(
     action_log_probs: Any,
     advantages: Any,

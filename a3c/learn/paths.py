@@ -6,6 +6,10 @@
     cnn+kernel         CNN by hand (cnn_backprop.py)   the C kernel                        fast
     cnn+closed-form    CNN by hand                     closed form                         fast
     reference          autograd (reference.py)         autograd over the torch loss        every model
+    ppo+reference      autograd (acting)               --algo ppo: a3c.learn.ppo            every model
+
+``--algo ppo`` takes ``ppo+reference``: the network pass's ``act`` for acting, and a3c.learn.ppo's clipped objective
+(autograd, over minibatches the worker pushes one at a time) for the update; no fast path covers it yet.
 
 The first fast path, in this order, whose parts both cover the model (``UpdatePath.supports``) is taken; where none
 does, the reference, and ``choose`` returns the one line that says so (which path, and why: e.g. ``--lstm``). Every
@@ -39,6 +43,7 @@ FAST_PATHS = (
     UpdatePath("cnn+kernel", CnnByHand, KernelLoss),
     UpdatePath("cnn+closed-form", CnnByHand, ClosedFormLoss),
 )
+PPO = UpdatePath("ppo+reference", AutogradNetwork, AutogradLoss)  # acting only: the update is a3c.learn.ppo's
 PATHS = {path.name: path for path in (*FAST_PATHS, REFERENCE)}
 
 
@@ -53,6 +58,8 @@ class Choice:
 def choose(config: Config, model: ActorCritic, dist: Distribution) -> Choice:
     """The update path for ``model`` (built from ``config``) and ``dist``, in this process's environment: what every
     worker of the run takes (they inherit it) and summary.json's ``update_path``."""
+    if config.algo == "ppo":
+        return Choice(PPO, None)  # the second objective is written on the reference path only
     forced = os.environ.get(PATH_ENV)
     if forced:
         path = PATHS.get(forced)

@@ -489,6 +489,7 @@ class Trainer:
             "startup_s": startup_s,
             # the update path the workers took (a3c.learn.paths: mlp+kernel, ..., reference)
             "update_path": self.update_path,
+            "algo": self.config.algo,  # the objective (--algo): a3c or ppo
             "restarts": self.restarts_before + (self.supervisor.restarts if self.supervisor else 0),
             "skipped_updates": int(stats[:, Stat.SKIPPED].sum()),
             "nonfinite_samples": int(stats[:, Stat.NONFINITE_SAMPLES].sum()),

@@ -25,6 +25,7 @@ import torch
 
 from a3c.learn.model import State, build_model, flatten_parameters
 from a3c.learn.paths import choose
+from a3c.learn.ppo import ClippedSurrogate
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
 from a3c.learn.step import GradientStep
 from a3c.learn.update import Rollout
@@ -157,6 +158,11 @@ class Worker:
         # where they cover the model, else the reference, autograd), then the learning side's norm, clip and lr
         self.path = choose(config, self.model, self.dist).path.build(self.model, self.dist, config, self.grads)
         self.gradient_step = GradientStep(config)
+        # the objective: A3C's one gradient a rollout (update), or --algo ppo's minibatches (update_ppo), chosen here
+        # once; with ppo, acting keeps each step's policy params (the behaviour policy's, for the ratio)
+        self.ppo = ClippedSurrogate(self.model, self.dist, config, self.grads) if config.algo == "ppo" else None
+        self.behaviour: list[torch.Tensor] | None = [] if self.ppo is not None else None
+        self.learn = self.update if self.ppo is None else self.update_ppo
         # the recurrent state (empty without a core): carried across rollouts, reset per env at its episode's end;
         # start_state is the state before obs[0] of the rollout in hand, which the update unrolls from
         self.state = self.model.initial_state(K)
@@ -216,7 +222,7 @@ class Worker:
         """One iteration: pull the global weights, roll out, update (push), publish."""
         pulled_at = self.channel.pull(self.params)
         self.rollout()
-        self.update(pulled_at)
+        self.learn(pulled_at)
         for stats in (self.obs_norm, self.reward_scale):
             if stats is not None:
                 stats.sync()  # this worker's new samples into the shared statistics; the merged view refreshed
@@ -260,9 +266,13 @@ class Worker:
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.channel.global_step() + self.unpublished_steps
-        act, batch, envs = self.path.act, self.batch, self.envs
+        act, batch, envs, behaviour = self.path.act, self.batch, self.envs, self.behaviour
+        if behaviour is not None:
+            behaviour.clear()
         for t in range(T):
             params, self.state = act(batch, t, self.state)  # (a fast path records what it computes for the update)
+            if behaviour is not None:  # --algo ppo: the acting policy's params, for its log-probabilities
+                behaviour.append(params)
             actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
             # the K envs in one call (each reset as its episode ends); the bookkeeping below is one numpy operation per
@@ -324,6 +334,29 @@ class Worker:
             return
         lag = self.channel.push(self.grads, pulled_at, self.gradient_step.lr(self.channel.global_step()))
         self.record_update(loss_values, grad_norm, lag)
+
+    def update_ppo(self, pulled_at: int) -> None:
+        """--algo ppo: the clipped objective's targets from the policy that acted (the weights pulled at ``pulled_at``:
+        nothing was pushed since), then --n-epochs passes over the rollout in minibatches, each: pull the shared
+        weights (others have pushed meanwhile, and so have we), its gradient, clip, push with the scheduled lr."""
+        assert self.ppo is not None and self.behaviour is not None
+        ppo, batch, cfg = self.ppo, self.batch, self.config
+        targets = ppo.targets(batch, self.behaviour)
+        acted_at = pulled_at  # the shared optimizer's step count when the acting weights were pulled
+        for _ in range(cfg.n_epochs):
+            for index in ppo.minibatches(batch, self.rng):
+                # The pull between minibatches: each gradient is computed on the freshest shared weights (Hogwild),
+                # while its ratio stays against the acting policy (targets), however far those weights have moved.
+                pulled_at = self.channel.pull(self.params)
+                if cfg.max_policy_lag and pulled_at - acted_at > cfg.max_policy_lag:
+                    return  # the rest of this rollout is too stale (--max-policy-lag): drop it
+                loss_values = ppo.gradient(batch, targets, index)
+                grad_norm = self.gradient_step.clip(self.grads_np, loss_values)
+                if grad_norm is None:  # non-finite: skipped and counted, as an A3C update
+                    self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1
+                    continue
+                lag = self.channel.push(self.grads, pulled_at, self.gradient_step.lr(self.channel.global_step()))
+                self.record_update(loss_values, grad_norm, lag)
 
     def record_update(self, loss_values: np.ndarray, grad_norm: float, lag: int) -> None:
         s = self.stats

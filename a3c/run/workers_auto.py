@@ -219,6 +219,7 @@ def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
     from a3c.learn.model import build_model, flatten_parameters
     from a3c.learn.optim import make_optimizer
     from a3c.learn.paths import choose
+    from a3c.learn.ppo import ClippedSurrogate
     from a3c.learn.step import GradientStep
     from a3c.learn.update import Rollout
 
@@ -234,20 +235,33 @@ def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
     # observations of the buffer's dtype (any values: timing only; no episode ends inside the timed rollout)
     rollout.obs_np[...] = rng.random(rollout.obs_np.shape) * (255 if np.issubdtype(obs_dtype, np.integer) else 1)
     grads_np = grads.numpy()
+    ppo = ClippedSurrogate(model, dist, config, grads) if config.algo == "ppo" else None
     act_times, update_times = [], []
     for _ in range(MODEL_REPEATS + 1):
         rollout.start_state = state = model.initial_state(K)
+        behaviour = []
         t0 = time.thread_time()
         for t in range(T):
             step_params, state = path.act(rollout, t, state)
             rollout.actions_np[t] = dist.sample(step_params, rng)
+            behaviour.append(step_params)
         t1 = time.thread_time()
-        unrolled = path.unroll(rollout)
-        loss_values, dparams, dvalues = path.loss_grads(rollout, unrolled)
-        path.backward(unrolled, dparams, dvalues)
-        gradient_step.clip(grads_np, loss_values)
-        optimizer.step(grads, 0, gradient_step.lr(0))
-        t2 = time.thread_time()
+        if ppo is None:
+            unrolled = path.unroll(rollout)
+            loss_values, dparams, dvalues = path.loss_grads(rollout, unrolled)
+            path.backward(unrolled, dparams, dvalues)
+            gradient_step.clip(grads_np, loss_values)
+            optimizer.step(grads, 0, gradient_step.lr(0))
+            t2 = time.thread_time()
+        else:  # --algo ppo: the targets, then one minibatch's gradient and step, times the minibatches pushed
+            targets = ppo.targets(rollout, behaviour)
+            minibatches = ppo.minibatches(rollout, rng)
+            t_mb = time.thread_time()
+            loss_values = ppo.gradient(rollout, targets, minibatches[0])
+            gradient_step.clip(grads_np, loss_values)
+            optimizer.step(grads, 0, gradient_step.lr(0))
+            t_end = time.thread_time()
+            t2 = t_end + (t_end - t_mb) * (config.n_epochs * len(minibatches) - 1)
         act_times.append((t1 - t0) / T)
         update_times.append(t2 - t1)
     return statistics.median(act_times[1:]), statistics.median(update_times[1:])

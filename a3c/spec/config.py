@@ -13,6 +13,7 @@ from typing import Any
 from a3c.spec.errors import UserError
 
 LR_SCHEDULES = ("constant", "linear")
+ALGOS = ("a3c", "ppo")  # --algo: the workers' objective (a3c.learn.losses: actor_critic_loss, clipped_surrogate_loss)
 OPTIMIZERS = ("adam", "rmsprop", "rmsprop-tf")  # a3c.learn.optim.OPTIMIZERS' keys (checked by a test)
 BACKENDS = ("shared-memory", "serial", "ray")
 ENV_BACKENDS = ("gymnasium", "ale-vector")  # a3c.spec.env_batch.make_env_batch
@@ -44,7 +45,7 @@ def workers_arg(text: str) -> int | str:
 FLAG_GROUPS: tuple[tuple[str, str, str], ...] = (
     ("run", "run", "how long, from which seed and preset, and where the run goes (or which run goes on)"),
     ("env", "env", "the environment, and what a3c does to its observations and rewards"),
-    ("algorithm", "algorithm", "the A3C update: rollouts, returns, the loss and the shared optimizer"),
+    ("algorithm", "algorithm", "the update: the objective, rollouts, returns, the loss and the shared optimizer"),
     ("model", "model", "the network built from the env's spaces"),
     ("evaluation", "evaluation", "the deterministic policy scored during training"),
     ("logging", "logging and checkpoints", "TensorBoard, Weights & Biases (--track) and the checkpoint files"),
@@ -110,6 +111,41 @@ class Config:
         metavar="RUN_DIR",
     )
     exp_name: str = flag("a3c", group="run", help="experiment name, used in the default run directory name")
+    algo: str = flag(
+        "a3c",
+        group="algorithm",
+        help="the workers' objective: a3c (one gradient of the actor-critic loss per rollout) or ppo (PPO's clipped "
+        "surrogate against the policy that acted: --n-epochs over minibatches of --minibatch-size of the worker's "
+        "rollout, each minibatch's gradient pushed to the shared optimizer and the weights pulled again before the "
+        "next; DPPO / APPO in spirit)",
+        choices=ALGOS,
+    )
+    n_epochs: int = flag(4, group="algorithm", help="with --algo ppo: passes over each rollout")
+    minibatch_size: int = flag(
+        64,
+        group="algorithm",
+        help="with --algo ppo: samples per minibatch (each one gradient pushed); with --lstm, whole envs' rollouts "
+        "(minibatch-size // n-steps of them, at least one)",
+    )
+    clip_range: float = flag(
+        0.2,
+        group="algorithm",
+        help="with --algo ppo: the probability ratio against the acting policy is clipped to [1 - clip, 1 + clip]",
+    )
+    clip_range_vf: float | None = flag(
+        None,
+        group="algorithm",
+        help="with --algo ppo: clip the value's change from the acting one to +-this in the value loss (as SB3's "
+        "clip_range_vf); default: no value clipping",
+        metavar="CLIP",
+    )
+    max_policy_lag: int = flag(
+        0,
+        group="algorithm",
+        help="with --algo ppo: stop a rollout's minibatches once the shared model has taken more than this many "
+        "optimizer steps since the rollout's policy acted (Sample Factory's --max_policy_lag); 0: never, the clipped "
+        "ratio against the acting policy alone handles the staleness",
+    )
     n_steps: int = flag(5, group="algorithm", help="rollout length: env steps per env between two updates of a worker")
     gamma: float = flag(0.99, group="algorithm", help="discount factor, in (0, 1]")
     gae_lambda: float = flag(
@@ -395,6 +431,25 @@ class Config:
             (math.isfinite(self.ent_coef) and self.ent_coef >= 0.0, f"--ent-coef must be >= 0 (got {self.ent_coef})"),
             (math.isfinite(self.vf_coef) and self.vf_coef >= 0.0, f"--vf-coef must be >= 0 (got {self.vf_coef})"),
             (self.max_grad_norm > 0.0, f"--max-grad-norm must be > 0 (got {self.max_grad_norm})"),
+            (self.algo in ALGOS, f"--algo must be one of {', '.join(ALGOS)} (got {self.algo!r})"),
+            (self.n_epochs >= 1, f"--n-epochs must be at least 1 (got {self.n_epochs})"),
+            (self.minibatch_size >= 1, f"--minibatch-size must be at least 1 (got {self.minibatch_size})"),
+            (
+                math.isfinite(self.clip_range) and self.clip_range > 0.0,
+                f"--clip-range must be a positive number (got {self.clip_range})",
+            ),
+            (
+                self.clip_range_vf is None or (math.isfinite(self.clip_range_vf) and self.clip_range_vf > 0.0),
+                f"--clip-range-vf must be a positive number, or left out for no value clipping (got "
+                f"{self.clip_range_vf})",
+            ),
+            (self.max_policy_lag >= 0, f"--max-policy-lag must be >= 0 (0: no limit; got {self.max_policy_lag})"),
+            (
+                self.algo != "ppo" or self.lstm > 0 or self.minibatch_size <= self.n_steps * self.envs_per_worker,
+                f"--minibatch-size {self.minibatch_size} is more than a worker's rollout (--n-steps {self.n_steps} x "
+                f"--envs-per-worker {self.envs_per_worker} = {self.n_steps * self.envs_per_worker} samples) with "
+                "--algo ppo; give a longer --n-steps or a smaller --minibatch-size",
+            ),
             (
                 self.lr_schedule in LR_SCHEDULES,
                 f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})",

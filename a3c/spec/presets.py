@@ -194,6 +194,11 @@ def resolve_config(values: dict[str, Any], given: set[str]) -> tuple[Config, dic
     return Config(**resolved).validate(), sources
 
 
+# what each --algo trains with, in the words of --show-config's header
+OBJECTIVES = {
+    "a3c": "A3C's actor-critic loss, one gradient a rollout",
+    "ppo": "PPO's clipped surrogate, --n-epochs x minibatches of each rollout, each pushed between pulls",
+}
 SHORT_RUN_RATIO = 0.5  # a --total-steps below this fraction of the preset's moves its linear lr schedule's end
 
 
@@ -206,7 +211,7 @@ def preset_line(config: Config, sources: dict[str, str]) -> str | None:
     where = config.preset_file or "a3c/spec/presets.toml"
     applied = [_as_flag(name, value) for name, value in preset.items() if sources.get(name) == PRESET]
     beaten = [_as_flag(name, getattr(config, name)) for name in preset if sources.get(name) == FLAG]
-    line = f"a3c: preset {config.preset} ({where}) sets {' '.join(applied) or 'nothing here'}"
+    line = f"a3c: preset {config.preset} ({where}), objective {config.algo}, sets {' '.join(applied) or 'nothing here'}"
     if sources.get("bf16") == CPU:
         line += "; not its --bf16: this CPU has no bfloat16 instructions (float32 is faster here)"
     if beaten:
@@ -247,6 +252,7 @@ def format_config(config: Config, sources: dict[str, str]) -> str:
         lines.append(f"# no preset (presets: {', '.join(sorted(load_presets()))})")
     else:
         lines.append("# resumed run: its checkpoint's config, with the flags given on top")
+    lines.append(f"# objective: {OBJECTIVES[config.algo]} (--algo {config.algo}, {sources.get('algo', DEFAULT)})")
     rows = [
         (*_typed(f.name, getattr(config, f.name)), sources.get(f.name, DEFAULT)) for f in dataclasses.fields(Config)
     ]

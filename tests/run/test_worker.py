@@ -407,3 +407,71 @@ def test_a_gradient_whose_float32_square_sum_overflows_is_clipped_and_applied_wi
     )
     assert proc.returncode == 0 and "applied" in proc.stdout, proc.stderr[-3000:]
     assert "Warning" not in proc.stderr, proc.stderr
+
+
+class CallLog:
+    """A WorkerChannel that logs each pull (with the weights it gave) and each push, then does them."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def pull(self, dest):
+        at = self.inner.pull(dest)
+        self.calls.append(("pull", dest.clone()))
+        return at
+
+    def push(self, grad, pulled_at, lr):
+        self.calls.append(("push", grad.clone()))
+        return self.inner.push(grad, pulled_at, lr)
+
+
+def test_ppo_pushes_each_minibatch_gradient_with_a_pull_before_each():
+    """--algo ppo: n_epochs x minibatches gradients a rollout, each computed on weights pulled just before it (the
+    shared model has moved by the push before: the weights differ pull to pull), each pushed as computed."""
+    worker, store = make_worker(algo="ppo", n_steps=8, envs_per_worker=2, minibatch_size=6, n_epochs=2)
+    log = CallLog(worker.channel)
+    worker.channel = log
+    seen = []
+    gradient = worker.ppo.gradient
+
+    def recording(rollout, targets, index):
+        seen.append(worker.params.clone())  # the weights this gradient is computed on
+        return gradient(rollout, targets, index)
+
+    worker.ppo.gradient = recording
+    worker.step()
+    kinds = [kind for kind, _ in log.calls]
+    assert kinds == ["pull"] + ["pull", "push"] * 6  # the rollout's pull, then 2 epochs x ceil(16 / 6) minibatches
+    assert store.optimizer.step_count() == 6 and worker.stats[Stat.UPDATES] == 6
+    pulls = [weights for kind, weights in log.calls if kind == "pull"][1:]
+    for before, after in zip(pulls, pulls[1:], strict=False):
+        assert not torch.equal(before, after)  # the push between moved the shared model
+    for used, pulled in zip(seen, pulls, strict=True):
+        assert torch.equal(used, pulled)
+
+
+def test_ppo_drops_the_rest_of_a_rollout_past_max_policy_lag():
+    """--max-policy-lag 2: the shared optimizer's count at the acting pull is 0; the minibatch pulls read 0, 1, 2 (this
+    worker's own pushes) and then 3, past the limit: 3 gradients pushed of the 6."""
+    worker, store = make_worker(algo="ppo", n_steps=8, envs_per_worker=2, minibatch_size=6, n_epochs=2)
+    worker.config.max_policy_lag = 2
+    worker.step()
+    assert store.optimizer.step_count() == 3
+
+
+def test_ppo_trains_an_lstm_and_every_action_family():
+    """gSDE's Gaussian (its noise drawn per rollout; the log-probability from the params acting kept) and a
+    MultiDiscrete policy on an LSTM core (minibatches of whole envs)."""
+    for settings in (
+        dict(env="envs/Spaces-v0", env_kwargs={"obs": "box", "action": "box"}, gsde=True),
+        dict(env="envs/Spaces-v0", env_kwargs={"obs": "box", "action": "multidiscrete"}, lstm=4),
+    ):
+        worker, store = make_worker(algo="ppo", n_steps=5, minibatch_size=5, n_epochs=1, hidden_sizes=(8,), **settings)
+        before = store.params.clone()
+        worker.step()
+        # 10 samples in 2 minibatches of 5; with the LSTM, minibatches of 5 // 5 = 1 whole env of the 2
+        assert store.optimizer.step_count() == 2 and np.isfinite(worker.last_loss).all()
+        assert not torch.equal(store.params, before)

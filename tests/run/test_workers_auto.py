@@ -175,8 +175,11 @@ def test_config_json_records_auto_and_the_resolved_settings(tmp_path):
     assert summary["workers"] == config["workers"]
 
 
-@pytest.mark.parametrize("env, lstm, path", [("CartPole-v1", 0, "mlp"), ("CartPole-v1", 8, "reference")])
-def test_measure_times_the_update_path_the_worker_will_run(env, lstm, path, monkeypatch):
+@pytest.mark.parametrize(
+    "env, lstm, algo, path",
+    [("CartPole-v1", 0, "a3c", "mlp"), ("CartPole-v1", 8, "a3c", "reference"), ("CartPole-v1", 0, "ppo", "ppo")],
+)
+def test_measure_times_the_update_path_the_worker_will_run(env, lstm, algo, path, monkeypatch):
     """--workers auto times the update as the worker runs it: the path a3c.learn.paths chooses (its acting passes,
     then its update), not a stand-in."""
     import a3c.learn.paths
@@ -189,7 +192,7 @@ def test_measure_times_the_update_path_the_worker_will_run(env, lstm, path, monk
         return real(*args)
 
     monkeypatch.setattr(a3c.learn.paths, "choose", choose)
-    config = Config(env=env, lstm=lstm, envs_per_worker=2, n_steps=3)
+    config = Config(env=env, lstm=lstm, envs_per_worker=2, n_steps=3, algo=algo, minibatch_size=2, n_epochs=5)
     timings, _ = measure(config, preflight(config))
     assert chosen and chosen[0].startswith(path)
     assert all(math.isfinite(t) and t > 0 for t in (timings.act_s, timings.update_s))

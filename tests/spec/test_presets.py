@@ -89,7 +89,7 @@ def test_resolve_config_precedence_is_default_preset_flag():
     values["hidden_sizes"], values["env_kwargs"] = tuple(values["hidden_sizes"]), {}
     values["gamma"] = 0.9  # as if typed: the flag wins only if it is in `given`
     config, sources = resolve_config(values, {"env"})
-    assert config.gamma == 0.995 and sources["gamma"] == "preset"
+    assert config.gamma == 0.999 and sources["gamma"] == "preset"
     config, sources = resolve_config(values, {"env", "gamma"})
     assert config.gamma == 0.9 and sources["gamma"] == "flag"
 
@@ -172,6 +172,7 @@ def test_show_config_prints_sources_and_exits_without_training(tmp_path):
     assert lines["--gamma"] == ["0.99", "default"]
     assert lines["--preset"] == ["Acrobot-v1", "preset"]
     assert "preset Acrobot-v1 from" in out.stdout
+    assert "# objective: A3C's actor-critic loss, one gradient a rollout (--algo a3c, default)" in out.stdout
     assert not (tmp_path / "runs").exists()  # nothing trained, no run directory
 
 
@@ -187,6 +188,14 @@ def test_show_config_prints_flags_that_give_the_same_config_typed_back(env):
             argv += line.split()[:-1]  # (the last column: where the value came from)
     again, _, _ = parse_cli(argv)
     assert again == config
+
+
+def test_the_preset_line_and_show_config_name_the_objective():
+    line, _ = _lines(["--env", "CartPole-v1", "--algo", "ppo", "--n-steps", "32"])
+    assert line.startswith("a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective ppo, sets")
+    config, sources, _ = parse_cli(["--env", "Acrobot-v1", "--algo", "ppo", "--n-steps", "16"])
+    shown = format_config(config, sources)
+    assert "# objective: PPO's clipped surrogate" in shown and "(--algo ppo, flag)" in shown
 
 
 def test_config_json_records_the_preset_and_resume_keeps_the_checkpoint_config(tmp_path):
@@ -281,8 +290,8 @@ def _lines(argv):
 def test_the_preset_line_names_the_preset_what_it_set_and_that_flags_win():
     line, warning = _lines(["--env", "CartPole-v1"])
     assert line == (
-        "a3c: preset CartPole-v1 (a3c/spec/presets.toml) sets --total-steps 500000 --lr-schedule linear "
-        "(a flag given wins over it; --preset none: the plain defaults)"
+        "a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective a3c, sets --total-steps 500000 "
+        "--lr-schedule linear (a flag given wins over it; --preset none: the plain defaults)"
     )
     assert warning is None
     line, _ = _lines(["--env", "Acrobot-v1", "--ent-coef", "0.01", "--no-normalize-reward"])
@@ -315,7 +324,7 @@ def test_a_new_run_prints_its_preset_line_and_a_resume_does_not(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
-    assert lines[0].startswith("a3c: preset Pendulum-v1 (a3c/spec/presets.toml) sets --normalize-obs")
+    assert lines[0].startswith("a3c: preset Pendulum-v1 (a3c/spec/presets.toml), objective a3c, sets --normalize-obs")
     assert lines[0].endswith("; the flags given win: --total-steps 400")  # (--eval-every: not in the preset)
     assert lines[1].startswith("a3c: warning: --total-steps 400 is 2.5e+03x shorter than the 1,000,000 steps")
     resumed = subprocess.run(
@@ -334,7 +343,7 @@ def test_the_preset_line_and_its_warning_read_the_preset_file_the_run_uses(tmp_p
     path = tmp_path / "mine.toml"
     path.write_text('[CartPole-v1]\nlr = 0.002\ntotal-steps = 1_000_000\nlr-schedule = "linear"\n')
     line, warning = _lines(["--env", "CartPole-v1", "--preset-file", str(path), "--total-steps", "1000"])
-    assert line.startswith(f"a3c: preset CartPole-v1 ({path}) sets --lr 0.002 --lr-schedule linear;")
+    assert line.startswith(f"a3c: preset CartPole-v1 ({path}), objective a3c, sets --lr 0.002 --lr-schedule linear;")
     assert warning is not None and "1,000,000 steps preset CartPole-v1" in warning
 
 
