@@ -92,7 +92,8 @@ def model_of(settings):
 def test_every_path_pushes_the_reference_gradient(family, path, monkeypatch):
     """The conformance test: the gradient a worker pushes on ``path`` (forced with A3C_UPDATE_PATH) after its
     second rollout (which starts mid-episode, from the first's boundary observation) is the slow reference's for
-    that rollout. A path that does not cover the family says why, and is skipped with that reason."""
+    that rollout, and the reference path's. A path that does not cover the family says why, and is skipped with that
+    reason."""
     why_not = path.supports(*model_of(family))
     if why_not is not None:
         pytest.skip(f"{path.name} does not cover this family: {why_not}")
@@ -108,7 +109,15 @@ def test_every_path_pushes_the_reference_gradient(family, path, monkeypatch):
         worker, cfg.gamma, cfg.gae_lambda, cfg.ent_coef, cfg.vf_coef, normalize_advantage=cfg.normalize_advantage
     )
     sizes = [p.numel() for p in worker.model.parameters()]
-    assert_conforms(worker.channel.pushed[-1].double(), expected, sizes, bf16=cfg.bf16)
+    pushed = worker.channel.pushed[-1].double()
+    assert_conforms(pushed, expected, sizes, bf16=cfg.bf16)
+    # and the reference path's own gradient on the same rollout (what a new loss term, written once in the
+    # reference's loss, changes first: a fast path that does not compute it fails here)
+    reference = REFERENCE.build(worker.model, worker.dist, cfg, worker.grads)
+    unrolled = reference.unroll(worker.batch)
+    _, dparams, dvalues = reference.loss_grads(worker.batch, unrolled)
+    reference.backward(unrolled, dparams, dvalues)
+    assert_conforms(pushed, worker.grads.double(), sizes, bf16=cfg.bf16)
 
 
 def assert_conforms(got, expected, sizes, bf16=False):
