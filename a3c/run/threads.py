@@ -4,10 +4,11 @@ A worker is one of N processes that together fill the machine's cores; each runs
 pass, the update's numpy passes: a3c.learn.backprop). torch's own intra-op pool is one pool; the BLAS that numpy was
 built with (OpenBLAS, MKL, BLIS) and any OpenMP runtime a library loads are others, and each starts as many threads
 as the machine has cores the first time a product is large enough. N workers x C threads spinning on C cores made
-workers 5-21x slower at widths of 256 and more (docs/benchmarks.md, "Native threads"). ``torch.set_num_threads``
-governs torch's pool only; threadpoolctl (the ecosystem's tool: scikit-learn uses it) finds every BLAS and OpenMP
-library loaded in the process and sets each to one thread, whatever numpy was built with. The environment variables
-cover what is loaded later (an env's own native code, a subprocess of the env), which reads them when it starts.
+workers 5-21x slower at widths of 256 and more (docs/benchmarks/throughput.md, "One thread in every native pool").
+``torch.set_num_threads`` governs torch's pool only; threadpoolctl (the ecosystem's tool: scikit-learn uses it)
+finds every BLAS and OpenMP library loaded in the process and sets each to one thread, whatever numpy was built
+with. The environment variables cover what is loaded later (an env's own native code, a subprocess of the env),
+which reads them when it starts.
 """
 
 from __future__ import annotations

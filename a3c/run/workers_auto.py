@@ -21,7 +21,8 @@ counter is missing, the wall time is used as is.
 
 The count is capped by memory (half of the available memory over an estimate of one worker's footprint, from
 scripts/bench_memory.py, plus what making the envs cost here) and by the open-file limit (each worker holds a few
-pipes). See docs/benchmarks.md for how the choice compares with the best fixed count (scripts/bench_workers_auto.py).
+pipes). See docs/benchmarks/slow-data.md for how the choice compares with the best fixed count
+(scripts/bench_workers_auto.py).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap
     # the run (waking up, the publish path, the main process reading, switching among many processes): the best
     # fixed count in bench_workers_auto's sweeps lies above it for sleeping envs, with throughput falling steeply
     # below the best count and slowly above it. So the extra workers get WAITING_HEADROOM times the estimate,
-    # calibrated on those sweeps (docs/benchmarks.md). round, not ceil: a CPU-bound env measured at busy 0.95
+    # calibrated on those sweeps (docs/benchmarks/slow-data.md). round, not ceil: a CPU-bound env measured at busy 0.95
     # (noise) still gets one worker per core.
     wanted = cores + max(0, round((cores / busy - cores) * WAITING_HEADROOM))
     workers = max(1, min(wanted, cap))
