@@ -6,10 +6,10 @@ raw-loop limit (env.step + the acting forward pass only, one process per core, s
 The cost of evaluation during training: ``--eval-every 0 50000`` runs each configuration without and with it, one
 after the other (0: off, the default).
 
-The worker's update kernel (a3c.learn.fused_loss): ``--update-kernel on off`` runs each configuration with the
+The worker's update kernel (a3c.learn.update.kernel): ``--update-kernel on off`` runs each configuration with the
 compiled kernel and with the closed-form numpy update it stands in for (``A3C_UPDATE_KERNEL=0``), in turn within each
 round: the two against the same raw loop. The table names the update path each run took (summary.json's
-``update_path``, a3c.learn.paths).
+``update_path``, a3c.learn.update.paths).
 
 ``--repeats N`` measures each K's round (raw loop, the a3c runs, raw loop) N times in turn and adds a table of each
 configuration's median and lowest share of the raw loop over the rounds: on a shared machine the raw loop itself moves
@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from a3c.learn.fused_loss import KERNEL_ENV
+from a3c.learn.update.kernel import KERNEL_ENV
 from scripts._common import markdown_table, run_train, save_results
 from scripts.raw_loop import raw_loop_steps_per_s
 

@@ -44,23 +44,23 @@ from scripts._common import markdown_table
 
 # phase name -> (file suffix, function name) whose cumulative time makes that phase; where several functions match
 # (gymnasium's nested wrappers all define `step`), the outermost, i.e. the largest cumulative time, is the phase
-# (the model's forward passes: a3c.learn.backprop's for MLP models without a core, a3c.learn.cnn_backprop's for CNNs
+# (the model's forward passes: a3c.learn.update.mlp's for MLP models without a core, a3c.learn.update.cnn's for CNNs
 # without one, the model's own for the others)
 PHASES = {
     "env.step (gymnasium, with its wrappers)": [("gymnasium/wrappers/common.py", "step")],
     "model forward (update)": [
         ("a3c/learn/model.py", "unroll"),
-        ("a3c/learn/backprop.py", "unroll"),
-        ("a3c/learn/cnn_backprop.py", "unroll"),
+        ("a3c/learn/update/mlp.py", "unroll"),
+        ("a3c/learn/update/cnn.py", "unroll"),
     ],
     "model backward (update, by hand)": [
-        ("a3c/learn/backprop.py", "backward"),
-        ("a3c/learn/cnn_backprop.py", "backward"),
+        ("a3c/learn/update/mlp.py", "backward"),
+        ("a3c/learn/update/cnn.py", "backward"),
     ],
     "model forward (acting)": [
         ("a3c/learn/model.py", "policy"),
-        ("a3c/learn/backprop.py", "policy"),
-        ("a3c/learn/cnn_backprop.py", "policy"),
+        ("a3c/learn/update/mlp.py", "policy"),
+        ("a3c/learn/update/cnn.py", "policy"),
     ],
     "action sampling": [("a3c/learn/distributions.py", "sample")],
     "update: forward+loss+backward+clip": [("a3c/run/worker.py", "update")],

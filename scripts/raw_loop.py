@@ -1,5 +1,5 @@
 """The raw-loop limit: what a core can do with no learning at all, only env.step plus the acting forward pass (the
-workers' own: by hand for an MLP, a3c.learn.backprop) and the same cheap action sampling the workers use, K envs
+workers' own: by hand for an MLP, a3c.learn.update.mlp) and the same cheap action sampling the workers use, K envs
 under one batched forward, one process per core. Used by bench_throughput.py and bench_vs_sb3.py as the ceiling a
 trainer's throughput is compared against."""
 
@@ -15,8 +15,8 @@ def _raw_worker(env_id: str, envs: int, seconds: float, seed: int, out: mp.Queue
     import numpy as np
     import torch
 
-    from a3c.learn.backprop import MlpBackprop
     from a3c.learn.model import build_model, flatten_parameters
+    from a3c.learn.update.mlp import MlpBackprop
     from a3c.spec.config import Config
     from a3c.spec.environment import spec_of
 
@@ -26,7 +26,7 @@ def _raw_worker(env_id: str, envs: int, seconds: float, seed: int, out: mp.Queue
     obs = np.stack([e.reset(seed=seed + i)[0] for i, e in enumerate(env_list)]).astype(np.float32)
     model, dist = build_model(spec_of(env_list[0], env_id), Config(env=env_id))  # the trainer's default model
     flatten_parameters(model)
-    # the acting forward pass the workers use: by hand for an MLP without a core (a3c.learn.backprop), else the model's
+    # the acting forward pass the workers use: by hand for an MLP without a core (a3c.learn.update.mlp), else the model's
     backprop = MlpBackprop.of(model)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:

@@ -46,7 +46,7 @@ def _build(src: Path, out: Path, kind: str, env: dict[str, str] | None = None) -
 
 
 def _kernel(names: list[str]) -> list[str]:
-    return [n for n in names if n.startswith("a3c/learn/_update_kernel") and n.endswith((".so", ".pyd"))]
+    return [n for n in names if n.startswith("a3c/learn/update/_update_kernel") and n.endswith((".so", ".pyd"))]
 
 
 def test_the_wheel_holds_the_data_files_the_envs_and_the_kernel(tmp_path):
@@ -93,5 +93,5 @@ def test_the_sdist_holds_what_a_build_from_it_needs(tmp_path):
     src = _tracked_tree(tmp_path / "src")
     with tarfile.open(_build(src, tmp_path / "dist", "sdist")) as sdist:
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
-    needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "a3c/learn/_update_kernel.c"}
+    needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "a3c/learn/update/_update_kernel.c"}
     assert needed | {"a3c/spec/presets.toml", "a3c/tune/space.toml", "envs/__init__.py"} <= names

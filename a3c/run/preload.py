@@ -11,7 +11,7 @@ multiprocessing runs again in every child as ``__mp_main__`` (that re-run then f
 env's own module. Nothing beyond what a child needs: every module here is on the critical path of start-up (the
 workers are forked only once the server has imported it). The first ``backward()`` used to import
 torch.fx.experimental.symbolic_shapes (sympy, mpmath: about 500 modules, 40+ MB, half a second), so it was preloaded
-here too; the update now hands autograd a scalar root (a3c.learn.backprop.backward_from), which never imports it
+here too; the update now hands autograd a scalar root (a3c.learn.update.protocol.backward_from), which never imports it
 (tests/run/test_preload.py checks that no worker update does).
 
 The other half of the memory story is in ``a3c.run.worker.worker_main``: ``gc.freeze()`` first thing in the child.

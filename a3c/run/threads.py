@@ -1,7 +1,7 @@
 """One thread in every native thread pool a worker (or the evaluator, or the serial backend's main process) touches.
 
 A worker is one of N processes that together fill the machine's cores; each runs small matrix products (the acting
-pass, the update's numpy passes: a3c.learn.backprop). torch's own intra-op pool is one pool; the BLAS that numpy was
+pass, the update's numpy passes: a3c.learn.update.mlp). torch's own intra-op pool is one pool; the BLAS that numpy was
 built with (OpenBLAS, MKL, BLIS) and any OpenMP runtime a library loads are others, and each starts as many threads
 as the machine has cores the first time a product is large enough. N workers x C threads spinning on C cores made
 workers 5-21x slower at widths of 256 and more (docs/benchmarks/throughput.md, "One thread in every native pool").

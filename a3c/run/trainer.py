@@ -32,7 +32,7 @@ import torch.multiprocessing as mp
 from tqdm import tqdm
 
 from a3c.learn.optim import scheduled_lr
-from a3c.learn.paths import choose as choose_update_path
+from a3c.learn.update.paths import choose as choose_update_path
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
 from a3c.record.resume import elapsed_wall_time, trim_episode_log
@@ -185,7 +185,7 @@ class Trainer:
             shared, self.model, self.dist = create_shared_run(spec, cfg)
             coordinator = SharedMemoryCoordinator(shared)
         self.coordinator = coordinator
-        # the update path every worker takes (a3c.learn.paths: they choose it as this process does, in the same
+        # the update path every worker takes (a3c.learn.update.paths: they choose it as this process does, in the same
         # environment), and the one line that says so where it is off the fast paths, before training
         update_path = choose_update_path(cfg, self.model, self.dist)
         self.update_path = update_path.path.name
@@ -487,7 +487,7 @@ class Trainer:
             "final_checkpoint_step": self.final_checkpoint_step,
             "training_time_s": train_s,
             "startup_s": startup_s,
-            # the update path the workers took (a3c.learn.paths: mlp+kernel, ..., reference)
+            # the update path the workers took (a3c.learn.update.paths: mlp+kernel, ..., reference)
             "update_path": self.update_path,
             "algo": self.config.algo,  # the objective (--algo): a3c or ppo
             "restarts": self.restarts_before + (self.supervisor.restarts if self.supervisor else 0),

@@ -1,6 +1,6 @@
 """One worker: owns K environments and a private copy of the model, and loops
     pull global weights -> roll out n_steps in K envs -> unroll -> the loss's gradient -> backward (the update path
-    chosen once at start, a3c.learn.paths) -> norm, clip, lr (a3c.learn.step) -> push the gradient (shared optimizer
+    chosen once at start, a3c.learn.update.paths) -> norm, clip, lr (a3c.learn.update.step) -> push the gradient (shared optimizer
     step) -> publish steps, finished episodes and its stats in one batch
 until its channel (a3c.run.backends.WorkerChannel) says stop. The loop does not know which backend it runs on: a process
 of its own (``worker_main``, the shared-memory backend) or a turn in the main process (the serial backend). Nothing in
@@ -24,11 +24,11 @@ import numpy as np
 import torch
 
 from a3c.learn.model import State, build_model, flatten_parameters
-from a3c.learn.paths import choose
-from a3c.learn.ppo import ClippedSurrogate
+from a3c.learn.objectives.ppo import ClippedSurrogate
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
-from a3c.learn.step import GradientStep
-from a3c.learn.update import Rollout
+from a3c.learn.update.paths import choose
+from a3c.learn.update.protocol import Rollout
+from a3c.learn.update.step import GradientStep
 from a3c.record.rows import FIELD, FIELDS, Stat
 from a3c.run.backends import WorkerChannel
 from a3c.run.threads import limit_native_threads
@@ -154,7 +154,7 @@ class Worker:
         # and as numpy arrays (views, made once: .numpy() costs half a microsecond a call)
         self.obs_np, self.final_obs_np, self.actions_np = b.obs_np, b.final_obs_np, b.actions_np
         self.rewards_np, self.terminated_np, self.truncated_np = b.rewards_np, b.terminated_np, b.truncated_np
-        # The update: one path, chosen here once (a3c.learn.paths: the passes by hand and the compiled loss gradient
+        # The update: one path, chosen here once (a3c.learn.update.paths: the passes by hand and the compiled loss gradient
         # where they cover the model, else the reference, autograd), then the learning side's norm, clip and lr
         self.path = choose(config, self.model, self.dist).path.build(self.model, self.dist, config, self.grads)
         self.gradient_step = GradientStep(config)

@@ -13,7 +13,7 @@ keeps a worker's core about 1% busy). More workers than that only add start-up t
 
 The measurement takes a fraction of a second in the main process, without starting any process: K envs stepped with
 random actions for up to ``ENV_BUDGET_S`` (a fast env stops after ``ENOUGH_ENV_STEPS``: it is start-up time), and the
-model's acting passes and its update by the update path the workers will take (a3c.learn.paths), with the clip and the
+model's acting passes and its update by the update path the workers will take (a3c.learn.update.paths), with the clip and the
 shared optimizer's step, with torch limited to one thread, as in a worker. A step's off-CPU time is its wall time less
 its CPU time less the time it waited for a core (the scheduler's run-queue delay, /proc/self/task/TID/schedstat on
 Linux): so a busy machine, where a CPU-bound step waits for a core, does not make the env look I/O-bound. Where that
@@ -212,17 +212,17 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
 
 def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
     """CPU seconds of one acting pass (with the action sampling) and of one update, as a worker runs them: its
-    update path (a3c.learn.paths, chosen as the worker chooses it) over a rollout of the worker's shape, acted step by
+    update path (a3c.learn.update.paths, chosen as the worker chooses it) over a rollout of the worker's shape, acted step by
     step first (a fast path's update reuses what acting recorded), then the learning side's clip and lr and the
     shared optimizer's step. The medians over MODEL_REPEATS rollouts, after a warm-up one."""
     import numpy as np
 
     from a3c.learn.model import build_model, flatten_parameters
+    from a3c.learn.objectives.ppo import ClippedSurrogate
     from a3c.learn.optim import make_optimizer
-    from a3c.learn.paths import choose
-    from a3c.learn.ppo import ClippedSurrogate
-    from a3c.learn.step import GradientStep
-    from a3c.learn.update import Rollout
+    from a3c.learn.update.paths import choose
+    from a3c.learn.update.protocol import Rollout
+    from a3c.learn.update.step import GradientStep
 
     T, K = config.n_steps, config.envs_per_worker
     model, dist = build_model(spec, config)

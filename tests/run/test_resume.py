@@ -23,7 +23,7 @@ from procs import (
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import a3c
-import a3c.learn.step
+import a3c.learn.update.step
 from a3c.plot import main as plot_main
 from a3c.plot import read_episodes
 from a3c.record.figures import comparison_figure
@@ -193,13 +193,13 @@ def test_the_linear_lr_schedule_goes_on_from_the_run_s_global_step(tmp_path, mon
     one with a larger budget spreads the rest of the decay over it (the lr a run started with that budget would have
     at s), so an extended run still ends at 0. Read off the pushes themselves (the serial backend, in this process)."""
     seen = []
-    original = a3c.learn.step.scheduled_lr
+    original = a3c.learn.update.step.scheduled_lr
 
     def spy(lr, schedule, progress):
         seen.append(progress)
         return original(lr, schedule, progress)
 
-    monkeypatch.setattr(a3c.learn.step, "scheduled_lr", spy)
+    monkeypatch.setattr(a3c.learn.update.step, "scheduled_lr", spy)
     settings = dict(env="CartPole-v1", backend="serial", workers=1, envs_per_worker=2, eval_every=0)
     first = a3c.train(**settings, lr_schedule="linear", total_steps=2000, run_dir=str(tmp_path / "run"))
     reached = first.summary["total_steps"]

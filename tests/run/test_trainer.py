@@ -21,7 +21,7 @@ from procs import (
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import a3c
-from a3c.learn.fused_loss import kernel_available
+from a3c.learn.update.kernel import kernel_available
 from a3c.record.checkpoint import load_checkpoint, step_checkpoints
 from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import SharedMemoryCoordinator
@@ -89,7 +89,7 @@ def test_summary_counts_steps_exactly(finished_run):
     assert summary["total_steps"] % rollout == 0
     assert summary["startup_s"] > 0 and summary["steps_per_s"] > 0
     # CartPole (Discrete) in float32: the workers' update takes the MLP by hand and the compiled kernel wherever it is
-    # built (a3c.learn.paths)
+    # built (a3c.learn.update.paths)
     assert summary["update_path"] == ("mlp+kernel" if kernel_available() else "mlp+closed-form")
 
 

@@ -1,6 +1,6 @@
 """The worker loop, run in this process (no other processes): what a rollout records, where episodes end by
 termination and by truncation, what reaches the board, and that an update moves the shared parameters. That the
-gradient it pushes is the A3C gradient, on every update path, is the conformance test's (tests/learn/test_paths.py)."""
+gradient it pushes is the A3C gradient, on every update path, is the conformance test's (tests/learn/update/test_paths.py)."""
 
 from __future__ import annotations
 
@@ -398,7 +398,7 @@ print("applied")
 
 def test_a_gradient_whose_float32_square_sum_overflows_is_clipped_and_applied_without_a_warning():
     """The gradient's norm is a float32 dot, whose overflow numpy reports as a RuntimeWarning: the worker measures
-    it again in float64, clips and applies the update, and the warning (a3c.learn.step filters it) never reaches
+    it again in float64, clips and applies the update, and the warning (a3c.learn.update.step filters it) never reaches
     the terminal. In a fresh interpreter with warnings shown, since pytest resets filters between tests."""
     proc = subprocess.run(
         [sys.executable, "-W", "default", "-c", OVERFLOW_SCRIPT.format(here=str(Path(__file__).parent.parent))],

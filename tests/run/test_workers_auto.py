@@ -180,18 +180,18 @@ def test_config_json_records_auto_and_the_resolved_settings(tmp_path):
     [("CartPole-v1", 0, "a3c", "mlp"), ("CartPole-v1", 8, "a3c", "reference"), ("CartPole-v1", 0, "ppo", "ppo")],
 )
 def test_measure_times_the_update_path_the_worker_will_run(env, lstm, algo, path, monkeypatch):
-    """--workers auto times the update as the worker runs it: the path a3c.learn.paths chooses (its acting passes,
+    """--workers auto times the update as the worker runs it: the path a3c.learn.update.paths chooses (its acting passes,
     then its update), not a stand-in."""
-    import a3c.learn.paths
+    import a3c.learn.update.paths
 
     chosen = []
-    real = a3c.learn.paths.choose
+    real = a3c.learn.update.paths.choose
 
     def choose(*args):
         chosen.append(real(*args).path.name)
         return real(*args)
 
-    monkeypatch.setattr(a3c.learn.paths, "choose", choose)
+    monkeypatch.setattr(a3c.learn.update.paths, "choose", choose)
     config = Config(env=env, lstm=lstm, envs_per_worker=2, n_steps=3, algo=algo, minibatch_size=2, n_epochs=5)
     timings, _ = measure(config, preflight(config))
     assert chosen and chosen[0].startswith(path)

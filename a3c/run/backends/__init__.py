@@ -44,7 +44,7 @@ class WorkerChannel(Protocol):
 
     def push(self, grad: torch.Tensor, pulled_at: int, lr: float) -> int:
         """Apply ``grad`` with the shared optimizer at learning rate ``lr`` (the worker's learning side chose both:
-        a3c.learn.step); return the policy lag (updates since ``pulled_at``)."""
+        a3c.learn.update.step); return the policy lag (updates since ``pulled_at``)."""
 
     def should_stop(self) -> bool:
         """True once the run is over (step budget reached, or the main process asked to stop)."""

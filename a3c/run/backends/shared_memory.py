@@ -102,7 +102,7 @@ class SharedMemoryChannel:
         reads it and updates the shared parameters and shared moments in place. No gradient tensor is ever shared,
         so there is no `.grad` of the global model to keep alive across processes (the usual Hogwild pitfall), and
         workers never see each other's half-written gradients: only parameter and moment updates interleave. The
-        gradient comes clipped and ``lr`` scheduled (a3c.learn.step): the transport only applies them."""
+        gradient comes clipped and ``lr`` scheduled (a3c.learn.update.step): the transport only applies them."""
         return self.optimizer.step(grad, slot=self.rank, lr=lr) - pulled_at  # the steps others took since the pull
 
     def should_stop(self) -> bool:

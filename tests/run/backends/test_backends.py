@@ -264,7 +264,7 @@ def test_serial_backend_restarts_a_crashed_worker(tmp_path):
 
 
 def test_a_push_applies_the_gradient_at_the_learning_rate_the_worker_gives():
-    """The schedule is the worker's (a3c.learn.step): the channel applies the lr it is handed, not its own."""
+    """The schedule is the worker's (a3c.learn.update.step): the channel applies the lr it is handed, not its own."""
     cfg = Config(workers=1, lr=1e-2, lr_schedule="linear")
     params, _ = flatten_parameters(build_model(describe_env(cfg.env), cfg)[0], shared=True)
     coord = SharedMemoryCoordinator(

@@ -1,4 +1,4 @@
-"""a3c.learn.cnn_backprop: after a rollout's acting passes (recorded in order), the update's params, values and the
+"""a3c.learn.update.cnn: after a rollout's acting passes (recorded in order), the update's params, values and the
 gradients it writes are autograd's on the same inputs (the model's unroll and backward), for every image shape and
 dtype the CNN torso takes (channels-first frames, channels-last grids, one-channel [H, W], bool and uint8 and float),
 with the whole forward pass as the fallback when acting was not recorded in order; models it does not cover are left
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from a3c.learn.cnn_backprop import CnnBackprop
 from a3c.learn.model import build_model, flatten_parameters
+from a3c.learn.update.cnn import CnnBackprop
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 

@@ -1,4 +1,4 @@
-"""a3c.learn.step: the gradient's norm, the skip of a non-finite update, the clip to --max-grad-norm and the lr of the
+"""a3c.learn.update.step: the gradient's norm, the skip of a non-finite update, the clip to --max-grad-norm and the lr of the
 schedule at the run's progress, whatever the path and the backend."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from a3c.learn.step import GradientStep
+from a3c.learn.update.step import GradientStep
 from a3c.spec.config import Config
 
 FINITE_LOSS = np.zeros(4)
@@ -40,7 +40,7 @@ def test_the_lr_follows_the_schedule_over_the_run():
 
 OVERFLOW = """
 import numpy as np
-from a3c.learn.step import GradientStep
+from a3c.learn.update.step import GradientStep
 from a3c.spec.config import Config
 grads = np.full(100, 1e30, dtype=np.float32)  # every entry finite, their float32 sum of squares not
 norm = GradientStep(Config(max_grad_norm=1.0)).clip(grads, np.zeros(4))

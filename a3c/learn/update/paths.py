@@ -1,4 +1,4 @@
-"""The registered update paths (a3c.learn.update) and the choice of one, made once per worker at its start.
+"""The registered update paths (a3c.learn.update.protocol) and the choice of one, made once per worker at its start.
 
     path               network pass                    loss gradient
     mlp+kernel         MLP by hand (backprop.py)       the C kernel (fused_loss.py)        fast
@@ -6,14 +6,14 @@
     cnn+kernel         CNN by hand (cnn_backprop.py)   the C kernel                        fast
     cnn+closed-form    CNN by hand                     closed form                         fast
     reference          autograd (reference.py)         autograd over the torch loss        every model
-    ppo+reference      autograd (acting)               --algo ppo: a3c.learn.ppo            every model
+    ppo+reference      autograd (acting)               --algo ppo: a3c.learn.objectives.ppo            every model
 
-``--algo ppo`` takes ``ppo+reference``: the network pass's ``act`` for acting, and a3c.learn.ppo's clipped objective
+``--algo ppo`` takes ``ppo+reference``: the network pass's ``act`` for acting, and a3c.learn.objectives.ppo's clipped objective
 (autograd, over minibatches the worker pushes one at a time) for the update; no fast path covers it yet.
 
 The first fast path, in this order, whose parts both cover the model (``UpdatePath.supports``) is taken; where none
 does, the reference, and ``choose`` returns the one line that says so (which path, and why: e.g. ``--lstm``). Every
-path here is held to the reference by one conformance test (tests/learn/test_paths.py): a fast path that does not
+path here is held to the reference by one conformance test (tests/learn/update/test_paths.py): a fast path that does not
 pass it is not registered. ``A3C_UPDATE_PATH=<name>`` forces a path (``reference`` for a comparison);
 ``A3C_UPDATE_KERNEL=0`` leaves out the kernel's.
 """
@@ -23,14 +23,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from a3c.learn.backprop import MlpByHand
-from a3c.learn.closed_form import ClosedFormLoss
-from a3c.learn.cnn_backprop import CnnByHand
 from a3c.learn.distributions import Distribution
-from a3c.learn.fused_loss import KernelLoss
 from a3c.learn.model import ActorCritic
-from a3c.learn.reference import AutogradLoss, AutogradNetwork
-from a3c.learn.update import UpdatePath
+from a3c.learn.update.closed_form import ClosedFormLoss
+from a3c.learn.update.cnn import CnnByHand
+from a3c.learn.update.kernel import KernelLoss
+from a3c.learn.update.mlp import MlpByHand
+from a3c.learn.update.protocol import UpdatePath
+from a3c.learn.update.reference import AutogradLoss, AutogradNetwork
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 
@@ -43,7 +43,7 @@ FAST_PATHS = (
     UpdatePath("cnn+kernel", CnnByHand, KernelLoss),
     UpdatePath("cnn+closed-form", CnnByHand, ClosedFormLoss),
 )
-PPO = UpdatePath("ppo+reference", AutogradNetwork, AutogradLoss)  # acting only: the update is a3c.learn.ppo's
+PPO = UpdatePath("ppo+reference", AutogradNetwork, AutogradLoss)  # acting only: the update is a3c.learn.objectives.ppo's
 PATHS = {path.name: path for path in (*FAST_PATHS, REFERENCE)}
 
 

@@ -1,7 +1,7 @@
 """The reference update: autograd through the model (``AutogradNetwork``) and through the loss (``AutogradLoss``),
 which is written here once, in torch, from a3c.learn.losses' targets and terms. It covers every model the flags can
 build (an LSTM core, any torso, any head, any dtype) and every action distribution: it is the definition each fast
-path (a3c.learn.paths) is held to by the conformance test, the path a model no fast path covers runs on, and the one
+path (a3c.learn.update.paths) is held to by the conformance test, the path a model no fast path covers runs on, and the one
 ``A3C_UPDATE_PATH=reference`` forces for a comparison.
 
 A new loss term (or a second objective) is written here, in ``AutogradLoss.loss``: the fast paths that do not
@@ -13,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from a3c.learn.backprop import backward_from
 from a3c.learn.distributions import Distribution
 from a3c.learn.losses import LossTerms, actor_critic_loss, gae_advantages, next_state_values, normalized_advantages
 from a3c.learn.model import ActorCritic, State
-from a3c.learn.update import LossGradient, LossGrads, NetworkPass, Rollout, Unrolled
+from a3c.learn.update.protocol import LossGradient, LossGrads, NetworkPass, Rollout, Unrolled, backward_from
 from a3c.spec.config import Config
 
 
@@ -72,7 +71,7 @@ class AutogradLoss(LossGradient):
         current = torch.from_numpy(unrolled.values[:T].reshape(-1)).requires_grad_(True)  # V(s_t): differentiated
         with torch.enable_grad():
             terms = self.loss(rollout, params, current, values, unrolled.final_values)
-            terms.total.backward()  # (a scalar root: no sympy, see a3c.learn.backprop.backward_from)
+            terms.total.backward()  # (a scalar root: no sympy, see a3c.learn.update.protocol.backward_from)
         assert params.grad is not None and current.grad is not None
         loss_values = np.array([float(term.detach()) for term in terms], dtype=np.float64)
         return loss_values, params.grad, current.grad

@@ -1,4 +1,4 @@
-"""The compiled update kernel (a3c.learn.fused_loss) against the numpy functions it stands in for (rollout_targets,
+"""The compiled update kernel (a3c.learn.update.kernel) against the numpy functions it stands in for (rollout_targets,
 normalized_advantages, actor_critic_loss_grads with Categorical): as exact as those in float32 on every rollout
 shape, episode-end pattern and setting; its refusals of buffers it cannot read safely; where it applies."""
 
@@ -11,8 +11,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from a3c.learn.distributions import Categorical, MultiCategorical
-from a3c.learn.fused_loss import KERNEL_ENV, FusedCategoricalUpdate, KernelLoss, kernel_available
 from a3c.learn.losses import actor_critic_loss_grads, normalized_advantages, rollout_targets
+from a3c.learn.update.kernel import KERNEL_ENV, FusedCategoricalUpdate, KernelLoss, kernel_available
 from a3c.spec.config import Config
 
 pytestmark = pytest.mark.skipif(not kernel_available(), reason="the C kernel is not built (no C compiler)")

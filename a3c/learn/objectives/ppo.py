@@ -22,7 +22,7 @@ import torch
 from a3c.learn.distributions import Distribution
 from a3c.learn.losses import clipped_surrogate_loss, gae_advantages, next_state_values, normalized_advantages
 from a3c.learn.model import ActorCritic
-from a3c.learn.update import Rollout
+from a3c.learn.update.protocol import Rollout
 from a3c.spec.config import Config
 
 
@@ -122,5 +122,5 @@ class ClippedSurrogate:
                 cfg.ent_coef,
                 cfg.vf_coef,
             )
-            terms.total.backward()  # (a scalar root: no sympy, see a3c.learn.backprop.backward_from)
+            terms.total.backward()  # (a scalar root: no sympy, see a3c.learn.update.protocol.backward_from)
         return np.array([float(term.detach()) for term in terms], dtype=np.float64)

@@ -1,4 +1,4 @@
-"""a3c.learn.backprop: the update's forward and backward by hand give autograd's values and gradients (into the same
+"""a3c.learn.update.mlp: the update's forward and backward by hand give autograd's values and gradients (into the same
 flat buffer), and the acting forward the model's policy, for every action family's head, shared or separate
 torsos, scaled uint8 inputs; models it does not cover (an LSTM core, a CNN) are left to autograd, through
 backward_from, which gives torch.autograd.backward's gradients bit for bit."""
@@ -10,8 +10,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from a3c.learn.backprop import MlpBackprop, backward_from
 from a3c.learn.model import build_model, flatten_parameters
+from a3c.learn.update.mlp import MlpBackprop
+from a3c.learn.update.protocol import backward_from
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 

@@ -23,10 +23,10 @@ than a Linear layer (the Gaussian's state-independent log-std, gSDE's) runs unde
 as a leaf, and the features' gradient it leaves continues by hand through the torso. Only the first ``rows``
 outputs carry gradient (the rollout's T x K samples; the boundary observation's row is a bootstrap target).
 
-The CNN, float32 and ``--bf16``, has its own pass by hand (a3c.learn.cnn_backprop). ``MlpByHand`` is this module's
-network pass in the update protocol (a3c.learn.update; a3c.learn.paths registers it); models it does not cover (an
+The CNN, float32 and ``--bf16``, has its own pass by hand (a3c.learn.update.cnn). ``MlpByHand`` is this module's
+network pass in the update protocol (a3c.learn.update.protocol; a3c.learn.update.paths registers it); models it does not cover (an
 LSTM core, a CNN) take another path. ``backward_from`` is the hand-off to autograd where autograd runs: the reference
-path's backward through the whole model (a3c.learn.reference) and the Gaussian (and gSDE) head here: the gradient of
+path's backward through the whole model (a3c.learn.update.reference) and the Gaussian (and gSDE) head here: the gradient of
 sum(grad * output) from one scalar root, not from explicit gradient tensors, which would make torch import sympy in
 every worker (see its docstring).
 """
@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from a3c.learn.model import ActorCritic, MlpTorso, State
-from a3c.learn.update import NetworkPass, Rollout, Unrolled
+from a3c.learn.update.protocol import NetworkPass, Rollout, Unrolled, backward_from
 from a3c.spec.config import Config
 
 
@@ -359,21 +359,6 @@ def _as_numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
     return x if isinstance(x, np.ndarray) else x.detach().numpy()
 
 
-def backward_from(outputs: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...]) -> None:
-    """Accumulate into the leaves' .grad the gradient of sum_i <grads[i], outputs[i]>, exactly what
-    ``torch.autograd.backward(outputs, grads)`` does, but from one scalar root.
-
-    Why: given explicit gradient tensors, torch.autograd.backward checks their shapes with
-    ``torch.fx.experimental.symbolic_shapes``, importing it and with it sympy and mpmath (about 500 modules, half a
-    second and 40 MB) in every process on its first call, so the fork server had to preload them for every run. From
-    a scalar, autograd seeds the root with a 1 and never imports them. The values are the same bit for bit: the
-    sum's backward hands each product a gradient of ones, and the product's backward multiplies it by grads[i]
-    (1.0 * g == g exactly); where two roots feed one node (a shared torso), the two contributions are added, as
-    before, and two-term addition does not depend on the order."""
-    root = sum(((out * grad.detach()).sum() for out, grad in zip(outputs, grads, strict=True)), torch.zeros(()))
-    root.backward()
-
-
 def _paired(actor: list[nn.Linear], critic: list[nn.Linear]) -> list[_Layer] | None:
     """The actor's and the critic's chains as one chain of stacked layers, when they have the same shapes: layer i's
     weight as a [2, out, in] numpy view whose first index steps from the actor's weight to the critic's *in the flat
@@ -446,7 +431,7 @@ def _backward_np(layers: list[_Layer], outs: list[np.ndarray], d_out: np.ndarray
 
 
 class MlpByHand(NetworkPass):
-    """The update protocol's network pass (a3c.learn.update) by hand for MLP torsos without a core: acting through
+    """The update protocol's network pass (a3c.learn.update.protocol) by hand for MLP torsos without a core: acting through
     ``MlpBackprop.policy`` (recorded for the update), the update's forward and backward through ``MlpBackprop``."""
 
     @classmethod

@@ -1,4 +1,4 @@
-"""a3c.learn.paths: the conformance test (every registered update path, on every model family the flags can build,
+"""a3c.learn.update.paths: the conformance test (every registered update path, on every model family the flags can build,
 pushes the gradient of the slow reference, the A3C gradient written like the maths in float64: tests/worker_rig.py),
 and the choice of a path (the fast one where one covers the model, else the reference with one line that says why;
 A3C_UPDATE_PATH forces one)."""
@@ -18,9 +18,9 @@ from worker_rig import (
     worker_spec,
 )
 
-from a3c.learn.fused_loss import KERNEL_ENV, kernel_available
 from a3c.learn.model import build_model
-from a3c.learn.paths import FAST_PATHS, PATH_ENV, PATHS, REFERENCE, choose
+from a3c.learn.update.kernel import KERNEL_ENV, kernel_available
+from a3c.learn.update.paths import FAST_PATHS, PATH_ENV, PATHS, REFERENCE, choose
 from a3c.spec.config import Config
 from a3c.spec.environment import describe_env
 from a3c.spec.errors import UserError

@@ -1,6 +1,6 @@
 """What the learning side does to a worker's gradient between its backward pass and the shared optimizer: its norm,
 the skip of a non-finite update, the clip to ``--max-grad-norm``, and the learning rate the schedule gives at the
-run's progress (a3c.learn.optim.scheduled_lr). In one place, whatever the update path (a3c.learn.paths) and the
+run's progress (a3c.learn.optim.scheduled_lr). In one place, whatever the update path (a3c.learn.update.paths) and the
 backend: a backend only moves the gradient (with this lr) and the weights.
 """
 

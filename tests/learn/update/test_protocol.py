@@ -1,4 +1,4 @@
-"""a3c.learn.update: the rollout buffers as a path reads them (tensors and numpy views of one memory), and a path
+"""a3c.learn.update.protocol: the rollout buffers as a path reads them (tensors and numpy views of one memory), and a path
 covering a model exactly when both its parts do, with the reason of the part that does not."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from a3c.learn.backprop import MlpByHand
-from a3c.learn.closed_form import ClosedFormLoss
 from a3c.learn.distributions import Categorical
-from a3c.learn.fused_loss import KERNEL_ENV, KernelLoss
 from a3c.learn.model import build_model
-from a3c.learn.update import Rollout, UpdatePath
+from a3c.learn.update.closed_form import ClosedFormLoss
+from a3c.learn.update.kernel import KERNEL_ENV, KernelLoss
+from a3c.learn.update.mlp import MlpByHand
+from a3c.learn.update.protocol import Rollout, UpdatePath
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 

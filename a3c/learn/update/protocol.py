@@ -9,13 +9,13 @@ An ``UpdatePath`` is one way of doing them: a ``NetworkPass`` (act, unroll, back
 (loss_grads), under a name. Each part says what it covers (``supports``: None where it does, else why not), so a
 path covers a config, a model, an action distribution and a dtype when both parts do.
 
-The reference path (a3c.learn.reference: autograd through the model and through the loss, written once in torch,
+The reference path (a3c.learn.update.reference: autograd through the model and through the loss, written once in torch,
 a3c.learn.losses.actor_critic_loss) covers every model the flags can build; the fast paths (the passes by hand,
-the closed-form and compiled loss gradients) are registered beside it (a3c.learn.paths), and one conformance test
-holds each to it (tests/learn/test_paths.py). The worker picks its path once, at start; the loop never asks again.
+the closed-form and compiled loss gradients) are registered beside it (a3c.learn.update.paths), and one conformance test
+holds each to it (tests/learn/update/test_paths.py). The worker picks its path once, at start; the loop never asks again.
 
 What comes after the gradient (its norm, the skip of a non-finite update, the clip, the learning rate) is not a
-path's business: a3c.learn.step.
+path's business: a3c.learn.update.step.
 """
 
 from __future__ import annotations
@@ -173,3 +173,18 @@ class Update:
         self.unroll = network.unroll
         self.loss_grads = loss.__call__
         self.backward = network.backward
+
+
+def backward_from(outputs: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...]) -> None:
+    """Accumulate into the leaves' .grad the gradient of sum_i <grads[i], outputs[i]>, exactly what
+    ``torch.autograd.backward(outputs, grads)`` does, but from one scalar root.
+
+    Why: given explicit gradient tensors, torch.autograd.backward checks their shapes with
+    ``torch.fx.experimental.symbolic_shapes``, importing it and with it sympy and mpmath (about 500 modules, half a
+    second and 40 MB) in every process on its first call, so the fork server had to preload them for every run. From
+    a scalar, autograd seeds the root with a 1 and never imports them. The values are the same bit for bit: the
+    sum's backward hands each product a gradient of ones, and the product's backward multiplies it by grads[i]
+    (1.0 * g == g exactly); where two roots feed one node (a shared torso), the two contributions are added, as
+    before, and two-term addition does not depend on the order."""
+    root = sum(((out * grad.detach()).sum() for out, grad in zip(outputs, grads, strict=True)), torch.zeros(()))
+    root.backward()

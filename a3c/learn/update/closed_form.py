@@ -1,9 +1,9 @@
 """The loss's gradient with respect to the network's outputs in closed form (a fast path's loss gradient,
-a3c.learn.paths): the targets in numpy (a3c.learn.losses.rollout_targets, normalized_advantages) and the policy and
+a3c.learn.update.paths): the targets in numpy (a3c.learn.losses.rollout_targets, normalized_advantages) and the policy and
 entropy terms' gradient from the distribution's own closed form (``policy_grad_np`` in numpy for the Categorical
 families, ``policy_grad`` in torch for the Gaussian ones; autograd over the head's output alone for a family without
 one), the value term's written out (a3c.learn.losses.actor_critic_loss_grads). The same numbers as the reference's
-autograd through a3c.learn.losses.actor_critic_loss, to float rounding (tests/learn/test_paths.py), without
+autograd through a3c.learn.losses.actor_critic_loss, to float rounding (tests/learn/update/test_paths.py), without
 autograd's per-operation bookkeeping: on a rollout of 40 samples a few dozen numpy operations.
 """
 
@@ -13,7 +13,7 @@ import torch
 
 from a3c.learn.distributions import Distribution
 from a3c.learn.losses import actor_critic_loss_grads, normalized_advantages, rollout_targets
-from a3c.learn.update import LossGradient, LossGrads, Rollout, Unrolled
+from a3c.learn.update.protocol import LossGradient, LossGrads, Rollout, Unrolled
 from a3c.spec.config import Config
 
 
