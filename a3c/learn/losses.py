@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from a3c.learn import estimators
 from a3c.learn.distributions import Distribution
 
 
@@ -48,7 +49,7 @@ def gae_advantages(
     they are targets, computed from detached values. (In numpy: ``rollout_targets``.)
     """
     dtype = values.dtype
-    adv = _gae(
+    adv = estimators.gae(
         rewards.detach().cpu().to(dtype).numpy(),
         values.detach().cpu().numpy(),
         next_values.detach().cpu().to(dtype).numpy(),
@@ -75,36 +76,10 @@ def rollout_targets(
     when no episode was truncated), the rest [T, K] -> (advantages, returns), [T, K] each. The same arithmetic as the
     two torch functions; on [T, K] = [5, 8] arrays a numpy operation costs about a microsecond where torch's dispatch
     costs several, and this is on every update."""
-    current, next_values = values[:-1], values[1:]
-    if final_values is not None:
-        next_values = np.where(truncated.astype(bool), final_values, next_values)
-    adv = _gae(rewards, current, next_values, terminated, np.maximum(terminated, truncated), gamma, gae_lambda)
+    current = values[:-1]
+    following = estimators.next_values(values, final_values, truncated)
+    adv = estimators.gae(rewards, current, following, terminated, np.maximum(terminated, truncated), gamma, gae_lambda)
     return adv, adv + current
-
-
-def _gae(
-    rewards: np.ndarray,
-    values: np.ndarray,
-    next_values: np.ndarray,
-    terminated: np.ndarray,
-    dones: np.ndarray,
-    gamma: float,
-    gae_lambda: float,
-) -> np.ndarray:
-    """gae_advantages' recursion, in numpy, in the dtype of ``values``. In few array operations (each costs about a
-    microsecond on a rollout's [T, K], whatever its size), the recursion in place: (1 - terminated) and (1 - dones)
-    are exactly 0 or 1, so the order of the products does not change a bit of the result."""
-    deltas = np.subtract(1.0, terminated, dtype=values.dtype)
-    deltas *= next_values
-    deltas *= gamma
-    deltas += rewards
-    deltas -= values
-    trace = np.subtract(1.0, dones, dtype=values.dtype)  # the trace stops at any episode end
-    trace *= gamma * gae_lambda
-    adv = deltas  # A_t = delta_t + trace_t A_{t+1}, from the last step back (A_T = 0)
-    for t in range(adv.shape[0] - 2, -1, -1):
-        adv[t] += trace[t] * adv[t + 1]
-    return adv
 
 
 def normalized_advantages(advantages: np.ndarray) -> np.ndarray:
@@ -258,22 +233,37 @@ def actor_critic_loss_grads(
     batch = params.shape[0]
     errors = _numpy(values) - _numpy(returns)
     dvalues = errors * (vf_coef / batch)
-    z = _numpy(params)
     adv = _numpy(advantages)
-    closed = dist.policy_grad_np(z, _numpy(actions), adv.astype(z.dtype, copy=False), ent_coef)
-    if closed is None:
-        tensors = [torch.as_tensor(x) for x in (params, actions, advantages)]
-        closed_t = dist.policy_grad(tensors[0].detach(), tensors[1], tensors[2], ent_coef)
-        if closed_t is None:
-            leaf = tensors[0].detach().requires_grad_(True)
-            with torch.enable_grad():
-                action_log_probs, entropies = dist.log_prob_entropy(leaf, tensors[1])
-                surrogate = -(action_log_probs * tensors[2]).mean() - ent_coef * entropies.mean()
-                (dparams,) = torch.autograd.grad(surrogate, leaf)
-            closed_t = (action_log_probs, entropies, dparams)
-        closed = (_numpy(closed_t[0]), _numpy(closed_t[1]), _numpy(closed_t[2]))
+    closed = policy_term_grads(dist, params, actions, adv, ent_coef)
     action_log_probs_np, entropies_np, dparams_np = closed
     return _loss_values(action_log_probs_np, adv, entropies_np, errors, ent_coef, vf_coef), dparams_np, dvalues
+
+
+def policy_term_grads(
+    dist: Distribution,
+    params: torch.Tensor | np.ndarray,
+    actions: torch.Tensor | np.ndarray,
+    weights: np.ndarray,
+    ent_coef: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log pi(a|s) [B], H(pi(.|s)) [B], d/d params [B, P]) of -mean(weights * log pi(a|s)) - ent_coef mean(H), the
+    weights constants: A3C's advantages, or PPO's per-sample weights (a3c.learn.objectives.ppo). In closed form from
+    the distribution where it has one (numpy for the Categorical families, torch for the Gaussian ones), else by
+    autograd over the head's output alone."""
+    z = _numpy(params)
+    closed = dist.policy_grad_np(z, _numpy(actions), weights.astype(z.dtype, copy=False), ent_coef)
+    if closed is not None:
+        return closed
+    tensors = [torch.as_tensor(x) for x in (params, actions, weights)]
+    closed_t = dist.policy_grad(tensors[0].detach(), tensors[1], tensors[2], ent_coef)
+    if closed_t is None:
+        leaf = tensors[0].detach().requires_grad_(True)
+        with torch.enable_grad():
+            action_log_probs, entropies = dist.log_prob_entropy(leaf, tensors[1])
+            surrogate = -(action_log_probs * tensors[2]).mean() - ent_coef * entropies.mean()
+            (dparams,) = torch.autograd.grad(surrogate, leaf)
+        closed_t = (action_log_probs, entropies, dparams)
+    return _numpy(closed_t[0]), _numpy(closed_t[1]), _numpy(closed_t[2])
 
 
 def _numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:

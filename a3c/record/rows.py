@@ -26,6 +26,20 @@ FIELDS: tuple[str, ...] = (
 FIELD = {name: i for i, name in enumerate(FIELDS)}
 
 
+# What a worker's updates report, by name: every objective's learner returns a prefix-free subset of these, in its own
+# order (a3c.learn.objectives: A3C the first four, PPO all). A new term is a name appended here; its stats column,
+# TensorBoard tags (losses/<name>, workers/<rank>/<name>) and summary.json key follow from it.
+UPDATE_TERMS: tuple[str, ...] = (
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+)
+
+
 class Stat(IntEnum):
     """Columns of the per-worker stats tensor. One writer each: the worker of that row."""
 
@@ -38,12 +52,22 @@ class Stat(IntEnum):
     LAG_MAX_INTERVAL = 6
     HEARTBEAT = 7  # time.time() of the last sign of life
     FIRST_STEP_TIME = 8  # time.time() of the first env step (0 before)
-    LOSS = 9  # the last update's loss terms
+    LOSS = 9  # the last update's first four terms (TERM_COLUMN: all of them)
     POLICY_LOSS = 10
     VALUE_LOSS = 11
     ENTROPY = 12
     READY = 13  # 1 once the worker has built its envs and model and waits at the start line (a3c.run.worker)
     NONFINITE_SAMPLES = 14  # observations and returns left out of the --normalize-* statistics for being non-finite
+    DROPPED_MINIBATCHES = 15  # minibatches not taken: their rollout's policy lag passed --max-policy-lag
+    DROPPED_SAMPLES = 16  # samples left out of every minibatch for non-finite targets (PPO)
+
+
+# The last update's terms: the first four where checkpoints before the other terms had them, the rest after Stat's
+# columns; a stats row is STATS_WIDTH wide. (A checkpoint's narrower rows restore: only the counters are restored.)
+TERM_COLUMN: dict[str, int] = {
+    name: (Stat.LOSS + i if i < 4 else len(Stat) + i - 4) for i, name in enumerate(UPDATE_TERMS)
+}
+STATS_WIDTH = len(Stat) + len(UPDATE_TERMS) - 4
 
 
 @dataclass

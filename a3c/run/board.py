@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from a3c.record.rows import FIELDS, Episode, Stat
+from a3c.record.rows import FIELDS, STATS_WIDTH, Episode, Stat
 
 # Rows in each worker's ring: 1 MB a worker (8 float64 fields). What it buys is time: a worker whose episodes are
 # a few steps long finishes ~4,000 a second, and the main process is not reading yet while it builds the dashboard
@@ -44,7 +44,7 @@ class EpisodeBoard:
         self.rows = torch.zeros(workers, capacity, len(FIELDS), dtype=torch.float64).share_memory_()
         self.written = torch.zeros(workers, dtype=torch.int64).share_memory_()
         self.steps = torch.zeros(workers, dtype=torch.int64).share_memory_()
-        self.stats = torch.zeros(workers, len(Stat), dtype=torch.float64).share_memory_()
+        self.stats = torch.zeros(workers, STATS_WIDTH, dtype=torch.float64).share_memory_()
         self._steps_np: np.ndarray | None = None
 
     def __getstate__(self) -> dict[str, object]:

@@ -34,7 +34,7 @@ import torch
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.record.agent import Agent, eval_seeds, make_eval_envs, normalisation, run_episodes
 from a3c.record.eval_log import RESULT_FIELDS
-from a3c.record.rows import Stat
+from a3c.record.rows import STATS_WIDTH, Stat
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 
@@ -63,7 +63,7 @@ class EvalChannel:
         self.control = torch.zeros(2, dtype=torch.int64).share_memory_()  # [REQUESTED, STOP]: main writes
         self.done = torch.zeros(1, dtype=torch.int64).share_memory_()  # the last request finished: evaluator writes
         self.result = torch.zeros(len(RESULT_FIELDS), dtype=torch.float64).share_memory_()  # evaluator writes
-        self.stats = torch.zeros(1, len(Stat), dtype=torch.float64).share_memory_()  # its heartbeat (Supervisor)
+        self.stats = torch.zeros(1, STATS_WIDTH, dtype=torch.float64).share_memory_()  # its heartbeat (Supervisor)
 
 
 class _Abandon(Exception):

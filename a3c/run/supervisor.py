@@ -57,7 +57,7 @@ class _Slot:
 
 class Supervisor:
     """Starts ``workers`` workers through ``launcher`` (a3c.run.backends.Launcher) and watches them; ``stats`` returns
-    the workers' stats rows [workers, len(Stat)] (the coordinator's), read here for the heartbeats."""
+    the workers' stats rows [workers, STATS_WIDTH] (the coordinator's), read here for the heartbeats."""
 
     def __init__(
         self,

@@ -1,7 +1,8 @@
 """One worker: owns K environments and a private copy of the model, and loops
-    pull global weights -> roll out n_steps in K envs -> unroll -> the loss's gradient -> backward (the update path
-    chosen once at start, a3c.learn.update.paths) -> norm, clip, lr (a3c.learn.update.step) -> push the gradient (shared optimizer
-    step) -> publish steps, finished episodes and its stats in one batch
+    pull global weights -> roll out n_steps in K envs -> the learn loop (a3c.learn.update.loop: the objective's
+    minibatches, each a gradient by the update path chosen once at start, a3c.learn.update.paths, then norm, clip,
+    push; A3C one a rollout, PPO epochs of them with a pull, the heartbeat and the stop between) -> publish steps,
+    finished episodes and its stats in one batch
 until its channel (a3c.run.backends.WorkerChannel) says stop. The loop does not know which backend it runs on: a process
 of its own (``worker_main``, the shared-memory backend) or a turn in the main process (the serial backend). Nothing in
 the per-step path locks or talks to another process.
@@ -24,12 +25,12 @@ import numpy as np
 import torch
 
 from a3c.learn.model import State, build_model, flatten_parameters
-from a3c.learn.objectives.ppo import ClippedSurrogate
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
 from a3c.learn.update.paths import choose
+from a3c.learn.update.loop import learn_rollout
 from a3c.learn.update.protocol import Rollout
 from a3c.learn.update.step import GradientStep
-from a3c.record.rows import FIELD, FIELDS, Stat
+from a3c.record.rows import FIELD, FIELDS, TERM_COLUMN, Stat
 from a3c.run.backends import WorkerChannel
 from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
@@ -39,6 +40,9 @@ from a3c.spec.seeding import WorkerSeeds
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
 START_POLL_S = 0.002  # how often a worker at the start line looks whether all the others are there
+# Between two minibatches of a long update (PPO's epochs) the worker publishes a heartbeat at most this often: the
+# supervisor's hang check then never takes a long update for a hang (a publish is a remote call under Ray)
+BEAT_EVERY_S = 1.0
 # The traceback sent to the supervisor is cut to this many BYTES of UTF-8: the pipe's buffer (64 KiB on Linux) holds
 # bytes, and a send that fits in it never blocks even if the main process reads late (16,000 characters of
 # non-ASCII text could be 64,000 bytes and, pickled, fill the buffer: the send would block and a crash would look
@@ -154,15 +158,16 @@ class Worker:
         # and as numpy arrays (views, made once: .numpy() costs half a microsecond a call)
         self.obs_np, self.final_obs_np, self.actions_np = b.obs_np, b.final_obs_np, b.actions_np
         self.rewards_np, self.terminated_np, self.truncated_np = b.rewards_np, b.terminated_np, b.truncated_np
-        # The update: one path, chosen here once (a3c.learn.update.paths: the passes by hand and the compiled loss gradient
-        # where they cover the model, else the reference, autograd), then the learning side's norm, clip and lr
-        self.path = choose(config, self.model, self.dist).path.build(self.model, self.dist, config, self.grads)
+        # The update: the objective's learner on one path, chosen here once (a3c.learn.update.paths: the passes by hand
+        # and the closed-form or compiled loss gradients where they cover the model, else the reference, autograd),
+        # run by the learn loop (a3c.learn.update.loop) with the learning side's norm, clip and lr
+        self.learner = choose(config, self.model, self.dist).path.build(self.model, self.dist, config, self.grads)
+        self.path = self.learner  # (its act, for the rollout)
         self.gradient_step = GradientStep(config)
-        # the objective: A3C's one gradient a rollout (update), or --algo ppo's minibatches (update_ppo), chosen here
-        # once; with ppo, acting keeps each step's policy params (the behaviour policy's, for the ratio)
-        self.ppo = ClippedSurrogate(self.model, self.dist, config, self.grads) if config.algo == "ppo" else None
-        self.behaviour: list[torch.Tensor] | None = [] if self.ppo is not None else None
-        self.learn = self.update if self.ppo is None else self.update_ppo
+        self.term_columns = np.array([TERM_COLUMN[name] for name in self.learner.terms])
+        self.terminate: Callable[[], bool] = lambda: False
+        self.beat_at = 0.0
+        self.acted_at = 0
         # the recurrent state (empty without a core): carried across rollouts, reset per env at its episode's end;
         # start_state is the state before obs[0] of the rollout in hand, which the update unrolls from
         self.state = self.model.initial_state(K)
@@ -186,7 +191,7 @@ class Worker:
         self.loss_total, self.updates_total = np.zeros(4), 0
         self.ep_loss_start = np.zeros((K, 4))
         self.ep_updates_start = np.zeros(K, dtype=np.int64)
-        self.last_loss = np.full(4, np.nan)
+        self.last_loss = np.full(4, np.nan)  # (episodes.csv's four: every learner's first terms, the loss's)
         # what the next publish carries: finished episodes, env steps, and this worker's stats row (it goes on from
         # the coordinator's row: counters restored by a resume or left by this rank's previous incarnation)
         self.finished: list[np.ndarray] = []
@@ -211,6 +216,7 @@ class Worker:
 
     def run(self, terminate: Callable[[], bool] = lambda: False) -> None:
         """The process's loop: the start line, then iterations until the channel says stop (or ``terminate``)."""
+        self.terminate = terminate
         try:
             self.wait_at_start_line()
             while not self.channel.should_stop() and not terminate():
@@ -220,9 +226,19 @@ class Worker:
 
     def step(self) -> None:
         """One iteration: pull the global weights, roll out, update (push), publish."""
-        pulled_at = self.channel.pull(self.params)
+        self.acted_at = self.channel.pull(self.params)
         self.rollout()
-        self.learn(pulled_at)
+        learn_rollout(
+            self.learner,
+            self.batch,
+            self.rng,
+            self.gradient_step,
+            self.grads_np,
+            self,
+            self.acted_at,
+            self.config.max_policy_lag if self.config.algo == "ppo" else 0,
+        )
+        self.stats[Stat.DROPPED_SAMPLES] = getattr(self.learner, "dropped_samples", 0)
         for stats in (self.obs_norm, self.reward_scale):
             if stats is not None:
                 stats.sync()  # this worker's new samples into the shared statistics; the merged view refreshed
@@ -236,7 +252,7 @@ class Worker:
         self.envs.close()
 
     def publish(self) -> None:
-        self.stats[Stat.HEARTBEAT] = time.time()
+        self.stats[Stat.HEARTBEAT] = self.beat_at = time.time()
         self.channel.publish(self.unpublished_steps, self.finished, self.stats)
         self.finished, self.unpublished_steps = [], 0
 
@@ -266,13 +282,9 @@ class Worker:
         if self.stats[Stat.FIRST_STEP_TIME] == 0:
             self.stats[Stat.FIRST_STEP_TIME] = time.time()
         base_step = self.channel.global_step() + self.unpublished_steps
-        act, batch, envs, behaviour = self.path.act, self.batch, self.envs, self.behaviour
-        if behaviour is not None:
-            behaviour.clear()
+        act, batch, envs = self.path.act, self.batch, self.envs
         for t in range(T):
             params, self.state = act(batch, t, self.state)  # (a fast path records what it computes for the update)
-            if behaviour is not None:  # --algo ppo: the acting policy's params, for its log-probabilities
-                behaviour.append(params)
             actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
             # the K envs in one call (each reset as its episode ends); the bookkeeping below is one numpy operation per
@@ -322,43 +334,31 @@ class Worker:
         self.ep_return[k], self.ep_length[k], self.ep_updates_start[k] = 0.0, -(t + 1), self.updates_total
         self.ep_loss_start[k] = self.loss_total
 
-    def update(self, pulled_at: int) -> None:
-        """The rollout's gradient, by the path chosen at start, clipped and pushed with the scheduled lr."""
-        path, batch = self.path, self.batch
-        unrolled = path.unroll(batch)
-        loss_values, dparams, dvalues = path.loss_grads(batch, unrolled)
-        path.backward(unrolled, dparams, dvalues)  # into self.grads, the .grad views of our private flat buffer
-        grad_norm = self.gradient_step.clip(self.grads_np, loss_values)
-        if grad_norm is None:  # a non-finite update would poison the shared model for every worker: skip it, count it
-            self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
-            return
-        lag = self.channel.push(self.grads, pulled_at, self.gradient_step.lr(self.channel.global_step()))
-        self.record_update(loss_values, grad_norm, lag)
+    # -- the learn loop's exchange (a3c.learn.update.loop.Exchange): the channel and this worker's stats row --------
+    def alive(self) -> bool:
+        """Between two minibatches: a heartbeat now and then (the finished episodes and steps stay for the publish
+        after the update: the global step counts a rollout once its update is done), and whether to go on."""
+        if time.time() - self.beat_at >= BEAT_EVERY_S:
+            self.stats[Stat.HEARTBEAT] = self.beat_at = time.time()
+            self.channel.publish(0, [], self.stats)
+        return not self.channel.should_stop() and not self.terminate()
 
-    def update_ppo(self, pulled_at: int) -> None:
-        """--algo ppo: the clipped objective's targets from the policy that acted (the weights pulled at ``pulled_at``:
-        nothing was pushed since), then --n-epochs passes over the rollout in minibatches, each: pull the shared
-        weights (others have pushed meanwhile, and so have we), its gradient, clip, push with the scheduled lr."""
-        assert self.ppo is not None and self.behaviour is not None
-        ppo, batch, cfg = self.ppo, self.batch, self.config
-        targets = ppo.targets(batch, self.behaviour)
-        acted_at = pulled_at  # the shared optimizer's step count when the acting weights were pulled
-        for _ in range(cfg.n_epochs):
-            for index in ppo.minibatches(batch, self.rng):
-                # The pull between minibatches: each gradient is computed on the freshest shared weights (Hogwild),
-                # while its ratio stays against the acting policy (targets), however far those weights have moved.
-                pulled_at = self.channel.pull(self.params)
-                if cfg.max_policy_lag and pulled_at - acted_at > cfg.max_policy_lag:
-                    return  # the rest of this rollout is too stale (--max-policy-lag): drop it
-                loss_values = ppo.gradient(batch, targets, index)
-                grad_norm = self.gradient_step.clip(self.grads_np, loss_values)
-                if grad_norm is None:  # non-finite: skipped and counted, as an A3C update
-                    self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1
-                    continue
-                lag = self.channel.push(self.grads, pulled_at, self.gradient_step.lr(self.channel.global_step()))
-                self.record_update(loss_values, grad_norm, lag)
+    def pull(self) -> int:
+        return self.channel.pull(self.params)
 
-    def record_update(self, loss_values: np.ndarray, grad_norm: float, lag: int) -> None:
+    def push(self, pulled_at: int, lr: float) -> int:
+        return self.channel.push(self.grads, pulled_at, lr)
+
+    def global_step(self) -> int:
+        return self.channel.global_step()
+
+    def skipped(self) -> None:
+        self.stats[Stat.SKIPPED : Stat.SKIPPED_IN_ROW + 1] += 1  # both counters in one operation
+
+    def dropped(self, minibatches: int) -> None:
+        self.stats[Stat.DROPPED_MINIBATCHES] += minibatches
+
+    def record(self, terms: np.ndarray, grad_norm: float, lag: int) -> None:
         s = self.stats
         s[Stat.UPDATES] += 1
         s[Stat.SKIPPED_IN_ROW] = 0
@@ -371,7 +371,8 @@ class Worker:
             s[Stat.LAG_MAX_INTERVAL] = interval
         else:
             s[Stat.LAG_MAX] = max(s[Stat.LAG_MAX], lag)
-        s[Stat.LOSS : Stat.ENTROPY + 1] = loss_values
+        s[self.term_columns] = terms
+        loss_values = terms[:4]
         self.last_loss = loss_values
         self.loss_total += loss_values
         self.updates_total += 1

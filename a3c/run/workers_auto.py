@@ -45,6 +45,7 @@ ENV_BUDGET_S = 0.4  # wall time spent stepping the envs at most (at least MIN_EN
 MIN_ENV_STEPS = 8
 ENOUGH_ENV_STEPS, ENV_MIN_S = 2000, 0.05  # ... and no more once this many steps took at least this long (fast envs)
 MODEL_REPEATS = 20  # rollouts' acting passes and updates timed (after a warm-up one)
+MODEL_ACT_STEPS = 32  # of each timed rollout's steps, acted (the rest keep their observations: an acting pass's cost)
 # PSS of one worker measured by scripts/bench_memory.py (CartPole-v1, 8 envs, 64x64 MLP): 27 MB under fork and
 # forkserver, 187 MB under spawn (each worker imports torch itself); rounded up
 WORKER_MB = {"fork": 32, "forkserver": 32, "spawn": 200}
@@ -211,15 +212,18 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
 
 
 def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
-    """CPU seconds of one acting pass (with the action sampling) and of one update, as a worker runs them: its
-    update path (a3c.learn.update.paths, chosen as the worker chooses it) over a rollout of the worker's shape, acted step by
-    step first (a fast path's update reuses what acting recorded), then the learning side's clip and lr and the
-    shared optimizer's step. The medians over MODEL_REPEATS rollouts, after a warm-up one."""
+    """CPU seconds of one acting pass (with the action sampling) and of one rollout's update, as a worker runs them:
+    the objective's learner on its update path (a3c.learn.update.paths, chosen as the worker chooses it) through the
+    worker's own learn loop (a3c.learn.update.loop.learn_rollout) on a stand-in for the channel whose push is a
+    local shared-optimizer step. A rollout of the worker's shape, its first MODEL_ACT_STEPS steps acted (the acting
+    pass's cost does not depend on the rollout's length). A plan of several minibatches (PPO's epochs) is cut after
+    its second: its cost is the targets and the first minibatch, plus the second's time for each one after it. The
+    medians over MODEL_REPEATS rollouts, after a warm-up one."""
     import numpy as np
 
     from a3c.learn.model import build_model, flatten_parameters
-    from a3c.learn.objectives.ppo import ClippedSurrogate
     from a3c.learn.optim import make_optimizer
+    from a3c.learn.update.loop import learn_rollout
     from a3c.learn.update.paths import choose
     from a3c.learn.update.protocol import Rollout
     from a3c.learn.update.step import GradientStep
@@ -228,44 +232,69 @@ def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
     model, dist = build_model(spec, config)
     params, grads = flatten_parameters(model)
     optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1)
-    path = choose(config, model, dist).path.build(model, dist, config, grads)
+    learner = choose(config, model, dist).path.build(model, dist, config, grads)
     gradient_step = GradientStep(config)
     rng = np.random.default_rng(0)
     obs_dtype = np.float32 if config.normalize_obs else spec.obs_dtype
     rollout = Rollout.allocate(T, K, spec.obs_shape, obs_dtype, dist)
     # observations of the buffer's dtype (any values: timing only; no episode ends inside the timed rollout)
     rollout.obs_np[...] = rng.random(rollout.obs_np.shape) * (255 if np.issubdtype(obs_dtype, np.integer) else 1)
-    grads_np = grads.numpy()
-    ppo = ClippedSurrogate(model, dist, config, grads) if config.algo == "ppo" else None
+    acted_steps = min(T, MODEL_ACT_STEPS)
+    minibatches = len(learner.plan(rollout, rng))  # (its length only: the same for every rollout of this shape)
     act_times, update_times = [], []
     for _ in range(MODEL_REPEATS + 1):
         rollout.start_state = state = model.initial_state(K)
-        behaviour = []
         t0 = time.thread_time()
-        for t in range(T):
-            step_params, state = path.act(rollout, t, state)
+        for t in range(acted_steps):
+            step_params, state = learner.act(rollout, t, state)
             rollout.actions_np[t] = dist.sample(step_params, rng)
-            behaviour.append(step_params)
         t1 = time.thread_time()
-        if ppo is None:
-            unrolled = path.unroll(rollout)
-            loss_values, dparams, dvalues = path.loss_grads(rollout, unrolled)
-            path.backward(unrolled, dparams, dvalues)
-            gradient_step.clip(grads_np, loss_values)
-            optimizer.step(grads, 0, gradient_step.lr(0))
-            t2 = time.thread_time()
-        else:  # --algo ppo: the targets, then one minibatch's gradient and step, times the minibatches pushed
-            targets = ppo.targets(rollout, behaviour)
-            minibatches = ppo.minibatches(rollout, rng)
-            t_mb = time.thread_time()
-            loss_values = ppo.gradient(rollout, targets, minibatches[0])
-            gradient_step.clip(grads_np, loss_values)
-            optimizer.step(grads, 0, gradient_step.lr(0))
-            t_end = time.thread_time()
-            t2 = t_end + (t_end - t_mb) * (config.n_epochs * len(minibatches) - 1)
-        act_times.append((t1 - t0) / T)
-        update_times.append(t2 - t1)
+        timer = _TimedExchange(optimizer, grads, t1)
+        learn_rollout(learner, rollout, rng, gradient_step, grads.numpy(), timer, 0)
+        act_times.append((t1 - t0) / acted_steps)
+        update_times.append(timer.total(minibatches))
     return statistics.median(act_times[1:]), statistics.median(update_times[1:])
+
+
+class _TimedExchange:
+    """The learn loop's exchange for ``_time_model``: each push a step of a local shared optimizer, each minibatch's
+    end timed on the thread's CPU clock; the loop is stopped before its third minibatch."""
+
+    def __init__(self, optimizer: Any, grads: Any, start: float) -> None:
+        self.optimizer, self.grads, self.start = optimizer, grads, start
+        self.ends: list[float] = []
+        self.cut = False
+
+    def alive(self) -> bool:
+        self.ends.append(time.thread_time())
+        self.cut = len(self.ends) >= 2
+        return not self.cut
+
+    def pull(self) -> int:
+        return 0
+
+    def push(self, pulled_at: int, lr: float) -> int:
+        self.optimizer.step(self.grads, 0, lr)
+        return 0
+
+    def global_step(self) -> int:
+        return 0
+
+    def record(self, terms: Any, grad_norm: float, lag: int) -> None:
+        return None
+
+    def skipped(self) -> None:
+        return None
+
+    def dropped(self, minibatches: int) -> None:
+        return None
+
+    def total(self, minibatches: int) -> float:
+        """The update's CPU seconds: to the first minibatch's end, plus the second's time for each one after it."""
+        if not self.cut:
+            return time.thread_time() - self.start
+        first, second = self.ends[0] - self.start, self.ends[1] - self.ends[0]
+        return first + second * (minibatches - 1)
 
 
 def auto_choice(config: Config, spec: EnvSpec, cores: int | None = None) -> Choice:

@@ -24,7 +24,7 @@ from procs import (
 )
 
 import a3c.run.supervisor as supervisor_module
-from a3c.record.rows import Stat
+from a3c.record.rows import STATS_WIDTH, Stat
 from a3c.run.backends.shared_memory import ProcessLauncher
 from a3c.run.supervisor import Supervisor
 from a3c.run.worker import _cut_to_bytes
@@ -208,7 +208,7 @@ def test_supervisor_stops_restarting_at_the_limit_and_counts_incarnations():
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
-    stats = np.zeros((1, len(Stat)))
+    stats = np.zeros((1, STATS_WIDTH))
     launcher = ProcessLauncher(ctx, _exit_with, lambda rank: (rank, 3))
     sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=30.0, max_restarts=2, log=lambda line: None)
     sup.start_all()
@@ -222,7 +222,7 @@ def test_supervisor_kills_a_worker_without_heartbeat():
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
-    stats = np.zeros((1, len(Stat)))
+    stats = np.zeros((1, STATS_WIDTH))
     launcher = ProcessLauncher(ctx, _sleep, lambda rank: (rank, 60))
     sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=0.5, max_restarts=0, log=lambda line: None)
     sup.start_all()
@@ -298,7 +298,7 @@ def _supervise_pending(monkeypatch):
     clock = [1000.0]
     monkeypatch.setattr(supervisor_module, "time", types.SimpleNamespace(time=lambda: clock[0]))
     launcher = _PendingLauncher()
-    stats = np.zeros((1, len(Stat)))
+    stats = np.zeros((1, STATS_WIDTH))
     sup = Supervisor(launcher, 1, lambda: stats, worker_timeout=5.0, max_restarts=0, log=lambda line: None)
     sup.start_all()
     return clock, launcher, sup

@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from a3c.learn.model import ActorCritic, CnnTorso, State
-from a3c.learn.update.protocol import NetworkPass, Rollout, Unrolled
+from a3c.learn.update.protocol import Minibatch, NetworkPass, Rollout, Unrolled
 from a3c.spec.config import Config
 
 
@@ -327,6 +327,19 @@ class CnnBackprop:
                 final_values = self._heads(final_features, self.value_head).view(T, K).numpy()
         return params.numpy(), values.numpy(), final_values, CnnPass(rows, inputs, list(conv_outs), features)
 
+    def forward(self, obs: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray, CnnPass]:
+        """obs [B, *obs_shape] -> (params [B, P], values [B], what ``backward`` needs), with the weights as they are
+        now (no record: a minibatch of a later epoch, after a pull)."""
+        obs_t = torch.from_numpy(obs) if isinstance(obs, np.ndarray) else obs
+        with torch.no_grad():
+            self._refresh_copies()
+            inputs = self.backward_inputs(obs_t)
+            outs, features = self._layers(self.inputs(obs_t))
+            conv_outs = [o.contiguous(memory_format=torch.channels_last) for o in outs]
+            params = self._heads(features, self.policy_head)
+            values = self._heads(features, self.value_head).view(-1)
+        return params.numpy(), values.numpy(), CnnPass(obs_t.shape[0], inputs, conv_outs, features)
+
     # -- backward ---------------------------------------------------------------------------------------------------
     def backward(self, saved: CnnPass, dparams: torch.Tensor | np.ndarray, dvalues: torch.Tensor | np.ndarray) -> None:
         """Into the parameters' .grad (written, not accumulated): the gradient of sum(dparams * params) +
@@ -407,6 +420,12 @@ class CnnByHand(NetworkPass):
     def unroll(self, rollout: Rollout) -> Unrolled:
         final_obs = rollout.final_obs_np if rollout.any_truncated() else None
         return Unrolled(*self.backprop.unroll(rollout.obs_np, final_obs))
+
+    def forward(self, rollout: Rollout, minibatch: Minibatch) -> Unrolled:
+        T, K = rollout.steps, rollout.envs
+        flat = rollout.obs_np[:T].reshape(T * K, *rollout.obs_np.shape[2:])
+        params, values, saved = self.backprop.forward(flat[minibatch.samples])
+        return Unrolled(params, values, None, saved)
 
     def backward(
         self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor

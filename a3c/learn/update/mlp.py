@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 from a3c.learn.model import ActorCritic, MlpTorso, State
-from a3c.learn.update.protocol import NetworkPass, Rollout, Unrolled, backward_from
+from a3c.learn.update.protocol import Minibatch, NetworkPass, Rollout, Unrolled, backward_from
 from a3c.spec.config import Config
 
 
@@ -452,6 +452,12 @@ class MlpByHand(NetworkPass):
     def unroll(self, rollout: Rollout) -> Unrolled:
         final_obs = rollout.final_obs_np if rollout.any_truncated() else None
         return Unrolled(*self.backprop.unroll(rollout.obs_np, final_obs))
+
+    def forward(self, rollout: Rollout, minibatch: Minibatch) -> Unrolled:
+        T, K = rollout.steps, rollout.envs
+        flat = rollout.obs_np[:T].reshape(T * K, *rollout.obs_np.shape[2:])
+        params, values, saved = self.backprop.forward(flat[minibatch.samples])
+        return Unrolled(params, values, None, saved)
 
     def backward(
         self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor

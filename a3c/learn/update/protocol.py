@@ -1,18 +1,27 @@
-"""The update protocol: what a worker asks of its update, and the one shape every way of computing it has.
+"""The update protocol: what a worker's learn loop asks of its update, whatever the objective and however the
+update is computed.
 
-A worker's update is four steps over the rollout in hand (``Rollout``, its buffers):
+A worker's update runs over the rollout in hand (``Rollout``, its buffers) in these steps:
   act        the policy's params for one step's observations (acting; a fast path keeps what it computes)
-  unroll     the rollout's forward pass: params [T K, P], values [T + 1, K], V(final observations) (``Unrolled``)
-  loss_grads the loss's terms and its gradient with respect to the network's outputs (params and values)
-  backward   that gradient through the network, written into the worker's flat gradient buffer
-An ``UpdatePath`` is one way of doing them: a ``NetworkPass`` (act, unroll, backward) paired with a ``LossGradient``
-(loss_grads), under a name. Each part says what it covers (``supports``: None where it does, else why not), so a
-path covers a config, a model, an action distribution and a dtype when both parts do.
+  plan       the rollout's minibatches (``Minibatch``), in order: the objective's epochs of them (A3C: one, the whole
+             rollout; PPO: --n-epochs passes of shuffled minibatches), after computing the rollout's targets
+  gradient   one minibatch's loss and its gradient, written into the worker's flat gradient buffer
+and the learn loop (a3c.learn.update.loop) does the rest around each gradient: the pull before it, the clip, the skip
+of a non-finite one, the push, the record, and the heartbeat and the stop between minibatches.
 
-The reference path (a3c.learn.update.reference: autograd through the model and through the loss, written once in torch,
-a3c.learn.losses.actor_critic_loss) covers every model the flags can build; the fast paths (the passes by hand,
-the closed-form and compiled loss gradients) are registered beside it (a3c.learn.update.paths), and one conformance test
-holds each to it (tests/learn/update/test_paths.py). The worker picks its path once, at start; the loop never asks again.
+How a gradient is computed is an ``UpdatePath``: a ``NetworkPass`` (act; unroll: the rollout's forward pass, params
+[T K, P], values [T + 1, K], V(final observations); forward: a minibatch's outputs with the weights as they are now;
+backward: a gradient with respect to those outputs through the network, into the flat buffer) paired with the
+objective's loss gradient (its terms and its gradient with respect to the network's outputs), under a name. Each
+part says what it covers (``supports``: None where it does, else why not), so a path covers a config, a model, an
+action distribution and a dtype when both parts do. An objective (a3c.learn.objectives) builds the worker's
+``Learner`` from a path.
+
+The reference paths (a3c.learn.update.reference for A3C, a3c.learn.objectives.ppo for PPO: autograd through the model
+and through the loss written once in torch) cover every model the flags can build; the fast paths (the passes by hand,
+the closed-form and compiled loss gradients) are registered beside them (a3c.learn.update.paths), and one conformance
+test holds each to its objective's float64 reference (tests/learn/update/test_paths.py). The worker picks its path
+once, at start; the loop never asks again.
 
 What comes after the gradient (its norm, the skip of a non-finite update, the clip, the learning rate) is not a
 path's business: a3c.learn.update.step.
@@ -22,7 +31,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -117,14 +126,23 @@ class NetworkPass(ABC):
         """The policy's params for obs[step] (no autograd) and the recurrent state after it."""
 
     @abstractmethod
-    def unroll(self, rollout: Rollout) -> Unrolled: ...
+    def unroll(self, rollout: Rollout) -> Unrolled:
+        """The rollout's forward pass with the weights as they are (a fast path reuses what acting recorded: the
+        weights are the acting ones until the first push)."""
+
+    @abstractmethod
+    def forward(self, rollout: Rollout, minibatch: Minibatch) -> Unrolled:
+        """The outputs on ``minibatch``'s samples with the weights as they are now: params [B, P], values [B] (in
+        ``minibatch.samples``' order), no final values; for a recurrent model the minibatch's envs unrolled from
+        their start state (``samples`` then lists their steps t-major)."""
 
     @abstractmethod
     def backward(
         self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor
     ) -> None:
         """Into the flat gradient buffer (written, or accumulated into zeros: what was there does not count): the
-        gradient of sum(dparams * params) + sum(dvalues * values[:T])."""
+        gradient of sum(dparams * params[:B]) + sum(dvalues * values[:B]), B = len(dparams), for ``unrolled`` from
+        ``unroll`` (B = T K) or from ``forward``."""
 
 
 class LossGradient(ABC):
@@ -146,33 +164,66 @@ class LossGradient(ABC):
 
 
 @dataclass(frozen=True)
+class Minibatch:
+    """One gradient's share of a rollout. ``samples``: indices t K + k into the rollout's T K samples (None: all of
+    them, in order: A3C's one minibatch); ``envs``: for a recurrent model, the envs whose whole rollouts it holds
+    (``samples`` then lists their steps t-major); ``pull``: whether the worker pulls the shared weights before it
+    (A3C's gradient is taken on the weights that acted; PPO pulls before every minibatch); ``epoch``: which pass over
+    the rollout it belongs to."""
+
+    samples: np.ndarray | None = None
+    envs: np.ndarray | None = None
+    pull: bool = False
+    epoch: int = 0
+
+
+class Learner(ABC):
+    """An objective's update on one path, built for one worker (``UpdatePath.build``): what the learn loop runs."""
+
+    name: str  # the path's (summary.json's update_path)
+    terms: tuple[str, ...]  # what ``gradient`` returns, in order (a3c.record.rows.UPDATE_TERMS names)
+    act: Any  # the network pass's act, bound (one attribute read a step on the hot path)
+
+    @abstractmethod
+    def plan(self, rollout: Rollout, rng: np.random.Generator) -> list[Minibatch]:
+        """The rollout's targets (with the weights that acted: nothing has been pushed since), then its
+        minibatches in the order they are to be taken."""
+
+    @abstractmethod
+    def gradient(self, rollout: Rollout, minibatch: Minibatch) -> np.ndarray:
+        """``minibatch``'s loss gradient into the worker's flat gradient buffer; returns the ``terms`` (float64)."""
+
+
+class Objective(Protocol):
+    """What an update optimises (a3c.learn.objectives): its name (``--algo``), the terms its learner reports, and how
+    it builds a learner on a path whose loss gradient is one of its own."""
+
+    name: str
+    terms: tuple[str, ...]
+
+    def learner(
+        self, path: UpdatePath, model: ActorCritic, dist: Distribution, config: Config, grads: torch.Tensor
+    ) -> Learner: ...
+
+
+@dataclass(frozen=True)
 class UpdatePath:
-    """A way of computing the update, under a ``name`` (summary.json's ``update_path``): a network pass and a loss
-    gradient. ``build`` makes the worker's ``Update``."""
+    """A way of computing an objective's update, under a ``name`` (summary.json's ``update_path``): a network pass and
+    one of the objective's loss gradients. ``build`` makes the worker's ``Learner``."""
 
     name: str
     network: type[NetworkPass]
-    loss: type[LossGradient]
+    loss: Any  # the objective's loss-gradient class, with a ``supports(config, dist, dtype)`` classmethod
+    objective: Objective
 
     def supports(self, config: Config, model: ActorCritic, dist: Distribution) -> str | None:
         """None where this path covers the model (and its distribution, in its parameters' dtype); else why not."""
         dtype = next(model.parameters()).dtype
-        return self.network.supports(config, model) or self.loss.supports(config, dist, dtype)
+        why_not: str | None = self.network.supports(config, model) or self.loss.supports(config, dist, dtype)
+        return why_not
 
-    def build(self, model: ActorCritic, dist: Distribution, config: Config, grads: torch.Tensor) -> Update:
-        loss = self.loss(config, dist, config.n_steps, config.envs_per_worker)
-        return Update(self.name, self.network(model, config, grads), loss)
-
-
-class Update:
-    """A path built for one worker: its steps as bound methods (one attribute read each on the hot path)."""
-
-    def __init__(self, name: str, network: NetworkPass, loss: LossGradient) -> None:
-        self.name, self.network, self.loss = name, network, loss
-        self.act = network.act
-        self.unroll = network.unroll
-        self.loss_grads = loss.__call__
-        self.backward = network.backward
+    def build(self, model: ActorCritic, dist: Distribution, config: Config, grads: torch.Tensor) -> Learner:
+        return self.objective.learner(self, model, dist, config, grads)
 
 
 def backward_from(outputs: tuple[torch.Tensor, ...], grads: tuple[torch.Tensor, ...]) -> None:

@@ -4,8 +4,9 @@ build (an LSTM core, any torso, any head, any dtype) and every action distributi
 path (a3c.learn.update.paths) is held to by the conformance test, the path a model no fast path covers runs on, and the one
 ``A3C_UPDATE_PATH=reference`` forces for a comparison.
 
-A new loss term (or a second objective) is written here, in ``AutogradLoss.loss``: the fast paths that do not
-compute it say so in their ``supports`` and the reference runs instead, until a benchmark shows one pays.
+A new A3C loss term is written here, in ``AutogradLoss.loss`` (PPO's reference loss gradient is
+a3c.learn.objectives.ppo's ``AutogradSurrogate``, on this module's network pass): the fast paths that do not compute it
+say so in their ``supports`` and the reference runs instead, until a benchmark shows one pays.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 from a3c.learn.distributions import Distribution
 from a3c.learn.losses import LossTerms, actor_critic_loss, gae_advantages, next_state_values, normalized_advantages
 from a3c.learn.model import ActorCritic, State
-from a3c.learn.update.protocol import LossGradient, LossGrads, NetworkPass, Rollout, Unrolled, backward_from
+from a3c.learn.update.protocol import LossGradient, LossGrads, Minibatch, NetworkPass, Rollout, Unrolled, backward_from
 from a3c.spec.config import Config
 
 
@@ -44,13 +45,31 @@ class AutogradNetwork(NetworkPass):
         final_np = None if final is None else np.ascontiguousarray(final.detach().numpy())
         return Unrolled(params, values_np, final_np, (params, values))
 
+    def forward(self, rollout: Rollout, minibatch: Minibatch) -> Unrolled:
+        T, K = rollout.steps, rollout.envs
+        with torch.enable_grad():
+            if self.model.lstm:  # whole envs' rollouts, unrolled from their start state
+                assert minibatch.envs is not None
+                envs = torch.from_numpy(minibatch.envs)
+                dones = torch.maximum(rollout.terminated, rollout.truncated)[:, envs]
+                state = tuple(s[envs] for s in rollout.start_state)
+                params, values, _ = self.model.unroll(rollout.obs[:, envs], state, dones)
+            else:
+                assert minibatch.samples is not None
+                flat = rollout.obs[:T].reshape(T * K, *rollout.obs.shape[2:])
+                params, values, _ = self.model(flat[torch.from_numpy(minibatch.samples)])
+        rows = params.shape[0]
+        values_np = np.ascontiguousarray(values.detach().reshape(-1)[:rows].numpy())
+        return Unrolled(params, values_np, None, (params, values))
+
     def backward(
         self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor
     ) -> None:
         params, values = unrolled.saved
+        rows = dparams.shape[0]  # (an unroll's values hold the boundary row too: [T + 1, K], t-major)
         self.grads.zero_()  # autograd accumulates into the parameters' .grad
         # (from one scalar root, not autograd.backward with gradient tensors: that imports sympy; backward_from)
-        backward_from((params, values[:-1].reshape(-1)), (torch.as_tensor(dparams), torch.as_tensor(dvalues)))
+        backward_from((params, values.reshape(-1)[:rows]), (torch.as_tensor(dparams), torch.as_tensor(dvalues)))
 
 
 class AutogradLoss(LossGradient):
