@@ -52,6 +52,8 @@ PHASES = {
         ("a3c/learn/model.py", "unroll"),
         ("a3c/learn/update/mlp.py", "unroll"),
         ("a3c/learn/update/cnn.py", "unroll"),
+        ("a3c/learn/update/mlp.py", "forward"),
+        ("a3c/learn/update/cnn.py", "forward"),
     ],
     "model backward (update, by hand)": [
         ("a3c/learn/update/mlp.py", "backward"),
@@ -63,7 +65,7 @@ PHASES = {
         ("a3c/learn/update/cnn.py", "policy"),
     ],
     "action sampling": [("a3c/learn/distributions.py", "sample")],
-    "update: forward+loss+backward+clip": [("a3c/run/worker.py", "update")],
+    "update: forward+loss+backward+clip": [("a3c/learn/update/loop.py", "learn_rollout")],
     "optimizer step (push)": [("a3c/run/backends/shared_memory.py", "push")],
     "weight pull": [("a3c/run/backends/shared_memory.py", "pull")],
     "episode bookkeeping": [("a3c/run/worker.py", "finish_episode")],
@@ -87,6 +89,9 @@ def main() -> None:
         "--breakdown", action="store_true", help="time each part of the loop with the clock (the module docstring)"
     )
     parser.add_argument("--env-backend", default="gymnasium", help="a3c.train's --env-backend")
+    parser.add_argument("--algo", default="a3c", choices=["a3c", "ppo"], help="a3c.train's --algo (the objective)")
+    parser.add_argument("--minibatch-size", type=int, default=64, help="with --algo ppo")
+    parser.add_argument("--n-epochs", type=int, default=4, help="with --algo ppo")
     args = parser.parse_args()
     torch.set_num_threads(1)
     cfg = Config(
@@ -97,6 +102,8 @@ def main() -> None:
         total_steps=args.steps,
         bf16=args.bf16,
         env_backend=args.env_backend,
+        algo=args.algo,
+        **({"minibatch_size": args.minibatch_size, "n_epochs": args.n_epochs} if args.algo == "ppo" else {}),
     )
     spec = describe_env(cfg.env, cfg.env_kwargs)
     params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
@@ -137,11 +144,11 @@ def time_phases(worker: Worker, iterations: int, warm_up: int = 300) -> None:
     clock = time.perf_counter
     for i in range(warm_up + iterations):
         t0 = clock()
-        pulled_at = worker.channel.pull(worker.params)
+        worker.acted_at = worker.channel.pull(worker.params)
         t1 = clock()
         worker.rollout()
         t2 = clock()
-        worker.update(pulled_at)
+        worker.learn()
         t3 = clock()
         worker.publish()
         t4 = clock()
@@ -206,11 +213,18 @@ def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, 
         if hasattr(frames, "ale") and hasattr(frames, "noop_count"):
             frames.ale = _TimedEmulator(frames.ale, spent)
             frames._resize = timed("resize", frames._resize)  # OpenCV's INTER_AREA, 210x160 -> 84x84
-    path: Any = worker.path
-    path.act = timed("acting forward", path.act)
-    path.unroll = timed("update forward", path.unroll)
-    path.loss_grads = timed("loss gradient", path.loss_grads)
-    path.backward = timed("update backward", path.backward)
+    # the learner's parts (a3c.learn.objectives), whichever objective: A3C's bound steps, PPO's network pass and
+    # surrogate gradient; acting through the worker's own reference to act
+    learner: Any = worker.learner  # (worker.path is the same object: acting goes through it)
+    learner.act = timed("acting forward", learner.act)
+    network: Any = learner.network
+    for name, part in (("unroll", "update forward"), ("forward", "update forward"), ("backward", "update backward")):
+        setattr(network, name, timed(part, getattr(network, name)))
+    if hasattr(learner, "loss_grads"):  # A3C: its bound steps
+        learner.unroll, learner.backward = network.unroll, network.backward
+        learner.loss_grads = timed("loss gradient", learner.loss_grads)
+    else:  # PPO: the surrogate gradient object
+        learner.loss = timed("loss gradient", learner.loss)
     dist: Any = worker.dist
     dist.sample = timed("sampling", dist.sample)
     channel: Any = worker.channel

@@ -26,7 +26,8 @@ def _raw_worker(env_id: str, envs: int, seconds: float, seed: int, out: mp.Queue
     obs = np.stack([e.reset(seed=seed + i)[0] for i, e in enumerate(env_list)]).astype(np.float32)
     model, dist = build_model(spec_of(env_list[0], env_id), Config(env=env_id))  # the trainer's default model
     flatten_parameters(model)
-    # the acting forward pass the workers use: by hand for an MLP without a core (a3c.learn.update.mlp), else the model's
+    # the acting forward pass the workers use: by hand for an MLP without a core (a3c.learn.update.mlp), else the
+    # model's
     backprop = MlpBackprop.of(model)
     steps, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:

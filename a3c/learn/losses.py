@@ -1,4 +1,5 @@
-"""Pure functions from rollout tensors to advantages, returns and the actor-critic loss. No processes, no state.
+"""Pure functions from rollout tensors to advantages, returns and the two objectives' losses (A3C's actor-critic loss,
+PPO's clipped surrogate), in torch (the references) and their numpy forms. No processes, no state.
 
 Shapes: T = rollout length (n_steps), K = envs of one worker; every [T, K] tensor is indexed [step, env].
 

@@ -34,7 +34,7 @@ import numpy as np
 from a3c.record.episode_scalars import ALL, EpisodeScalars
 from a3c.record.figures import LossHistory, draw_loss_history, figure_png, write_bytes_atomic
 from a3c.record.progress import ProgressBar
-from a3c.record.rows import FIELD, Episode, EpisodeSource, Stat
+from a3c.record.rows import FIELD, TERM_COLUMN, UPDATE_TERMS, Episode, EpisodeSource, Stat
 from a3c.record.run_dir import EpisodeLog, RunDirectory, RunDirWriteError, writing
 from a3c.record.tensorboard_writer import TensorBoardWriter
 from a3c.record.tracking import WandbTracker
@@ -93,6 +93,7 @@ class Dashboard:
         clock: Callable[[], float] = time.time,
         tracker: WandbTracker | None = None,
         origin: tuple[float, int, np.ndarray] | None = None,
+        terms: tuple[str, ...] = UPDATE_TERMS[:4],
     ) -> None:
         """``interval`` returns the logging interval the workers tag their lag maxima with (the store's
         ``interval``); the trainer advances it right after each tick, so at a tick the interval that is ending is
@@ -100,8 +101,11 @@ class Dashboard:
         paces the TensorBoard intervals (a test passes its own). ``tracker``: --track's W&B run
         (a3c/record/tracking.py), handed every scalar written to TensorBoard and the summary; finished by close().
         ``origin``: (time by ``clock``, global step, a copy of the stats) at the session's start, from which the first
-        perf point (charts/SPS, updates/s, lag) measures."""
+        perf point (charts/SPS, updates/s, lag) measures. ``terms``: what the run's objective reports of each update
+        (a3c.record.rows.UPDATE_TERMS names: the loss's four, then PPO's diagnostics), logged as ``losses/<term>``
+        over the workers and, past the loss's four, per worker too (``workers/<rank>/<term>``)."""
         self.run, self.source, self.start_time = run, source, start_time
+        self.terms = terms
         self.interval = interval
         self.plot_every_s = plot_every_s
         self.reward_threshold = reward_threshold
@@ -258,14 +262,15 @@ class Dashboard:
                 stats[:, Stat.GRAD_NORM_SUM].sum() - last_stats[:, Stat.GRAD_NORM_SUM].sum()
             ) / updates
             active = stats[:, Stat.UPDATES] > 0
-            for tag, col in (
-                ("loss", Stat.LOSS),
-                ("policy_loss", Stat.POLICY_LOSS),
-                ("value_loss", Stat.VALUE_LOSS),
-                ("entropy", Stat.ENTROPY),
-            ):
-                scalars[f"losses/{tag}"] = float(np.mean(stats[active, col]))
+            for term in self.terms:
+                scalars[f"losses/{term}"] = float(np.mean(stats[active, TERM_COLUMN[term]]))
+            diagnostics = self.terms[4:]  # (PPO's: approx_kl, clip_fraction, explained_variance) per worker too
+            for rank in np.flatnonzero(active) if diagnostics else ():
+                values = {f"workers/{rank}/{term}": float(stats[rank, TERM_COLUMN[term]]) for term in diagnostics}
+                self.add_scalars(step, values, int(rank))
         scalars["perf/skipped_updates"] = stats[:, Stat.SKIPPED].sum()
+        scalars["perf/dropped_minibatches"] = stats[:, Stat.DROPPED_MINIBATCHES].sum()
+        scalars["perf/dropped_samples"] = stats[:, Stat.DROPPED_SAMPLES].sum()
         scalars["perf/nonfinite_samples"] = stats[:, Stat.NONFINITE_SAMPLES].sum()
         scalars["perf/restarts"] = self.restarts
         scalars["perf/lost_episodes"] = self.source.lost

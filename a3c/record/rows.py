@@ -7,6 +7,7 @@ backend.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
@@ -68,6 +69,19 @@ TERM_COLUMN: dict[str, int] = {
     name: (Stat.LOSS + i if i < 4 else len(Stat) + i - 4) for i, name in enumerate(UPDATE_TERMS)
 }
 STATS_WIDTH = len(Stat) + len(UPDATE_TERMS) - 4
+
+
+def update_summary(stats: np.ndarray, terms: tuple[str, ...]) -> dict[str, object]:
+    """summary.json's view of the workers' stats rows [workers, STATS_WIDTH] for an objective reporting ``terms``:
+    the minibatches dropped by --max-policy-lag, the samples left out for non-finite targets, and each term's last
+    value averaged over the workers that updated (``update_terms``; None where none did or it is not finite)."""
+    active = stats[:, Stat.UPDATES] > 0
+    means = {term: float(np.mean(stats[active, TERM_COLUMN[term]])) if active.any() else math.nan for term in terms}
+    return {
+        "dropped_minibatches": int(stats[:, Stat.DROPPED_MINIBATCHES].sum()),
+        "dropped_samples": int(stats[:, Stat.DROPPED_SAMPLES].sum()),
+        "update_terms": {term: (round(v, 6) if math.isfinite(v) else None) for term, v in means.items()},
+    }
 
 
 @dataclass

@@ -61,6 +61,12 @@ def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
             "every worker (mean per interval)": ["Multiline", [r"^workers/\d+/episode_loss_mean$"]],
             "all workers": ["Multiline", ["^losses/loss$", "^losses/policy_loss$", "^losses/value_loss$"]],
             "entropy": ["Multiline", ["^losses/entropy$"]],
+            "approx_kl, every worker (--algo ppo)": ["Multiline", [r"^workers/\d+/approx_kl$", "^losses/approx_kl$"]],
+            "clip fraction, every worker (--algo ppo)": [
+                "Multiline",
+                [r"^workers/\d+/clip_fraction$", "^losses/clip_fraction$"],
+            ],
+            "explained variance (--algo ppo)": ["Multiline", [r"^workers/\d+/explained_variance$"]],
         },
         "eval": {  # a3c.run.evaluator: the deterministic policy, on the evaluator's own envs
             "mean and std of the return": ["Multiline", ["^eval/mean_return$", "^eval/std_return$"]],

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from a3c.record.rows import FIELDS, STATS_WIDTH, Episode, Stat
+from a3c.record.rows import FIELDS, STATS_WIDTH, Episode
 
 # Rows in each worker's ring: 1 MB a worker (8 float64 fields). What it buys is time: a worker whose episodes are
 # a few steps long finishes ~4,000 a second, and the main process is not reading yet while it builds the dashboard

@@ -31,12 +31,13 @@ import torch
 import torch.multiprocessing as mp
 from tqdm import tqdm
 
+from a3c.learn.objectives import OBJECTIVES
 from a3c.learn.optim import scheduled_lr
 from a3c.learn.update.paths import choose as choose_update_path
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
 from a3c.record.resume import elapsed_wall_time, trim_episode_log
-from a3c.record.rows import Stat
+from a3c.record.rows import Stat, update_summary
 from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return, writing
 from a3c.record.tensorboard_server import TensorBoardServer
 from a3c.run.backends import Coordinator, Launcher
@@ -239,6 +240,7 @@ class Trainer:
                 points_per_s=cfg.tb_episode_points_per_s,
                 tracker=tracker,
                 origin=perf_origin,
+                terms=OBJECTIVES[cfg.algo].terms,
             )
             if resume is not None:
                 # TensorBoard events from just past the checkpoint's step on are purged: they were written after
@@ -494,6 +496,7 @@ class Trainer:
             "skipped_updates": int(stats[:, Stat.SKIPPED].sum()),
             "nonfinite_samples": int(stats[:, Stat.NONFINITE_SAMPLES].sum()),
             "updates": int(stats[:, Stat.UPDATES].sum()),
+            **update_summary(stats, OBJECTIVES[self.config.algo].terms),
             "lost_episodes": self.coordinator.lost,
             "stop_reason": reason,
             "resumed_from_step": self.resumed_from_step,

@@ -26,8 +26,8 @@ import torch
 
 from a3c.learn.model import State, build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
-from a3c.learn.update.paths import choose
 from a3c.learn.update.loop import learn_rollout
+from a3c.learn.update.paths import choose
 from a3c.learn.update.protocol import Rollout
 from a3c.learn.update.step import GradientStep
 from a3c.record.rows import FIELD, FIELDS, TERM_COLUMN, Stat
@@ -228,22 +228,20 @@ class Worker:
         """One iteration: pull the global weights, roll out, update (push), publish."""
         self.acted_at = self.channel.pull(self.params)
         self.rollout()
-        learn_rollout(
-            self.learner,
-            self.batch,
-            self.rng,
-            self.gradient_step,
-            self.grads_np,
-            self,
-            self.acted_at,
-            self.config.max_policy_lag if self.config.algo == "ppo" else 0,
-        )
-        self.stats[Stat.DROPPED_SAMPLES] = getattr(self.learner, "dropped_samples", 0)
+        self.learn()
         for stats in (self.obs_norm, self.reward_scale):
             if stats is not None:
                 stats.sync()  # this worker's new samples into the shared statistics; the merged view refreshed
                 self.stats[Stat.NONFINITE_SAMPLES] += stats.pop_nonfinite()  # non-finite samples it left out
         self.publish()
+
+    def learn(self) -> None:
+        """The rollout in hand's update: the learn loop (a3c.learn.update.loop), with this worker as its exchange."""
+        max_lag = self.config.max_policy_lag if self.config.algo == "ppo" else 0
+        learn_rollout(
+            self.learner, self.batch, self.rng, self.gradient_step, self.grads_np, self, self.acted_at, max_lag
+        )
+        self.stats[Stat.DROPPED_SAMPLES] = getattr(self.learner, "dropped_samples", 0)
 
     def should_stop(self) -> bool:
         return self.channel.should_stop()

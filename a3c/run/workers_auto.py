@@ -13,7 +13,8 @@ keeps a worker's core about 1% busy). More workers than that only add start-up t
 
 The measurement takes a fraction of a second in the main process, without starting any process: K envs stepped with
 random actions for up to ``ENV_BUDGET_S`` (a fast env stops after ``ENOUGH_ENV_STEPS``: it is start-up time), and the
-model's acting passes and its update by the update path the workers will take (a3c.learn.update.paths), with the clip and the
+model's acting passes and its update by the update path the workers will take (a3c.learn.update.paths), with the clip
+and the
 shared optimizer's step, with torch limited to one thread, as in a worker. A step's off-CPU time is its wall time less
 its CPU time less the time it waited for a core (the scheduler's run-queue delay, /proc/self/task/TID/schedstat on
 Linux): so a busy machine, where a CPU-bound step waits for a core, does not make the env look I/O-bound. Where that
@@ -187,7 +188,9 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
         # a slow env gets the budget (40 steps of 10 ms); a fast one stops after enough steps, since the
         # measurement is on start-up's critical path (CartPole: 2,000 steps in ~0.05 s instead of 0.4 s)
         while len(step_cpu) < MIN_ENV_STEPS or not _enough(len(step_cpu), time.perf_counter() - wall0):
-            for env in envs:  # as a worker does: each env in turn, reset at the end of an episode
+            for env in envs:  # gymnasium's envs one at a time, reset at an episode's end (as a worker's default
+                              # backend; --env-backend ale-vector steps its envs in one C++ call, timed here through
+                              # gymnasium's env all the same)
                 t0 = time.thread_time()
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 if terminated or truncated:

@@ -76,7 +76,8 @@ def python(script: str, settings: dict, stdin: str = "") -> str:
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_the_preload_holds_what_a_worker_imports_and_its_updates_import_no_sympy(name):
     """torch.autograd.backward(outputs, grad_tensors) imports torch.fx.experimental.symbolic_shapes (and sympy,
-    mpmath: ~500 modules, 0.5 s, 40 MB); the worker's updates go through a3c.learn.update.protocol.backward_from, a scalar
+    mpmath: ~500 modules, 0.5 s, 40 MB); the worker's updates go through a3c.learn.update.protocol.backward_from, a
+    scalar
     root, so no worker imports it and the fork server need not preload it."""
     given = python(MAIN, MODELS[name]).strip().splitlines()[-1]
     out = python(CHILD, MODELS[name], stdin=given)

@@ -1,6 +1,7 @@
 """The worker loop, run in this process (no other processes): what a rollout records, where episodes end by
 termination and by truncation, what reaches the board, and that an update moves the shared parameters. That the
-gradient it pushes is the A3C gradient, on every update path, is the conformance test's (tests/learn/update/test_paths.py)."""
+gradient it pushes is the A3C gradient, on every update path, is the conformance test's
+(tests/learn/update/test_paths.py)."""
 
 from __future__ import annotations
 

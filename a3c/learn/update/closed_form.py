@@ -1,5 +1,6 @@
 """The loss's gradient with respect to the network's outputs in closed form (a fast path's loss gradient,
-a3c.learn.update.paths): the targets in numpy (a3c.learn.losses.rollout_targets, normalized_advantages) and the policy and
+a3c.learn.update.paths): the targets in numpy (a3c.learn.losses.rollout_targets, normalized_advantages) and the policy
+and
 entropy terms' gradient from the distribution's own closed form (``policy_grad_np`` in numpy for the Categorical
 families, ``policy_grad`` in torch for the Gaussian ones; autograd over the head's output alone for a family without
 one), the value term's written out (a3c.learn.losses.actor_critic_loss_grads). The same numbers as the reference's

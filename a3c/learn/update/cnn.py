@@ -6,7 +6,8 @@ rollout; the update then needs no forward pass over the rollout's observations, 
 Why it is valid: a worker pulls the global weights before a rollout and changes them only after its update, so the
 activations its acting passes computed are those the update's forward pass would compute again (to float rounding:
 oneDNN may pick another kernel for a batch of K than for T x K rows). This is the MLP path's reuse
-(a3c.learn.update.mlp.MlpBackprop.record) for the CNN, where the forward pass is the expensive part: on Pong the update's
+(a3c.learn.update.mlp.MlpBackprop.record) for the CNN, where the forward pass is the expensive part: on Pong the
+update's
 forward pass over 84 observations was a fifth of a worker's time (py-spy; docs/benchmarks/atari.md).
 
 The backward pass by hand, layer by layer from the heads down (ReLU everywhere in the torso):
@@ -31,7 +32,8 @@ instead of the frames, so acting converts each step's frames once, unscaled, int
 
 ``CnnBackprop.covers`` says why a model is not covered (an LSTM core, a non-Linear policy head such as the
 Gaussian's, an MLP torso) and ``CnnBackprop.of`` is None for it: such a model takes another update path
-(a3c.learn.update.paths: the reference, autograd, where no fast path covers it). ``CnnByHand`` is this module's network pass
+(a3c.learn.update.paths: the reference, autograd, where no fast path covers it). ``CnnByHand`` is this module's network
+pass
 in the update protocol (a3c.learn.update.protocol)."""
 
 from __future__ import annotations

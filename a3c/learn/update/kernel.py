@@ -1,4 +1,5 @@
-"""The loss gradient of the update protocol (a3c.learn.update.protocol) in one compiled call, for a Discrete action space
+"""The loss gradient of the update protocol (a3c.learn.update.protocol) in one compiled call, for a Discrete action
+space
 (Categorical) in float32: the bootstrap and GAE (``rollout_targets``), ``--normalize-advantage``
 (``normalized_advantages``) and the loss's terms and gradient with respect to the outputs (``actor_critic_loss_grads``
 with ``Categorical.policy_grad_np``), by the C kernel a3c/learn/update/_update_kernel.c. ``KernelLoss`` is the piece the
@@ -8,7 +9,8 @@ Why: with the network's passes by hand (a3c.learn.update.mlp), these three were 
 of a rollout's 40 numbers, a third of the update's time on CartPole's defaults and nearly all of it call overhead;
 the kernel is one call, with the arithmetic in double and each output rounded to float32 once: against the float64
 answer it is as exact as the numpy functions in float32, or more where those cancel large terms (tests/learn/
-test_fused_loss.py). Those functions (a3c.learn.update.closed_form) are the path for everything the kernel does not cover
+test_fused_loss.py). Those functions (a3c.learn.update.closed_form) are the path for everything the kernel does not
+cover
 (other action families, float64 models) and for an install without the compiled kernel (it is built by ``pip
 install`` where a C compiler is found, and optional: without one the package installs and runs as before).
 ``A3C_UPDATE_KERNEL=0`` in the environment turns it off (benchmarks compare the two that way). The kernel checks

@@ -28,7 +28,6 @@ import numpy as np
 from a3c.learn.update.protocol import Learner, Rollout
 from a3c.learn.update.step import GradientStep
 
-
 LOSS_TERMS = 4  # every learner's first terms: the loss's [total, policy, value, entropy]; diagnostics follow
 
 

@@ -24,9 +24,11 @@ as a leaf, and the features' gradient it leaves continues by hand through the to
 outputs carry gradient (the rollout's T x K samples; the boundary observation's row is a bootstrap target).
 
 The CNN, float32 and ``--bf16``, has its own pass by hand (a3c.learn.update.cnn). ``MlpByHand`` is this module's
-network pass in the update protocol (a3c.learn.update.protocol; a3c.learn.update.paths registers it); models it does not cover (an
+network pass in the update protocol (a3c.learn.update.protocol; a3c.learn.update.paths registers it); models it does
+not cover (an
 LSTM core, a CNN) take another path. ``backward_from`` is the hand-off to autograd where autograd runs: the reference
-path's backward through the whole model (a3c.learn.update.reference) and the Gaussian (and gSDE) head here: the gradient of
+path's backward through the whole model (a3c.learn.update.reference) and the Gaussian (and gSDE) head here: the
+gradient of
 sum(grad * output) from one scalar root, not from explicit gradient tensors, which would make torch import sympy in
 every worker (see its docstring).
 """
@@ -431,7 +433,8 @@ def _backward_np(layers: list[_Layer], outs: list[np.ndarray], d_out: np.ndarray
 
 
 class MlpByHand(NetworkPass):
-    """The update protocol's network pass (a3c.learn.update.protocol) by hand for MLP torsos without a core: acting through
+    """The update protocol's network pass (a3c.learn.update.protocol) by hand for MLP torsos without a core: acting
+    through
     ``MlpBackprop.policy`` (recorded for the update), the update's forward and backward through ``MlpBackprop``."""
 
     @classmethod

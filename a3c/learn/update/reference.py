@@ -1,7 +1,8 @@
 """The reference update: autograd through the model (``AutogradNetwork``) and through the loss (``AutogradLoss``),
 which is written here once, in torch, from a3c.learn.losses' targets and terms. It covers every model the flags can
 build (an LSTM core, any torso, any head, any dtype) and every action distribution: it is the definition each fast
-path (a3c.learn.update.paths) is held to by the conformance test, the path a model no fast path covers runs on, and the one
+path (a3c.learn.update.paths) is held to by the conformance test, the path a model no fast path covers runs on, and the
+one
 ``A3C_UPDATE_PATH=reference`` forces for a comparison.
 
 A new A3C loss term is written here, in ``AutogradLoss.loss`` (PPO's reference loss gradient is

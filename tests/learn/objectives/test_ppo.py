@@ -1,6 +1,7 @@
 """--algo ppo's objective: the clipped surrogate (a3c.learn.losses.clipped_surrogate_loss) against a slow hand
 computation, sample by sample in float64 (ratio clipping on both sides, value clipping, the entropy), and the
-worker's update (a3c.learn.objectives.ppo.ClippedSurrogate): the behaviour log-probabilities from the params acting returned,
+worker's update (a3c.learn.objectives.ppo.ClippedSurrogate): the behaviour log-probabilities from the params acting
+returned,
 GAE lambda with the bootstrap at truncation, the minibatches, a minibatch's gradient with advantages normalised over
 that minibatch alone, and an LSTM's minibatches of whole envs."""
 

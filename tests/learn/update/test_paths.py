@@ -1,4 +1,5 @@
-"""a3c.learn.update.paths: the conformance test (every registered update path, on every model family the flags can build,
+"""a3c.learn.update.paths: the conformance test (every registered update path, on every model family the flags can
+build,
 pushes the gradient of the slow reference, the A3C gradient written like the maths in float64: tests/worker_rig.py),
 and the choice of a path (the fast one where one covers the model, else the reference with one line that says why;
 A3C_UPDATE_PATH forces one)."""

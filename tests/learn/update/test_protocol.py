@@ -1,4 +1,5 @@
-"""a3c.learn.update.protocol: the rollout buffers as a path reads them (tensors and numpy views of one memory), and a path
+"""a3c.learn.update.protocol: the rollout buffers as a path reads them (tensors and numpy views of one memory), and a
+path
 covering a model exactly when both its parts do, with the reason of the part that does not."""
 
 from __future__ import annotations
