@@ -254,7 +254,7 @@ def objective_pairs(data: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str
     """The (A3C, PPO) runs of a3c.train on the same seed in one file of scripts/bench_ppo.py, the first of each."""
     pairs = []
     for seed in dict.fromkeys(r["seed"] for r in data["runs"]):
-        first = {}
+        first: dict[str, dict[str, Any]] = {}
         for r in data["runs"]:
             if r["seed"] == seed and r.get("algo") in ("a3c", "ppo"):
                 first.setdefault(r["algo"], r)
@@ -271,7 +271,7 @@ def objective_cost(datas: list[dict[str, Any]]) -> str:
         for a3c, ppo in objective_pairs(data):
             rows.append(
                 [
-                    f"{data['env']} ({data['steps'] / 1e6:g}M)",
+                    f"`{data['env']}` ({data['steps'] / 1e6:g}M)",
                     str(a3c["seed"]),
                     _n(a3c["final_mean_100"], 1),
                     _n(ppo["final_mean_100"], 1),

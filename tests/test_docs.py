@@ -187,7 +187,7 @@ def test_the_objective_tables_are_the_json_s():
     (a3c, ppo) = [
         next(r for r in data["runs"] if r["seed"] == 201 and r.get("algo") == algo) for algo in ("a3c", "ppo")
     ]
-    assert f"| LunarLander-v3 (1M) | 201 | {a3c['final_mean_100']:,.1f} | {ppo['final_mean_100']:,.1f} |" in cost
+    assert f"| `LunarLander-v3` (1M) | 201 | {a3c['final_mean_100']:,.1f} | {ppo['final_mean_100']:,.1f} |" in cost
     assert f"**{ppo['steps_per_s'] / a3c['steps_per_s']:.2f}x** |" in cost
     assert "| 203 |" not in cost  # seed 203 has no run of A3C's objective: no pair
 
@@ -196,7 +196,7 @@ def test_a_marker_may_name_several_files_for_a_kind_that_takes_them():
     page = DOCS / "guides" / "a-page.md"  # (its folder is what the paths are relative to)
     files = "../data/ppo_LunarLander-v3.json,../data/ppo_CartPole-v1.json"
     text = hooks.expand(f"<!-- bench-table: objective-cost {files} -->", page)
-    assert "| LunarLander-v3 (1M) | 201 |" in text and "| CartPole-v1 (0.5M) | 301 |" in text
+    assert "| `LunarLander-v3` (1M) | 201 |" in text and "| `CartPole-v1` (0.5M) | 301 |" in text
     assert text.count("`python -m scripts.bench_ppo") == 2 and "/tmp/" not in text
     with pytest.raises(ValueError, match="takes one file"):
         hooks.expand(f"<!-- bench-table: objective-runs {files} -->", page)
