@@ -1,4 +1,5 @@
-"""a3c: a fast, correct, observable A3C trainer for gymnasium environments on PyTorch.
+"""a3c: a fast, correct, observable asynchronous actor-critic trainer for gymnasium environments on PyTorch, its
+workers learning with A3C's objective or PPO's clipped surrogate (``--algo``; docs/guides/objective.md).
 
 Entry points: ``python -m a3c.train`` (training), ``python -m a3c.evaluate`` (score, record), ``python -m a3c.plot``
 (figures from a run directory); from Python, ``a3c.train(...)`` and ``a3c.load(path)`` (a3c/api.py,

@@ -77,9 +77,9 @@ def _normal(value: Any) -> Any:
 
 def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
     """Train as ``python -m a3c.train`` would, with ``config`` and/or keyword settings named like Config's fields
-    (the CLI flags with '_' for '-'), e.g. ``a3c.train(env="CartPole-v1", workers=2, total_steps=200_000)``. The
-    env's preset applies under the settings given, as on the command line (``api_settings``); ``preset="none"``
-    trains with the plain defaults.
+    (the flags without their leading '--', '_' in place of '-'), e.g. ``a3c.train(env="CartPole-v1", workers=2,
+    total_steps=200_000)``. The env's preset applies under the settings given, as on the command line
+    (``api_settings``); ``preset="none"`` trains with the plain defaults.
 
     Returns a TrainResult (run_dir, summary, agent). Raises ValueError for bad input (the CLI's message),
     KeyboardInterrupt after an interrupted run has shut down, RuntimeError when the run failed (a worker out of

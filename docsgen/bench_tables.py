@@ -6,7 +6,9 @@ several runs); hooks.py replaces the marker with ``render(KIND, data)``.
 The kinds, one per script's output: ``throughput`` (scripts/bench_throughput.py), ``vs-sb3``
 (scripts/bench_vs_sb3.py), ``suite`` and ``suite-seeds`` (scripts/bench_suite.py), ``atari`` (scripts/bench_atari.py),
 ``pong`` (scripts/bench_atari_learning.py plot), ``threads`` (scripts/bench_threads.py), ``solve-seeds``
-(scripts/bench_solve_seeds.py)."""
+(scripts/bench_solve_seeds.py), ``objective-runs`` (scripts/bench_ppo.py); and ``objective-cost``, which takes
+several of bench_ppo's files at once (``data/A.json,data/B.json``) and sets the objectives side by side, seed by
+seed."""
 
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-MARKER = re.compile(r"^<!-- bench-table: (?P<kind>[a-z0-9-]+) (?P<file>\S+\.json)(?: (?P<key>\S+))? -->$", re.M)
+MARKER = re.compile(
+    r"^<!-- bench-table: (?P<kind>[a-z0-9-]+) (?P<file>\S+?\.json(?:,\S+?\.json)*)(?: (?P<key>\S+))? -->$", re.M
+)
 ATARI_FRAME_SKIP = 4  # one agent step of ALE with the standard preprocessing is 4 frames (scripts/bench_atari.py)
 
 
@@ -33,11 +37,14 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def _command(data: dict[str, Any]) -> str:
-    """The command that made ``data``, its output folder (the benchmark machine's path) shown as OUT."""
+    """The command that made ``data``, its output folder (the benchmark machine's path) shown as OUT and the folder of
+    any file it read from there as RUNS."""
     if not data.get("command"):
         return ""
     command = re.sub(r"--out \S+", "--out OUT", data["command"])
     command = re.sub(r"python \S*/(scripts/\S+\.py)", r"python \1", command)
+    # the input files of a merge (--merge, --from-json): their folder on the benchmark machine shown as RUNS
+    command = re.sub(r"(?<= )/\S+", lambda m: "RUNS/" + "/".join(Path(m[0]).parts[-2:]), command)
     return f"Made by `{command}`."
 
 
@@ -213,6 +220,70 @@ def solve_seeds(data: dict[str, Any]) -> str:
     return _table([*header, "mean (last 100) reported", "latest.pt, 10 episodes"], rows)
 
 
+OBJECTIVE_LABEL = {"a3c": "A3C", "ppo": "PPO"}
+
+
+def _objective(run: dict[str, Any]) -> str:
+    """The objective a run of scripts/bench_ppo.py trained with: its ``algo``, or SB3's trainer for SB3's arms."""
+    if "algo" in run:
+        return OBJECTIVE_LABEL.get(run["algo"], run["algo"])
+    return "SB3 " + run["arm"].removeprefix("sb3-").upper()
+
+
+def objective_runs(data: dict[str, Any]) -> str:
+    """scripts/bench_ppo.py: each run of each arm (a3c.train's flags, or SB3's PPO) and its objective: final and best
+    100-episode training mean, the step it first reached the threshold, wall time and steps/s."""
+    rows = [
+        [
+            r["arm"],
+            _objective(r),
+            str(r["seed"]),
+            f"**{_n(r['final_mean_100'], 1)}**",
+            _n(r["best_mean_100"], 1),
+            "-" if r["reached_at_step"] is None else _n(r["reached_at_step"]),
+            _n(r["wall_s"]),
+            _n(r["steps_per_s"]),
+        ]
+        for r in data["runs"]
+    ]
+    header = ["arm", "objective", "seed", "final mean100", "best mean100", f"step to {data['threshold']:g}"]
+    return _table([*header, "wall s", "steps/s"], rows)
+
+
+def objective_pairs(data: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The (A3C, PPO) runs of a3c.train on the same seed in one file of scripts/bench_ppo.py, the first of each."""
+    pairs = []
+    for seed in dict.fromkeys(r["seed"] for r in data["runs"]):
+        first: dict[str, dict[str, Any]] = {}
+        for r in data["runs"]:
+            if r["seed"] == seed and r.get("algo") in ("a3c", "ppo"):
+                first.setdefault(r["algo"], r)
+        if len(first) == 2:
+            pairs.append((first["a3c"], first["ppo"]))
+    return pairs
+
+
+def objective_cost(datas: list[dict[str, Any]]) -> str:
+    """Several files of scripts/bench_ppo.py: per env and seed, A3C's objective beside PPO's, their final
+    100-episode training means and steps/s, and PPO's steps/s as a fraction of A3C's."""
+    rows = []
+    for data in datas:
+        for a3c, ppo in objective_pairs(data):
+            rows.append(
+                [
+                    f"`{data['env']}` ({data['steps'] / 1e6:g}M)",
+                    str(a3c["seed"]),
+                    _n(a3c["final_mean_100"], 1),
+                    _n(ppo["final_mean_100"], 1),
+                    _n(a3c["steps_per_s"]),
+                    _n(ppo["steps_per_s"]),
+                    f"**{ppo['steps_per_s'] / a3c['steps_per_s']:.2f}x**",
+                ]
+            )
+    header = ["env (steps)", "seed", "A3C final mean100", "PPO final mean100", "A3C steps/s", "PPO steps/s"]
+    return _table([*header, "PPO's steps/s of A3C's"], rows)
+
+
 KINDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "threads": threads,
     "solve-seeds": solve_seeds,
@@ -222,23 +293,39 @@ KINDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "suite-seeds": suite_seeds,
     "atari": atari,
     "pong": pong,
+    "objective-runs": objective_runs,
 }
+MULTI_KINDS: dict[str, Callable[[list[dict[str, Any]]], str]] = {"objective-cost": objective_cost}
 
 
-def render(kind: str, path: Path, key: str | None = None) -> str:
-    """The table of ``kind`` from the JSON at ``path`` (its entry ``key``, if given), and the command that made it."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown bench-table kind {kind!r} (known: {', '.join(KINDS)})")
-    data = json.loads(path.read_text())
+def render(kind: str, path: Path | list[Path], key: str | None = None) -> str:
+    """The table of ``kind`` from the JSON at ``path`` (its entry ``key``, if given), and the command that made it;
+    a kind of MULTI_KINDS takes a list of paths and says the command of each."""
+    paths = path if isinstance(path, list) else [path]
+    if kind not in KINDS and kind not in MULTI_KINDS:
+        raise ValueError(f"unknown bench-table kind {kind!r} (known: {', '.join([*KINDS, *MULTI_KINDS])})")
+    datas = [json.loads(p.read_text()) for p in paths]
     if key is not None:
-        data = data[key]
-    return "\n\n".join(p for p in (KINDS[kind](data), _command(data)) if p)
+        datas = [data[key] for data in datas]
+    if kind in MULTI_KINDS:
+        made = [c.removeprefix("Made by ").removesuffix(".") for c in map(_command, datas) if c]
+        commands = f"Made by {'; '.join(made)}." if made else ""
+        return "\n\n".join(p for p in (MULTI_KINDS[kind](datas), commands) if p)
+    if len(datas) != 1:
+        raise ValueError(f"bench-table kind {kind!r} takes one file (got {len(datas)})")
+    return "\n\n".join(p for p in (KINDS[kind](datas[0]), _command(datas[0])) if p)
+
+
+def marker_paths(files: str, page_dir: Path) -> Path | list[Path]:
+    """A marker's file part as paths (relative to the page's folder): one path, or a list for ``A.json,B.json``."""
+    paths = [page_dir / f for f in files.split(",")]
+    return paths if len(paths) > 1 else paths[0]
 
 
 def expand(markdown: str, page_dir: Path) -> str:
     """``markdown`` with every bench-table marker replaced by its table (paths relative to the page's folder)."""
 
     def table(m: re.Match[str]) -> str:
-        return render(m["kind"], page_dir / m["file"], m["key"])
+        return render(m["kind"], marker_paths(m["file"], page_dir), m["key"])
 
     return MARKER.sub(table, markdown)

@@ -58,6 +58,14 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return text
 
 
+def _invocation(formatter: argparse.HelpFormatter, action: argparse.Action) -> str:
+    """The flag cell: each spelling of the flag a code span of its own (``--normalize-obs`` ``--no-normalize-obs``),
+    so that a line breaks between two spellings and never inside one (extra.css keeps a code span in a table cell
+    on one line)."""
+    invocation = " ".join(formatter._format_action_invocation(action).split())
+    return " ".join(f"`{part}`" for part in invocation.split(", "))
+
+
 def render(entry_point: str) -> str:
     """The reference of one entry point: its usage and description, then one table per group of flags."""
     parser = parser_of(entry_point)
@@ -74,8 +82,7 @@ def render(entry_point: str) -> str:
             out += [_prose(group.description), ""]
         out += ["| flag | default | what it does |", "| --- | --- | --- |"]
         for action in actions:
-            invocation = formatter._format_action_invocation(action)
-            out.append(f"| `{' '.join(invocation.split())}` | {_default(action)} | {_prose(_help(parser, action))} |")
+            out.append(f"| {_invocation(formatter, action)} | {_default(action)} | {_prose(_help(parser, action))} |")
         out.append("")
     if parser.epilog:
         out += ["```", parser.epilog.strip("\n"), "```", ""]

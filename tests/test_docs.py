@@ -40,9 +40,10 @@ def test_every_entry_point_with_a_parser_is_in_the_cli_reference():
 
 
 def _invoked(row: str) -> set[str]:
-    """The option strings (or the positional's name) of a reference row's first cell, e.g. "`--lstm [SIZE]`"."""
-    cell = row.split("` | ")[0].removeprefix("| `")
-    return {part.split(" ")[0] for part in cell.split(", ")}
+    """The option strings (or the positional's name) of a reference row's first cell, e.g. "`--lstm [SIZE]`", or
+    "`--normalize-obs` `--no-normalize-obs`" (each spelling a code span of its own)."""
+    cell = row.split("` | ")[0] + "`"
+    return {span.split(" ")[0] for span in re.findall(r"`([^`]+)`", cell)}
 
 
 @pytest.mark.parametrize("entry_point", list(cli_reference.ENTRY_POINTS))
@@ -87,9 +88,9 @@ def test_every_marker_renders_and_every_kept_json_is_on_a_page():
     markers = _markers()
     assert len(markers) >= 10
     for page, m in markers:
-        table = bench_tables.render(m["kind"], page.parent / m["file"], m["key"])
+        table = bench_tables.render(m["kind"], bench_tables.marker_paths(m["file"], page.parent), m["key"])
         assert table.startswith("| ") and "Made by `python " in table
-    shown = {(page.parent / m["file"]).resolve() for page, m in markers}
+    shown = {(page.parent / f).resolve() for page, m in markers for f in m["file"].split(",")}
     linked = {
         (page.parent / target).resolve()
         for page in PAGES
@@ -171,3 +172,57 @@ def test_a_marker_that_does_not_render_fails_the_build(tmp_path):
         hooks.expand("<!-- bench-table: vs-sb3 missing.json -->", page)
     with pytest.raises(KeyError):
         hooks.expand("<!-- cli-reference: a3c.nope -->", page)
+
+
+def test_the_objective_tables_are_the_json_s():
+    """bench_ppo's files: each run with its objective (the run's own ``algo``), and A3C beside PPO seed by seed."""
+    data = json.loads((DOCS / "data" / "ppo_LunarLander-v3.json").read_text())
+    runs = bench_tables.objective_runs(data).splitlines()[2:]
+    assert len(runs) == len(data["runs"])
+    for row, run in zip(runs, data["runs"], strict=True):
+        cells = row.strip("| ").split(" | ")
+        assert cells[0] == run["arm"] and cells[1] == {"a3c": "A3C", "ppo": "PPO"}.get(run.get("algo"), "SB3 PPO")
+        assert _number(cells[3]) == round(run["final_mean_100"], 1)
+    cost = bench_tables.objective_cost([data])
+    (a3c, ppo) = [
+        next(r for r in data["runs"] if r["seed"] == 201 and r.get("algo") == algo) for algo in ("a3c", "ppo")
+    ]
+    assert f"| `LunarLander-v3` (1M) | 201 | {a3c['final_mean_100']:,.1f} | {ppo['final_mean_100']:,.1f} |" in cost
+    assert f"**{ppo['steps_per_s'] / a3c['steps_per_s']:.2f}x** |" in cost
+    assert "| 203 |" not in cost  # seed 203 has no run of A3C's objective: no pair
+
+
+def test_a_marker_may_name_several_files_for_a_kind_that_takes_them():
+    page = DOCS / "guides" / "a-page.md"  # (its folder is what the paths are relative to)
+    files = "../data/ppo_LunarLander-v3.json,../data/ppo_CartPole-v1.json"
+    text = hooks.expand(f"<!-- bench-table: objective-cost {files} -->", page)
+    assert "| `LunarLander-v3` (1M) | 201 |" in text and "| `CartPole-v1` (0.5M) | 301 |" in text
+    assert text.count("`python -m scripts.bench_ppo") == 2 and "/tmp/" not in text
+    with pytest.raises(ValueError, match="takes one file"):
+        hooks.expand(f"<!-- bench-table: objective-runs {files} -->", page)
+
+
+def test_a_flag_s_spellings_are_code_spans_of_their_own_that_never_break():
+    """`--normalize-obs` `--no-normalize-obs`: a line may break between them, and extra.css keeps each on one line."""
+    text = cli_reference.render("a3c.train")
+    assert "| `--normalize-obs` `--no-normalize-obs` | off |" in text
+    assert "| `--env ENV` | `CartPole-v1` |" in text
+    css = (DOCS / "stylesheets" / "extra.css").read_text()
+    assert re.search(r"td code \{\s*white-space: nowrap;", css)
+
+
+def test_no_page_says_how_it_was_made():
+    """Docs lead with the result: no page speaks of the issue it came from, the time it had, or whose runs shared the
+    machine. (A run's "session", the steps since a resume, is a3c's own word and stays.)"""
+    made = re.compile(r"\bthis issue\b|\bissue \d+\b|\bthe issue's\b|other engineers|hours this|/work/", re.I)
+    for page in PAGES:
+        found = made.search(hooks.expand(page.read_text(), page))  # as built: the generated parts too
+        assert found is None, (page, found)
+
+
+def test_the_objective_guide_is_near_the_top_of_the_guides_and_linked_from_home_and_get_started():
+    config = (ROOT / "mkdocs.yml").read_text()
+    guides = config.split("  - Guides:\n")[1].split("  - Reference:")[0].splitlines()
+    assert "guides/objective.md" in "\n".join(guides[:2])
+    for page in ("index.md", "get-started.md"):
+        assert "guides/objective.md" in (DOCS / page).read_text(), page

@@ -75,7 +75,8 @@ def flag(
 
 @dataclass
 class Config:
-    """Every setting of a training run. Field names are the CLI flags with '-' for '_'."""
+    """Every setting of a training run: one field per flag of ``python -m a3c.train``, named like the flag without
+    its leading ``--`` and with ``_`` in place of ``-`` (``--total-steps`` is ``total_steps``)."""
 
     env: str = flag(
         "CartPole-v1", group="env", help="gymnasium env id: a registered id, 'envs/Name-v0', or 'module:Name-v0'"
