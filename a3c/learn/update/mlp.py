@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from a3c.learn.distributions import GaussianHead
 from a3c.learn.model import ActorCritic, MlpTorso, State
 from a3c.learn.update.protocol import Minibatch, NetworkPass, Rollout, Unrolled, backward_from
 from a3c.spec.config import Config
@@ -119,13 +120,20 @@ class MlpBackprop:
         self.critic_np = None if critic is None else [_Layer.of(layer) for layer in critic]
         self.value_np = _Layer.of(model.value_head)
         self.linear_np = None if self.linear_head is None else _Layer.of(self.linear_head)
+        # DiagGaussian's head (a Linear mean and one learned log-std a dimension) by hand too: on a MuJoCo worker's
+        # acting pass of one env its torch call cost about as much as the rest of the pass
+        gaussian = isinstance(head, GaussianHead) and type(head) is GaussianHead
+        self.gauss_np = _Layer.of(head.mean) if gaussian else None
+        self.log_std_np = head.log_std.detach().numpy() if gaussian else None
+        self.log_std_grad = head.log_std.grad.numpy() if gaussian and head.log_std.grad is not None else None
         # separate actor and critic of one shape: the update runs both chains as one (see _paired)
         self.pair_np = None if critic is None else _paired(actor, critic)
         self.acted: _Acted | None = None  # the acting passes of the rollout in hand (see ``record``)
+        self.by_hand_head = self.linear_np is not None or self.gauss_np is not None
         # whether ``backward`` writes every parameter's gradient (linear heads, every layer by hand): the caller then
         # need not zero the gradients first
-        written = [*actor, *(critic or []), model.value_head, *([self.linear_head] if self.linear_head else [])]
-        self.writes_all_grads = self.linear_head is not None and sum(
+        written = [*actor, *(critic or []), model.value_head, *([head] if self.by_hand_head else [])]
+        self.writes_all_grads = self.by_hand_head and sum(
             p.numel() for layer in written for p in layer.parameters()
         ) == sum(p.numel() for p in model.parameters())
 
@@ -198,6 +206,8 @@ class MlpBackprop:
             features = _forward_np(self.actor_np, x)[-1]
             if self.linear_np is not None:
                 return torch.from_numpy(features @ self.linear_np.w_t + self.linear_np.b)
+            if self.gauss_np is not None:
+                return torch.from_numpy(self._gaussian(features))
             with torch.no_grad():
                 return self.model.policy_head(torch.from_numpy(features))
         outs = acted.step_views[step]
@@ -207,8 +217,17 @@ class MlpBackprop:
             logits = np.matmul(x, self.linear_np.w_t, out=outs[-1])
             logits += self.linear_np.b
             return torch.from_numpy(logits)
+        if self.gauss_np is not None:
+            return torch.from_numpy(self._gaussian(x))
         with torch.no_grad():
             return self.model.policy_head(torch.from_numpy(x))
+
+    def _gaussian(self, features: np.ndarray) -> np.ndarray:
+        """GaussianHead's output by hand: [mean = features W^T + b, log_std for every row], [B, 2 A]."""
+        assert self.gauss_np is not None and self.log_std_np is not None
+        mean = features @ self.gauss_np.w_t
+        mean += self.gauss_np.b
+        return np.concatenate((mean, np.broadcast_to(self.log_std_np, mean.shape)), axis=1)
 
     def inputs(self, obs: torch.Tensor | np.ndarray, rows: int | None = None) -> np.ndarray:
         """MlpTorso.inputs in numpy: the observations (a tensor or an array; ``rows`` of them, flattened from
@@ -246,6 +265,8 @@ class MlpBackprop:
         if self.linear_np is not None:
             head = self.linear_np
             return features @ head.w_t + head.b, values, Pass(actor, critic, pair=pair)
+        if self.gauss_np is not None:
+            return self._gaussian(features), values, Pass(actor, critic, pair=pair)
         leaf = torch.from_numpy(features).requires_grad_(True)
         with torch.enable_grad():
             out = self.model.policy_head(leaf)
@@ -262,6 +283,9 @@ class MlpBackprop:
         values = np.matmul(h, self.value_np.w[0]) + self.value_np.b
         if acted.params is not None:
             return acted.params, values, Pass([x], None, pair=pair, pair_rows=pair_rows, d_pair=acted.d_last)
+        if self.gauss_np is not None:
+            params = self._gaussian(acted.layers[-1][0, : acted.steps * acted.envs])
+            return params, values, Pass([x], None, pair=pair, pair_rows=pair_rows, d_pair=acted.d_last)
         leaf = torch.from_numpy(acted.layers[-1][0, : acted.steps * acted.envs]).requires_grad_(True)
         with torch.enable_grad():
             out_t = self.model.policy_head(leaf)
@@ -301,6 +325,14 @@ class MlpBackprop:
             dp = _as_numpy(dparams)
             _linear_backward_np(self.linear_np, features, dp)
             d_features = np.matmul(dp, self.linear_np.w, out=d_features)
+        elif self.gauss_np is not None:  # the mean's Linear layer, and the log-std's sum over the rows
+            assert self.log_std_grad is not None
+            dp = _as_numpy(dparams)
+            dims = self.gauss_np.b.shape[-1]
+            d_mean = np.ascontiguousarray(dp[:, :dims])
+            _linear_backward_np(self.gauss_np, features, d_mean)
+            np.add.reduce(dp[:, dims:], axis=0, out=self.log_std_grad)
+            d_features = np.matmul(d_mean, self.gauss_np.w, out=d_features)
         else:
             assert saved.head_leaf is not None and saved.head_out is not None
             grad_out = torch.zeros_like(saved.head_out)

@@ -42,7 +42,7 @@ def by_hand(model, grads, obs, dparams, dvalues):
     backprop = MlpBackprop.of(model)
     assert backprop is not None
     # where the passes write every gradient (linear heads), whatever the buffer held is overwritten: NaN here
-    assert backprop.writes_all_grads == (backprop.linear_head is not None)
+    assert backprop.writes_all_grads == backprop.by_hand_head  # (Linear and Gaussian heads by hand, gSDE not)
     grads.fill_(float("nan")) if backprop.writes_all_grads else grads.zero_()
     params, values, _, saved = backprop.unroll(obs)
     backprop.backward(saved, dparams, dvalues)
