@@ -5,6 +5,9 @@ trainer's throughput is compared against."""
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import multiprocessing as mp
 import os
 import time
