@@ -66,26 +66,30 @@ def _budget(steps: int) -> str:
 
 
 def by_arm(rows: list[dict[str, Any]]) -> str:
-    """env x arm: final mean ± std over seeds, seeds, seeds at the threshold, median wall s and steps/s."""
+    """env x arm: final mean ± std over seeds, seeds, the seeds that reached the threshold and the median wall time to
+    it, median wall s and steps/s."""
     out = []
     for (env, budget, arm), runs in _groups(rows).items():
         finals = [r["final_mean_100"] for r in runs if r["final_mean_100"] is not None]
         mean = statistics.fmean(finals) if finals else None
         std = statistics.stdev(finals) if len(finals) > 1 else 0.0 if finals else None
         threshold = runs[0]["threshold"]
-        reached = sum(r["reached_at_step"] is not None for r in runs)
+        times = [r["reached_at_s"] for r in runs if r["reached_at_s"] is not None]
+        solved = f"{len(times)}/{len(runs)} (>= {threshold:g})" if threshold is not None else "-"
+        if times:
+            solved += f", {statistics.median(times):,.1f} s"
         out.append(
             [
                 f"{env} ({_budget(budget)})",
                 arm,
                 f"**{_n(mean, 1)}** ± {_n(std, 1)}",
                 str(len(runs)),
-                "-" if threshold is None else f"{reached}/{len(runs)} (>= {threshold:g})",
+                solved,
                 _n(statistics.median(r["wall_s"] for r in runs if r["wall_s"] is not None)),
                 _n(statistics.median(r["steps_per_s"] for r in runs if r["steps_per_s"] is not None)),
             ]
         )
-    header = ["env (steps)", "arm", "final 100-episode mean ± std over seeds", "seeds", "seeds solved"]
+    header = ["env (steps)", "arm", "final 100-episode mean ± std over seeds", "seeds", "seeds solved, median s to it"]
     return _table([*header, "wall s (median)", "steps/s (median)"], out)
 
 

@@ -51,7 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seeds", nargs="+", default=[], metavar="SEED", help="seeds, or FIRST-LAST")
     run.add_argument("--budget", type=int, help="env steps of each run")
     run.add_argument("--threshold", type=float, help="the return counted as solved (default: the env's)")
-    run.add_argument("--workers", default="2", help="--workers of an a3c arm whose flags name none (default: 2)")
+    run.add_argument(
+        "--workers",
+        default="2",
+        help="--workers of an a3c arm whose flags name none (default: 2; default: give none, a3c.train's own)",
+    )
+    run.add_argument(
+        "--evaluate", type=int, default=0, metavar="EPISODES", help="a3c arms: a3c.evaluate on the final checkpoint"
+    )
     run.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
     run.add_argument(
         "--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where the runs' directories live (default: runs/bench)"
@@ -87,7 +94,7 @@ def plan(args: argparse.Namespace) -> list[Run]:
     if not (args.env and args.arm and args.seeds and args.budget):
         raise queue_.QueueError("give --queue FILE, or --env, --arm, --seeds and --budget")
     workers = None if args.workers == "default" else args.workers
-    arms = [arms_.parse_arm(text, workers) for text in args.arm]
+    arms = [arms_.parse_arm(text, workers, args.evaluate) for text in args.arm]
     seeds = [s for text in args.seeds for s in queue_.parse_seeds(text if "-" in text else _int(text), "--seeds")]
     return [Run(env, arm, seed, args.budget, args.threshold) for seed in seeds for env in args.env for arm in arms]
 

@@ -69,14 +69,14 @@ def peer(name: str) -> Arm:
     return Arm(name, peer=name, workers=None)
 
 
-def parse_arm(text: str, workers: int | str | None = DEFAULT_WORKERS) -> Arm:
+def parse_arm(text: str, workers: int | str | None = DEFAULT_WORKERS, evaluate: int = 0) -> Arm:
     """``NAME=FLAGS`` (an a3c arm: ``ppo=--algo ppo``, ``a3c=`` for the env's preset) or a peer's name."""
     name, sep, flags = text.partition("=")
     if not sep:
         return peer(text)
     if not name or any(c in name for c in " /") or name in PEERS:
         raise ArmError(f"arm {text!r}: NAME=FLAGS with a NAME of its own (no spaces or /, not a peer's name)")
-    return Arm(name, tuple(shlex.split(flags)), workers=workers)
+    return Arm(name, tuple(shlex.split(flags)), workers=workers, evaluate=evaluate)
 
 
 def command(arm: Arm, env: str, seed: int, budget: int, run_dir: Path, resume: bool = False) -> list[str]:

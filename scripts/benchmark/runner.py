@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import fcntl
+import importlib
 import json
 import os
 import platform
@@ -59,7 +60,8 @@ class Run:
     group: str = ""  # the queue's block it came from
 
     def folder(self, work_dir: Path, commit: str) -> Path:
-        return Path(work_dir) / f"{self.env.replace('/', '_')}__{self.arm.name}__{self.seed}__{self.budget}__{commit}"
+        env = self.env.replace("/", "_").replace(":", "_")
+        return Path(work_dir) / f"{env}__{self.arm.name}__{self.seed}__{self.budget}__{commit}"
 
 
 def env_threshold(env: str) -> float | None:
@@ -73,6 +75,9 @@ def env_threshold(env: str) -> float | None:
             gym.register_envs(ale_py)
         if env.startswith("envs/"):
             import envs  # noqa: F401  (registers the envs/ namespace)
+        if ":" in env:  # module:Id, as gym.make takes it: the module registers the id
+            module, _, env = env.partition(":")
+            importlib.import_module(module)
         threshold = gym.spec(env).reward_threshold
     except Exception:  # an env this machine cannot name (a missing extra): no threshold
         return None
