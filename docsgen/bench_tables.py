@@ -6,7 +6,9 @@ several runs); hooks.py replaces the marker with ``render(KIND, data)``.
 The kinds, one per script's output: ``throughput`` (scripts/bench_throughput.py), ``vs-sb3``
 (scripts/bench_vs_sb3.py), ``suite`` and ``suite-seeds`` (scripts/bench_suite.py), ``atari`` (scripts/bench_atari.py),
 ``pong`` (scripts/bench_atari_learning.py plot), ``threads`` (scripts/bench_threads.py), ``solve-seeds``
-(scripts/bench_solve_seeds.py)."""
+(scripts/bench_solve_seeds.py). bench_vs_sb3, bench_suite and bench_solve_seeds are gone (the benchmark driver,
+scripts/bench.py, runs what they ran; its store's tables: results_store.py); the JSON they wrote is kept, rendered
+here."""
 
 from __future__ import annotations
 

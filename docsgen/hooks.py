@@ -1,8 +1,8 @@
 """The MkDocs hook (mkdocs.yml: hooks) that fills the generated parts of the pages while the site is built:
 ``<!-- cli-reference: ENTRY_POINT -->`` becomes that entry point's flag tables (cli_reference.py), and
 ``<!-- bench-table: KIND data/FILE.json [KEY] -->`` the table of a benchmark's JSON (bench_tables.py). A marker that
-names an unknown entry point, kind or file fails the build. ``<!-- bench-table: store data/FILE.jsonl [FILTER=...] -->``:
-a table of the results store (results_store.py)."""
+names an unknown entry point, kind or file fails the build; ``<!-- bench-table: store data/FILE.jsonl [FILTER=...]
+-->`` a table of the results store (results_store.py)."""
 
 from __future__ import annotations
 

@@ -49,7 +49,9 @@ def select(
     return [
         r
         for r in latest(rows)
-        if (env is None or r["env"] in env) and (arm is None or r["arm"] in arm) and (budget is None or r["budget"] in budget)
+        if (env is None or r["env"] in env)
+        and (arm is None or r["arm"] in arm)
+        and (budget is None or r["budget"] in budget)
     ]
 
 

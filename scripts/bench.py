@@ -106,7 +106,9 @@ def conflicts(runs: list[Run], store: Store) -> list[str]:
     for arm in {r.arm.name: r.arm for r in runs}.values():
         spec = stored.get(arm.name)
         if spec is not None and any(spec.get(k) != v for k, v in arm.spec().items()):
-            out.append(f"arm {arm.name!r} is stored as {spec} and asked as {arm.spec()}: give the changed arm a new name")
+            out.append(
+                f"arm {arm.name!r} is stored as {spec} and asked as {arm.spec()}: give the changed arm a new name"
+            )
     return out
 
 

@@ -189,9 +189,7 @@ def make_envs(env_id: str, n_envs: int, seed: int, normalize: bool | dict[str, A
     return env
 
 
-def build(
-    algo: str, env_id: str, seed: int, n_envs: int | None = None, settings: str = "rl-zoo3"
-) -> tuple[Any, Any]:
+def build(algo: str, env_id: str, seed: int, n_envs: int | None = None, settings: str = "rl-zoo3") -> tuple[Any, Any]:
     """(env, model): SB3's ``algo`` with ``settings`` for ``env_id`` (``n_envs``: another env count), untrained, on
     the CPU."""
     from stable_baselines3 import A2C, PPO

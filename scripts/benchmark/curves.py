@@ -36,7 +36,9 @@ def read_episodes(run_dir: Path) -> list[Episode]:
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        rows = [Episode(int(float(r["global_step"])), float(r["wall_time"]), float(r["return"])) for r in csv.DictReader(f)]
+        rows = [
+            Episode(int(float(r["global_step"])), float(r["wall_time"]), float(r["return"])) for r in csv.DictReader(f)
+        ]
     return sorted(rows, key=lambda e: (e.step, e.wall_s))
 
 

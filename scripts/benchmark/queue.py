@@ -50,7 +50,7 @@ def parse_seeds(value: Any, where: str) -> list[int]:
             return list(range(first, last + 1))
     if isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value):
         return list(value)
-    raise QueueError(f"{where}: seeds must be a list of integers or \"FIRST-LAST\" (got {value!r})")
+    raise QueueError(f'{where}: seeds must be a list of integers or "FIRST-LAST" (got {value!r})')
 
 
 def _workers(value: Any, where: str) -> int | str | None:
@@ -58,7 +58,7 @@ def _workers(value: Any, where: str) -> int | str | None:
         return None  # no --workers flag: a3c.train's own default
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
         return value
-    raise QueueError(f"{where}: workers must be a positive integer, \"auto\" or \"default\" (got {value!r})")
+    raise QueueError(f'{where}: workers must be a positive integer, "auto" or "default" (got {value!r})')
 
 
 def _arm(name: str, value: Any, workers: int | str | None, where: str) -> Arm:

@@ -99,7 +99,9 @@ class Store:
                 try:
                     out.append(json.loads(line))
                 except json.JSONDecodeError as err:
-                    raise StoreError(f"{self.path}:{n}: not a JSON object ({err.msg}); mend or remove the line") from None
+                    raise StoreError(
+                        f"{self.path}:{n}: not a JSON object ({err.msg}); mend or remove the line"
+                    ) from None
         return out
 
     def find(self, env: str, arm: str, seed: int, budget: int, commit: str | None) -> dict[str, Any] | None:
