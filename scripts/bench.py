@@ -22,13 +22,14 @@ if not __package__:  # run as a file (python scripts/NAME.py): the repository's 
 import argparse
 import shlex
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
 from scripts.benchmark.runner import Children, Run, execute, state
-from scripts.benchmark.store import DEFAULT_STORE, REPO, Store, StoreError, code_commit
+from scripts.benchmark.store import DEFAULT_STORE, REPO, Store, StoreError, code_commit, commit_store
 
 DEFAULT_WORK_DIR = REPO / "runs" / "bench"
 
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--any-commit", action="store_true", help="a run stored from any commit counts as done")
     run.add_argument("--dry-run", action="store_true", help="list what would run and what is stored; run nothing")
     run.add_argument("--jobs", type=int, default=1, help="runs at a time (default: 1); more: output to log.txt")
+    run.add_argument(
+        "--commit-results", action="store_true", help="git commit the store (that file alone) after each stored run"
+    )
 
     for name, what in (("table", "print the store's table"), ("figure", "draw the store's curves into a PNG")):
         p = sub.add_parser(name, help=what)
@@ -144,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     bench_command = shlex.join(["python", "-m", "scripts.bench", *sys.argv[1:]])
     children = Children()
     children.install()
-    failed = 0
+    failed, git = 0, threading.Lock()
 
     def one(i_run: tuple[int, Run]) -> None:
         nonlocal failed
@@ -156,6 +160,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome, row = execute(run, store, args.work_dir, commit, bench_command, children, quiet=args.jobs > 1)
         if row is not None:
             outcome += f": final {row['final_mean_100']:.1f}, {row['wall_s']:.0f} s, {row['sessions']} session(s)"
+            if args.commit_results:
+                with git:
+                    message = f"results: {run.env} {run.arm.name} seed {run.seed}, {run.budget:,} steps ({commit})"
+                    complaint = commit_store(store.path, message)
+                outcome += f"; not committed: {complaint}" if complaint else "; committed"
         elif outcome.startswith("failed"):
             failed += 1
             outcome += f"; see {run.folder(args.work_dir, commit)}"

@@ -165,12 +165,20 @@ class Children:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self.forward)
 
-    def start(self, argv: list[str], out: IO[str] | None) -> subprocess.Popen[bytes]:
+    def start(self, argv: list[str], out: IO[str] | None, lock: int | None = None) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in a process group of its own; ``lock``: a file descriptor it inherits (the run's lock, held
+        as long as the run lives, even if the driver is killed)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
         with self._lock:
             proc = subprocess.Popen(
-                argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT if out else None, start_new_session=True
+                argv,
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT if out else None,
+                start_new_session=True,
+                pass_fds=() if lock is None else (lock,),
             )
             self.procs.add(proc)
         if self.stopping is not None:  # a signal came while it was starting
@@ -267,14 +275,21 @@ def execute(
             return "running elsewhere", None
         out = open(folder / "log.txt", "a") if quiet else None
         try:
-            return _execute(run, store, folder, commit, bench_command, children, out)
+            return _execute(run, store, folder, commit, bench_command, children, out, lock.fileno())
         finally:
             if out is not None:
                 out.close()
 
 
 def _execute(
-    run: Run, store: Store, folder: Path, commit: str, bench_command: str, children: Children, out: IO[str] | None
+    run: Run,
+    store: Store,
+    folder: Path,
+    commit: str,
+    bench_command: str,
+    children: Children,
+    out: IO[str] | None,
+    lock: int,
 ) -> tuple[str, dict[str, Any] | None]:
     run_dir = folder / "run"
     what = state(run, folder.parent, commit)
@@ -283,7 +298,7 @@ def _execute(
             shutil.rmtree(run_dir)  # stopped before a checkpoint (or a peer): from the start
         argv = command(run.arm, run.env, run.seed, run.budget, run_dir, resume=what == "resume")
         began, at = _now(), machine()
-        code = children.wait(children.start(argv, out))
+        code = children.wait(children.start(argv, out, lock))
         summary = read_json(run_dir / "summary.json")
         entry = {"command": shown(argv), "started_at": began, "ended_at": _now(), "exit_code": code, "machine": at}
         with open(folder / "sessions.jsonl", "a") as f:

@@ -71,6 +71,18 @@ def code_commit(repo: Path = REPO) -> str:
     return (sha[:12] or "unknown") + ("-dirty" if status else "")
 
 
+def commit_store(path: Path, message: str) -> str | None:
+    """Commit the store file at ``path`` alone (``git commit -- PATH``: whatever else is staged stays staged); None, or
+    git's complaint in one line."""
+    path = Path(path).resolve()
+    for args in (["add", "--", path.name], ["commit", "-q", "-m", message, "--", path.name]):
+        done = subprocess.run(["git", *args], cwd=path.parent, capture_output=True, text=True)
+        if done.returncode != 0:
+            lines = (done.stderr or done.stdout).strip().splitlines()
+            return lines[-1] if lines else f"git {args[0]} exited {done.returncode}"
+    return None
+
+
 def key_of(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(row[k] for k in KEY)
 

@@ -72,3 +72,19 @@ def test_the_row_of_a_resumed_run_counts_every_session(tmp_path):
     assert row["curve"][-1] == [12000, 108.0, row["final_mean_100"]] and len(row["curve"]) == 120
     assert row["extra"]["algo"] == "a3c" and row["workers"] == 2
     assert row["arm_spec"] == A3C.spec()
+
+
+def test_a_run_another_driver_holds_is_left_alone(tmp_path):
+    import fcntl
+
+    from scripts.benchmark.store import Store
+
+    run = runner.Run("CartPole-v1", A3C, 1, 1000)
+    folder = run.folder(tmp_path, "abc")
+    folder.mkdir(parents=True)
+    with open(folder / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        store = Store(tmp_path / "r.jsonl")
+        outcome = runner.execute(run, store, tmp_path, "abc", "cmd", runner.Children())
+        assert outcome == ("running elsewhere", None)
+    assert not (folder / "sessions.jsonl").exists() and not store.path.exists()

@@ -87,3 +87,21 @@ def test_the_code_commit_ignores_changes_outside_the_code(tmp_path):
     assert store_.code_commit(tmp_path) == code  # committing results keeps the stored runs current
     (tmp_path / "a3c" / "m.py").write_text("x = 2\n")
     assert store_.code_commit(tmp_path) == code + "-dirty"
+
+
+def test_commit_store_commits_the_store_alone(tmp_path):
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    (tmp_path / "other.txt").write_text("staged, not the store's\n")
+    git("add", "other.txt")
+    store = store_.Store(tmp_path / "data" / "results.jsonl")
+    store.append(row())
+    assert store_.commit_store(store.path, "results: one run") is None
+    assert git("log", "--format=%s") == "results: one run\n"
+    assert git("show", "--name-only", "--format=") == "data/results.jsonl\n"
+    assert git("diff", "--cached", "--name-only") == "other.txt\n"  # still staged
+    assert store_.commit_store(store.path, "nothing new") is not None  # nothing to commit: git's line
