@@ -8,7 +8,8 @@ The kinds, one per script's output: ``throughput`` (scripts/bench_throughput.py)
 ``pong`` (scripts/bench_atari_learning.py plot), ``threads`` (scripts/bench_threads.py), ``solve-seeds``
 (scripts/bench_solve_seeds.py), ``objective-runs`` (scripts/bench_ppo.py); and ``objective-cost``, which takes
 several of bench_ppo's files at once (``data/A.json,data/B.json``) and sets the objectives side by side, seed by
-seed."""
+seed. bench_ppo, bench_vs_sb3, bench_suite and bench_solve_seeds are gone (the benchmark driver, scripts/bench.py,
+runs what they ran; its store's tables: results_store.py); the JSON they wrote is kept, rendered here."""
 
 from __future__ import annotations
 

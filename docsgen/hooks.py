@@ -3,7 +3,8 @@
 ``<!-- presets-reference -->`` every table of a3c/spec/presets.toml (``: summary``, one line each:
 presets_reference.py), and
 ``<!-- bench-table: KIND data/FILE.json [KEY] -->`` the table of a benchmark's JSON (bench_tables.py). A marker that
-names an unknown entry point, kind or file fails the build."""
+names an unknown entry point, kind or file fails the build; ``<!-- bench-table: store data/FILE.jsonl [FILTER=...]
+-->`` a table of the results store (results_store.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # mkdocs loads this file by its path: the repository's packages are importable
     sys.path.insert(0, str(ROOT))
 
-from docsgen import bench_tables, cli_reference, presets_reference  # noqa: E402
+from docsgen import bench_tables, cli_reference, presets_reference, results_store  # noqa: E402
 
 CLI_MARKER = re.compile(r"^<!-- cli-reference: (?P<entry>[a-z0-9_.]+) -->$", re.M)
 PRESETS_MARKER = re.compile(r"^<!-- presets-reference(?P<summary>: summary)? -->$", re.M)
@@ -28,6 +29,7 @@ def expand(markdown: str, page_path: Path) -> str:
     markdown = PRESETS_MARKER.sub(
         lambda m: (presets_reference.summary if m["summary"] else presets_reference.render)(page_path.parent), markdown
     )
+    markdown = results_store.expand(markdown, page_path.parent)
     return bench_tables.expand(markdown, page_path.parent)
 
 

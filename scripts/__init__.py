@@ -1,2 +1,3 @@
-"""The benchmark and diagnostic scripts, a package so that they share scripts/_common.py and scripts/sb3_runner.py
-without touching sys.path: run each from the repository root as ``python -m scripts.NAME``."""
+"""The benchmark and diagnostic scripts, a package so that they share scripts/_common.py, scripts/sb3_runner.py and
+the benchmark driver's parts (scripts/benchmark/): run each from the repository root as ``python -m scripts.NAME``, or
+as a file, ``python scripts/NAME.py`` (scripts/_root.py puts the root on sys.path then)."""

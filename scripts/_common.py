@@ -1,25 +1,21 @@
 """Shared bits of the benchmark scripts: the machine description, running a3c.train in a subprocess, runs repeated
-in alternation, the 100-episode means read off a run's episodes, and writing the table / JSON / PNG triple every
-benchmark produces. The scripts are a package: run them from the repository's root as ``python -m scripts.NAME``."""
+in alternation, and writing the table / JSON / PNG triple every benchmark produces. (The learning benchmarks' episodes
+and 100-episode means: scripts/benchmark/curves.py.) Run a script from the repository's root as ``python -m
+scripts.NAME``, or as a file, ``python scripts/NAME.py`` (scripts/_root.py)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import platform
 import shlex
-import statistics
 import subprocess
 import sys
-from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parents[1]
-WINDOW = 100  # episodes in the training mean that is compared with a threshold
-Episodes = list[tuple[float, int, float]]  # (wall seconds, global step, return), in the order the episodes ended
 T = TypeVar("T")
 
 
@@ -95,47 +91,6 @@ def alternate(rounds: int, trials: dict[str, Callable[[int], T]]) -> dict[str, l
         for name, trial in trials.items():
             results[name].append(trial(r))
     return results
-
-
-def median(values: list[float | None]) -> float | None:
-    """The median of the known values; None where there is none."""
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
-
-
-def read_episodes(run_dir: Path) -> Episodes:
-    """An a3c run's episodes (episodes.csv), in the order they ended."""
-    with open(run_dir / "episodes.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    return sorted((float(r["wall_time"]), int(float(r["global_step"])), float(r["return"])) for r in rows)
-
-
-def first_reach(episodes: Episodes, threshold: float) -> tuple[int | None, float | None]:
-    """(step, seconds) at which the mean of the last WINDOW finished episodes first reached ``threshold``."""
-    recent: deque[float] = deque(maxlen=WINDOW)
-    for wall, step, ret in episodes:
-        recent.append(ret)
-        if len(recent) == WINDOW and statistics.fmean(recent) >= threshold:
-            return step, wall
-    return None, None
-
-
-def final_mean(episodes: Episodes) -> float | None:
-    """The mean of the last WINDOW episodes (all of them if fewer); None without any."""
-    returns = [r for _, _, r in episodes[-WINDOW:]]
-    return statistics.fmean(returns) if returns else None
-
-
-def best_mean(episodes: Episodes) -> float | None:
-    """The best mean over WINDOW consecutive episodes; None under WINDOW episodes."""
-    returns = [r for _, _, r in episodes]
-    if len(returns) < WINDOW:
-        return None
-    window = best = sum(returns[:WINDOW])
-    for i in range(WINDOW, len(returns)):
-        window += returns[i] - returns[i - WINDOW]
-        best = max(best, window)
-    return best / WINDOW
 
 
 def markdown_table(headers: list[str], rows: list[list[Any]]) -> str:

@@ -22,6 +22,9 @@ mean at each million frames, the frames and the wall time at which it first reac
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import csv
 import json
@@ -33,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from scripts._common import markdown_table, save_results
+from scripts.benchmark.curves import Episode, rolling_mean
 from scripts.sb3_runner import build
 
 FRAME_SKIP = 4  # emulator frames per agent step, for both trainers
@@ -149,16 +153,10 @@ def sb3_episodes(out: Path) -> list[dict[str, float]]:
 
 
 def rolling(episodes: list[dict[str, float]]) -> list[tuple[float, float, float]]:
-    """(frames, wall s, mean of the last WINDOW returns) after each game from the WINDOW-th on (the first games: the
-    mean of those so far)."""
-    points, window, total = [], [], 0.0
-    for e in episodes:
-        window.append(e["return"])
-        total += e["return"]
-        if len(window) > WINDOW:
-            total -= window.pop(0)
-        points.append((e["frames"], e["wall_s"], total / len(window)))
-    return points
+    """(frames, wall s, mean of the last WINDOW returns) after each game (the first games: the mean of those so far):
+    the benchmarks' one rolling mean (scripts/benchmark/curves.py), by frames."""
+    games = [Episode(int(e["frames"]), e["wall_s"], e["return"]) for e in episodes]
+    return [(float(p.step), p.wall_s, p.mean) for p in rolling_mean(games, WINDOW)]
 
 
 def summarize(points: list[tuple[float, float, float]]) -> dict[str, Any]:

@@ -11,6 +11,9 @@ included. Prints a markdown table; writes OUT/env_batch.json, .md and .png.
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import statistics
 import time

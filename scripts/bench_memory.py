@@ -9,6 +9,9 @@ Prints a markdown table; writes OUT/memory.json, .md and .png. Linux only (/proc
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import json
 import statistics

@@ -16,6 +16,9 @@ command) and OUT/slow_env.png.
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import json
 import os

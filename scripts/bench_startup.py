@@ -14,6 +14,9 @@ checkout it measures that one's a3c (before 2026-12-02 its startup_s began at ``
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import json
 import statistics

@@ -11,6 +11,9 @@ steps_per_s. Prints a markdown table (steps/s of each checkout and their ratio);
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import tempfile
 from pathlib import Path

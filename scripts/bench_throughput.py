@@ -20,6 +20,9 @@ Prints a markdown table; writes OUT/throughput.json, .md and .png.
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import os
 import shutil

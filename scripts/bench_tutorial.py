@@ -35,6 +35,9 @@ with the single run's for comparison); prints a markdown table and the command t
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import csv
 import json

@@ -17,6 +17,9 @@ OUT/workers_auto.png.
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import os
 import statistics

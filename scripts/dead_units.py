@@ -12,6 +12,9 @@ found on Pong and Breakout.
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import json
 from pathlib import Path

@@ -22,6 +22,9 @@ own, whose CPU time the process's clock counts and a thread's would not.
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import cProfile
 import pstats

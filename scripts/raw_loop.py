@@ -1,9 +1,12 @@
 """The raw-loop limit: what a core can do with no learning at all, only env.step plus the acting forward pass (the
 workers' own: by hand for an MLP, a3c.learn.update.mlp) and the same cheap action sampling the workers use, K envs
-under one batched forward, one process per core. Used by bench_throughput.py and bench_vs_sb3.py as the ceiling a
+under one batched forward, one process per core. Used by bench_throughput.py as the ceiling a
 trainer's throughput is compared against."""
 
 from __future__ import annotations
+
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
 
 import multiprocessing as mp
 import os

@@ -1,233 +1,173 @@
-"""Stable-Baselines3's A2C and PPO with rl-zoo3's hyperparameters, written once for every benchmark that runs them
-beside a3c (bench_vs_sb3, bench_suite, bench_atari).
+"""Stable-Baselines3's A2C and PPO as the benchmarks' peers, with rl-zoo3's settings or CleanRL's.
 
-``sb3_run("a2c" | "ppo", env_id, seed, steps)`` builds the envs as rl-zoo3 does (``make_vec_env``; VecNormalize where
-rl-zoo3 says normalize; ``make_atari_env`` and 4 stacked frames for ALE ids), trains, and returns every finished
-episode as it ended (wall seconds since the envs were built, global step, Monitor's raw return) and the steps/s of
-``model.learn``. ``stop`` ends the run early (e.g. once solved).
+``settings="rl-zoo3"``: the entry for the env in the installed rl-zoo3's hyperparams/a2c.yml or ppo.yml, read from the
+package (nothing copied here): the env's own entry, else the same env's entry of another version (Hopper-v5 takes
+Hopper-v4's, InvertedPendulum-v5 InvertedPendulum-v2's: the newest version rl-zoo3 has), the ``atari`` entry for an
+ALE id; an env it has no entry for is refused. As rl-zoo3 reads them: ``normalize`` wraps the envs in VecNormalize
+(with the agent's gamma), ``lin_X`` is a schedule falling linearly from X to 0 over the run, ``policy_kwargs`` is
+evaluated with ``nn`` (torch.nn) and ``RMSpropTFLike`` in scope.
 
-The hyperparameters (``ZOO``) are DLR-RM/rl-baselines3-zoo's hyperparams/a2c.yml and ppo.yml: ``normalize``:
-VecNormalize with its defaults (observations and rewards, clipped at 10, gamma of the agent); ``lr_linear`` /
-``clip_linear``: the learning rate / PPO's clip range falling linearly from this value to 0 over the run (rl-zoo3's
-lin_X). An env with no entry of its own takes SB3's defaults (rl-zoo3's ``mujoco-defaults``: VecNormalize, one env).
-The new gymnasium versions take the old ids' entries (LunarLander-v3 rl-zoo3's LunarLander-v2, MuJoCo -v5 its -v3).
+``settings="cleanrl"`` (PPO only): CleanRL's ``ppo.py`` for a discrete action space (4 envs x 128 steps, 4 minibatches,
+4 epochs, lr 2.5e-4 annealed, entropy 0.01) or ``ppo_continuous_action.py`` for a continuous one (1 env x 2048 steps,
+32 minibatches of 64, 10 epochs, lr 3e-4 annealed, entropy 0, observations and rewards normalised and clipped at 10);
+both gamma 0.99, GAE 0.95, clip 0.2, advantages normalised, value coefficient 0.5, gradient norm 0.5, Adam eps 1e-5,
+separate 64-64 tanh networks with orthogonal initialisation (SB3's MlpPolicy defaults). One difference is SB3's: its
+``clip_range_vf`` clips the value prediction, where CleanRL takes the larger of the clipped and unclipped errors.
+
+``sb3_run`` trains in this process and returns every finished episode (Monitor's raw return, whatever VecNormalize does
+to the rewards). Run as a command it leaves a run directory the benchmark driver reads like an a3c run's:
+
+    python -m scripts.sb3_runner --algo ppo --settings cleanrl --env Hopper-v5 --seed 1 --steps 1000000 --run-dir DIR
+
+DIR/episodes.csv (worker, index, return, length, global_step, wall_time) and DIR/summary.json (total_steps,
+steps_per_s, wall_time_s, training_time_s, episodes, stop_reason, hyperparameters), written at the end: a run stopped
+before it is started again from the beginning (saving SB3's model and VecNormalize mid-run would resume it, but the
+rollout buffer and the episodes under way would be lost, and an SB3 peer is run once per env and seed).
 """
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
+import argparse
+import csv
+import json
+import re
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from scripts._common import Episodes
+from scripts.benchmark.curves import Episode
 
 ALGOS = ("a2c", "ppo")
+SETTINGS = ("rl-zoo3", "cleanrl")
+_DROPPED = ("n_timesteps",)  # rl-zoo3's own budget: the benchmark gives one
+_LINEAR = re.compile(r"lin_([-+0-9.eE]+)")
 
-# rl-zoo3's A2C with gSDE (Pendulum, LunarLanderContinuous): RMSprop, lin_7e-4, gSDE from log-std -2
-_SDE_A2C: dict[str, Any] = {
-    "normalize": True,
-    "ent_coef": 0.0,
-    "max_grad_norm": 0.5,
-    "n_steps": 8,
-    "gae_lambda": 0.9,
-    "vf_coef": 0.4,
-    "use_rms_prop": True,
-    "normalize_advantage": False,
-    "lr_linear": 7e-4,
-    "use_sde": True,
-    "policy_kwargs": {"log_std_init": -2.0, "ortho_init": False},
-}
-_MUJOCO_DEFAULTS: dict[str, Any] = {"n_envs": 1, "normalize": True}
-_MUJOCO_PPO_NET: dict[str, Any] = {
-    "log_std_init": -2.0,
-    "ortho_init": False,
-    "activation_fn": "relu",
-    "net_arch": {"pi": [256, 256], "vf": [256, 256]},
-}
-
-ZOO: dict[str, dict[str, dict[str, Any]]] = {
-    "a2c": {
-        "CartPole-v1": {"n_envs": 8, "ent_coef": 0.0},
-        "Acrobot-v1": {"n_envs": 16, "ent_coef": 0.0, "normalize": True},
-        "MountainCar-v0": {"n_envs": 16, "ent_coef": 0.0, "normalize": True},
-        "LunarLander-v3": {"n_envs": 8, "gamma": 0.995, "n_steps": 5, "lr_linear": 0.00083, "ent_coef": 0.00001},
-        "Pendulum-v1": {**_SDE_A2C, "n_envs": 8, "gamma": 0.9},
-        "MountainCarContinuous-v0": {
-            "n_envs": 4,
-            "normalize": True,
-            "n_steps": 100,
-            "ent_coef": 0.0,
-            "use_sde": True,
-            "sde_sample_freq": 16,
-            "policy_kwargs": {"log_std_init": 0.0, "ortho_init": False},
-        },
-        "LunarLanderContinuous-v3": {**_SDE_A2C, "n_envs": 4, "gamma": 0.99},
-        # the `atari` entry: CnnPolicy, 16 envs, RMSpropTFLike (eps 1e-5); A2C's defaults otherwise (lr 7e-4, 5 steps)
-        "atari": {
-            "n_envs": 16,
-            "ent_coef": 0.01,
-            "vf_coef": 0.25,
-            "policy_kwargs": {"optimizer_class": "rmsprop_tf_like", "optimizer_kwargs": {"eps": 1e-5}},
-        },
+# CleanRL's cleanrl/ppo.py and cleanrl/ppo_continuous_action.py defaults, as SB3's PPO arguments
+CLEANRL: dict[str, dict[str, Any]] = {
+    "discrete": {
+        "n_envs": 4,
+        "n_steps": 128,
+        "batch_size": 128,  # 4 x 128 samples in 4 minibatches
+        "n_epochs": 4,
+        "learning_rate": "lin_2.5e-4",
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_range": 0.2,
+        "clip_range_vf": 0.2,
+        "ent_coef": 0.01,
+        "vf_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "normalize_advantage": True,
     },
-    "ppo": {
-        "CartPole-v1": {
-            "n_envs": 8,
-            "n_steps": 32,
-            "batch_size": 256,
-            "gae_lambda": 0.8,
-            "gamma": 0.98,
-            "n_epochs": 20,
-            "ent_coef": 0.0,
-            "lr_linear": 0.001,
-            "clip_linear": 0.2,
-        },
-        "Acrobot-v1": {
-            "normalize": True,
-            "n_envs": 16,
-            "n_steps": 256,
-            "gae_lambda": 0.94,
-            "gamma": 0.99,
-            "n_epochs": 4,
-            "ent_coef": 0.0,
-        },
-        "MountainCar-v0": {
-            "normalize": True,
-            "n_envs": 16,
-            "n_steps": 16,
-            "gae_lambda": 0.98,
-            "gamma": 0.99,
-            "n_epochs": 4,
-            "ent_coef": 0.0,
-        },
-        "LunarLander-v3": {
-            "n_envs": 16,
-            "n_steps": 1024,
-            "batch_size": 64,
-            "gae_lambda": 0.98,
-            "gamma": 0.999,
-            "n_epochs": 4,
-            "ent_coef": 0.01,
-        },
-        "Pendulum-v1": {
-            "n_envs": 4,
-            "n_steps": 1024,
-            "gae_lambda": 0.95,
-            "gamma": 0.9,
-            "n_epochs": 10,
-            "ent_coef": 0.0,
-            "learning_rate": 1e-3,
-            "clip_range": 0.2,
-            "use_sde": True,
-            "sde_sample_freq": 4,
-        },
-        "MountainCarContinuous-v0": {
-            "normalize": True,
-            "n_envs": 1,
-            "batch_size": 256,
-            "n_steps": 8,
-            "gamma": 0.9999,
-            "learning_rate": 7.77e-05,
-            "ent_coef": 0.00429,
-            "clip_range": 0.1,
-            "n_epochs": 10,
-            "gae_lambda": 0.9,
-            "max_grad_norm": 5.0,
-            "vf_coef": 0.19,
-            "use_sde": True,
-            "policy_kwargs": {"log_std_init": -3.29, "ortho_init": False},
-        },
-        "LunarLanderContinuous-v3": {
-            "n_envs": 16,
-            "n_steps": 1024,
-            "batch_size": 64,
-            "gae_lambda": 0.98,
-            "gamma": 0.999,
-            "n_epochs": 4,
-            "ent_coef": 0.01,
-        },
-        "HalfCheetah-v5": {
-            **_MUJOCO_DEFAULTS,
-            "batch_size": 64,
-            "n_steps": 512,
-            "gamma": 0.98,
-            "learning_rate": 2.0633e-05,
-            "ent_coef": 0.000401762,
-            "clip_range": 0.1,
-            "n_epochs": 20,
-            "gae_lambda": 0.92,
-            "max_grad_norm": 0.8,
-            "vf_coef": 0.58096,
-            "policy_kwargs": _MUJOCO_PPO_NET,
-        },
-        "Hopper-v5": {
-            **_MUJOCO_DEFAULTS,
-            "batch_size": 32,
-            "n_steps": 512,
-            "gamma": 0.999,
-            "learning_rate": 9.80828e-05,
-            "ent_coef": 0.00229519,
-            "clip_range": 0.2,
-            "n_epochs": 5,
-            "gae_lambda": 0.99,
-            "max_grad_norm": 0.7,
-            "vf_coef": 0.835671,
-            "policy_kwargs": _MUJOCO_PPO_NET,
-        },
-        "Walker2d-v5": {
-            **_MUJOCO_DEFAULTS,
-            "batch_size": 32,
-            "n_steps": 512,
-            "gamma": 0.99,
-            "learning_rate": 5.05041e-05,
-            "ent_coef": 0.000585045,
-            "clip_range": 0.1,
-            "n_epochs": 20,
-            "gae_lambda": 0.95,
-            "max_grad_norm": 1.0,
-            "vf_coef": 0.871923,
-            "policy_kwargs": _MUJOCO_PPO_NET,
-        },
-        "atari": {
-            "n_envs": 8,
-            "n_steps": 128,
-            "n_epochs": 4,
-            "batch_size": 256,
-            "lr_linear": 2.5e-4,
-            "clip_linear": 0.1,
-            "vf_coef": 0.5,
-            "ent_coef": 0.01,
-        },
+    "continuous": {
+        "n_envs": 1,
+        "n_steps": 2048,
+        "batch_size": 64,  # 2048 samples in 32 minibatches
+        "n_epochs": 10,
+        "learning_rate": "lin_3e-4",
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_range": 0.2,
+        "clip_range_vf": 0.2,
+        "ent_coef": 0.0,
+        "vf_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "normalize_advantage": True,
+        "normalize": {"norm_obs": True, "norm_reward": True, "clip_obs": 10.0, "clip_reward": 10.0},
     },
 }
 
 
-def hyperparameters(algo: str, env_id: str) -> dict[str, Any]:
-    """rl-zoo3's settings of ``algo`` for ``env_id`` (a copy): its own entry, the ``atari`` one for an ALE id, else
-    the MuJoCo defaults (VecNormalize, one env, SB3's defaults)."""
+def zoo_file(algo: str) -> Path:
+    import rl_zoo3
+
+    return Path(rl_zoo3.__file__).parent / "hyperparams" / f"{algo}.yml"
+
+
+def zoo_entry(algo: str, env_id: str) -> tuple[str, dict[str, Any]]:
+    """(the entry's name, its settings) of rl-zoo3's ``algo``.yml for ``env_id``; ValueError if it has none."""
+    import yaml
+
+    entries = yaml.safe_load(zoo_file(algo).read_text())
+    if env_id in entries:
+        return env_id, dict(entries[env_id])
+    if env_id.startswith("ALE/"):
+        return "atari", dict(entries["atari"])
+    name, _, version = env_id.rpartition("-v")
+    others = sorted(
+        (int(k.rpartition("-v")[2]), k) for k in entries if k.rpartition("-v")[0] == name and k[-1].isdigit()
+    )
+    if name and version.isdigit() and others:
+        return others[-1][1], dict(entries[others[-1][1]])
+    raise ValueError(f"rl-zoo3's {algo}.yml has no entry for {env_id}; give the peer CleanRL's settings instead")
+
+
+def is_discrete(env_id: str) -> bool:
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    try:
+        return isinstance(env.action_space, gym.spaces.Discrete)
+    finally:
+        env.close()
+
+
+def hyperparameters(algo: str, env_id: str, settings: str = "rl-zoo3") -> dict[str, Any]:
+    """The settings of SB3's ``algo`` for ``env_id`` as plain data (what a results row records): SB3's keyword
+    arguments, with ``n_envs``, ``normalize`` (False, True or VecNormalize's arguments), ``policy``, ``frame_stack``,
+    ``lin_X`` schedules and ``policy_kwargs`` as rl-zoo3 writes them, and ``entry`` (rl-zoo3's entry, or CleanRL's
+    script)."""
     if algo not in ALGOS:
         raise ValueError(f"algo {algo!r}: one of {ALGOS}")
-    key = "atari" if env_id.startswith("ALE/") else env_id
-    entry = ZOO[algo].get(key, _MUJOCO_DEFAULTS)
-    return {k: (dict(v) if isinstance(v, dict) else v) for k, v in entry.items()}
+    if settings == "cleanrl":
+        if algo != "ppo":
+            raise ValueError("CleanRL's settings are PPO's (cleanrl/ppo.py, ppo_continuous_action.py)")
+        family = "discrete" if is_discrete(env_id) else "continuous"
+        script = "ppo.py" if family == "discrete" else "ppo_continuous_action.py"
+        return {"entry": f"cleanrl/{script}", "policy": "MlpPolicy", **json.loads(json.dumps(CLEANRL[family]))}
+    if settings != "rl-zoo3":
+        raise ValueError(f"settings {settings!r}: one of {SETTINGS}")
+    entry, hp = zoo_entry(algo, env_id)
+    for key in _DROPPED:
+        hp.pop(key, None)
+    unknown = {"callback", "vec_env_wrapper", "env_wrapper"} & set(hp)
+    if unknown and entry != "atari":  # the atari entry's env_wrapper is AtariWrapper: make_envs applies it
+        raise ValueError(f"rl-zoo3's {algo}.yml entry {entry} sets {sorted(unknown)}, which this runner does not apply")
+    hp.pop("env_wrapper", None)
+    return {"entry": entry, "n_envs": hp.pop("n_envs", 1), **hp}
 
 
-def _policy_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The names in ZOO's policy_kwargs (kept as plain data) as the objects SB3 takes."""
+def _schedule(value: Any) -> Any:
+    """rl-zoo3's "lin_X": a function of SB3's progress_remaining (1 -> 0) falling linearly from X to 0."""
+    if isinstance(value, str) and (m := _LINEAR.fullmatch(value)):
+        start = float(m[1])
+        return lambda progress_remaining: progress_remaining * start
+    return value
+
+
+def _policy_kwargs(text: str | dict[str, Any]) -> dict[str, Any]:
+    """rl-zoo3's policy_kwargs: a Python expression naming nn.* and RMSpropTFLike, evaluated as rl-zoo3 does."""
+    if isinstance(text, dict):
+        return dict(text)
     import torch
     from stable_baselines3.common.sb2_compat.rmsprop_tf_like import RMSpropTFLike
 
-    named = {"relu": torch.nn.ReLU, "rmsprop_tf_like": RMSpropTFLike}
-    out = {k: named.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
-    if "net_arch" in out and isinstance(out["net_arch"], dict):
-        out["net_arch"] = dict(out["net_arch"])
-    return out
+    scope = {"__builtins__": {}, "dict": dict, "nn": torch.nn, "RMSpropTFLike": RMSpropTFLike}
+    value = eval(text, scope)  # noqa: S307  (rl-zoo3's own files, read as rl-zoo3 reads them)
+    if not isinstance(value, dict):
+        raise ValueError(f"policy_kwargs {text!r} is not a dict")
+    return value
 
 
-def make_envs(env_id: str, n_envs: int, seed: int, normalize: bool, gamma: float) -> Any:
-    """The vector env rl-zoo3 trains on: make_vec_env (Monitor in each), VecNormalize where ``normalize``; for an ALE
-    id make_atari_env's preprocessing (84x84 grey, frame skip 4 by AtariWrapper, so the ALE env skips none) and 4
-    stacked frames."""
+def make_envs(env_id: str, n_envs: int, seed: int, normalize: bool | dict[str, Any], gamma: float, frame_stack: int):
+    """The vector env the settings train on: make_vec_env (a Monitor in each), VecNormalize where ``normalize`` says
+    (its arguments, the agent's gamma); for an ALE id make_atari_env's preprocessing (84x84 grey, frame skip 4 by
+    AtariWrapper, so the ALE env skips none) and ``frame_stack`` stacked frames."""
     from stable_baselines3.common.env_util import make_atari_env, make_vec_env
     from stable_baselines3.common.vec_env import VecFrameStack, VecNormalize
 
@@ -236,26 +176,34 @@ def make_envs(env_id: str, n_envs: int, seed: int, normalize: bool, gamma: float
         import gymnasium
 
         gymnasium.register_envs(ale_py)  # the ALE/ ids (a3c registers them itself)
-        return VecFrameStack(make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1}), n_stack=4)
+        env = make_atari_env(env_id, n_envs=n_envs, seed=seed, env_kwargs={"frameskip": 1})
+        return VecFrameStack(env, n_stack=frame_stack or 4)
     env = make_vec_env(env_id, n_envs=n_envs, seed=seed)
-    return VecNormalize(env, gamma=gamma) if normalize else env
+    if frame_stack:
+        env = VecFrameStack(env, n_stack=frame_stack)
+    if normalize:
+        kwargs = {"gamma": gamma, **(normalize if isinstance(normalize, dict) else {})}
+        if isinstance(normalize, str):  # rl-zoo3 writes "dict(norm_obs=..., norm_reward=...)"
+            kwargs.update(_policy_kwargs(normalize))
+        return VecNormalize(env, **kwargs)
+    return env
 
 
-def build(algo: str, env_id: str, seed: int, n_envs: int | None = None) -> tuple[Any, Any]:
-    """(env, model): SB3's ``algo`` with rl-zoo3's settings for ``env_id`` (``n_envs``: another env count), untrained,
-    on the CPU."""
+def build(algo: str, env_id: str, seed: int, n_envs: int | None = None, settings: str = "rl-zoo3") -> tuple[Any, Any]:
+    """(env, model): SB3's ``algo`` with ``settings`` for ``env_id`` (``n_envs``: another env count), untrained, on
+    the CPU."""
     from stable_baselines3 import A2C, PPO
 
-    hp = hyperparameters(algo, env_id)
+    hp = hyperparameters(algo, env_id, settings)
+    hp.pop("entry")
     zoo_envs, normalize = hp.pop("n_envs"), hp.pop("normalize", False)
-    for key, name in (("lr_linear", "learning_rate"), ("clip_linear", "clip_range")):
+    policy, frame_stack = hp.pop("policy", "MlpPolicy"), hp.pop("frame_stack", 0)
+    for key in ("learning_rate", "clip_range", "clip_range_vf"):
         if key in hp:
-            value = hp.pop(key)
-            hp[name] = lambda progress_remaining, value=value: progress_remaining * value
+            hp[key] = _schedule(hp[key])
     if "policy_kwargs" in hp:
         hp["policy_kwargs"] = _policy_kwargs(hp["policy_kwargs"])
-    env = make_envs(env_id, n_envs or zoo_envs, seed, normalize, hp.get("gamma", 0.99))
-    policy = "CnnPolicy" if env_id.startswith("ALE/") else "MlpPolicy"
+    env = make_envs(env_id, n_envs or zoo_envs, seed, normalize, hp.get("gamma", 0.99), frame_stack)
     return env, (A2C if algo == "a2c" else PPO)(policy, env, seed=seed, device="cpu", verbose=0, **hp)
 
 
@@ -265,30 +213,33 @@ def sb3_run(
     seed: int,
     steps: int,
     threads: int = 1,
-    stop: Callable[[Episodes], bool] | None = None,
+    stop: Callable[[list[Episode]], bool] | None = None,
     n_envs: int | None = None,
+    settings: str = "rl-zoo3",
 ) -> dict[str, Any]:
     """Train SB3's ``algo`` on ``env_id`` for ``steps`` env steps (fewer where ``stop(episodes)`` turns true after an
     episode ends), with ``threads`` torch threads (one: SB3 steps its envs in one process, and one thread is its
     fastest on a small MLP; its CNN gains from a thread per core). Returns {"episodes", "steps", "steps_per_s" (of
-    model.learn: envs and model are built before its clock starts), "wall_s" (from building the envs)}."""
+    model.learn: envs and model are built before its clock starts), "train_s" (model.learn's time), "wall_s" (from
+    building the envs)}."""
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
 
     torch.set_num_threads(threads)
-    episodes: Episodes = []
+    episodes: list[Episode] = []
 
     class Record(BaseCallback):
         def _on_step(self) -> bool:
             ended = False
             for info in self.locals["infos"]:
                 if "episode" in info:  # Monitor's raw return, whatever VecNormalize does to the rewards
-                    episodes.append((time.perf_counter() - start, self.num_timesteps, float(info["episode"]["r"])))
+                    wall = time.perf_counter() - start
+                    episodes.append(Episode(self.num_timesteps, wall, float(info["episode"]["r"])))
                     ended = True
             return not (ended and stop is not None and stop(episodes))
 
     start = time.perf_counter()
-    env, model = build(algo, env_id, seed, n_envs)
+    env, model = build(algo, env_id, seed, n_envs, settings)
     learn_start = time.perf_counter()
     model.learn(total_timesteps=steps, callback=Record())
     learn_s = time.perf_counter() - learn_start
@@ -297,5 +248,57 @@ def sb3_run(
         "episodes": episodes,
         "steps": model.num_timesteps,
         "steps_per_s": model.num_timesteps / learn_s,
+        "train_s": learn_s,
         "wall_s": time.perf_counter() - start,
     }
+
+
+def write_run(run_dir: Path, result: dict[str, Any], hyperparameters: dict[str, Any]) -> None:
+    """RUN_DIR/episodes.csv and summary.json of a finished ``sb3_run`` (the columns and keys an a3c run has)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "episodes.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["worker", "index", "return", "global_step", "wall_time"])
+        for i, e in enumerate(result["episodes"]):
+            out.writerow([0, i, e.ret, e.step, f"{e.wall_s:.3f}"])
+    summary = {
+        "total_steps": result["steps"],
+        "steps_per_s": result["steps_per_s"],
+        "training_time_s": result["train_s"],
+        "wall_time_s": result["wall_s"],
+        "episodes": len(result["episodes"]),
+        "stop_reason": "total_steps",
+        "hyperparameters": hyperparameters,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.sb3_runner", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
+    parser.add_argument("--algo", choices=ALGOS, required=True)
+    parser.add_argument("--settings", choices=SETTINGS, default="rl-zoo3")
+    parser.add_argument("--env", required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--steps", type=int, required=True, help="env steps (model.learn's total_timesteps)")
+    parser.add_argument("--run-dir", type=Path, required=True, help="where episodes.csv and summary.json go")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    args = parser.parse_args(argv)
+    try:
+        hp = hyperparameters(args.algo, args.env, args.settings)
+    except ValueError as err:
+        print(f"sb3_runner: error: {err}", file=sys.stderr)
+        return 2
+    result = sb3_run(args.algo, args.env, args.seed, args.steps, threads=args.threads, settings=args.settings)
+    write_run(args.run_dir, result, hp)
+    print(
+        f"sb3_runner: {args.algo} ({hp['entry']}) {args.env} seed {args.seed}: {result['steps']:,} steps in "
+        f"{result['wall_s']:.1f} s, {len(result['episodes'])} episodes; {args.run_dir}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

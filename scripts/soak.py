@@ -13,6 +13,9 @@ loaded machine start-up alone can take minutes) and the disk growth per hour; wr
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import json
 import signal

@@ -1,0 +1,215 @@
+"""The benchmark driver: envs x arms x seeds x a budget, each finished run appended at once to the results store, a
+stored run skipped, a stopped one resumed from its checkpoint by the same command.
+
+    python -m scripts.bench run --queue benchmarks/queue.toml            # the queue: what is not yet stored
+    python -m scripts.bench run --queue benchmarks/queue.toml --dry-run  # what would run, and what is stored
+    python -m scripts.bench run --env CartPole-v1 --arm a3c= sb3-a2c --seeds 1 2 --budget 30000
+    python -m scripts.bench table --env CartPole-v1                      # the table the docs generate
+    python -m scripts.bench figure --env CartPole-v1 --out cartpole.png  # returns against steps and wall time
+
+An arm is ``NAME=FLAGS`` (a3c.train's flags; ``a3c=`` is the env's preset) or a peer: sb3-a2c, sb3-ppo (rl-zoo3's
+settings), sb3-ppo-cleanrl (CleanRL's). One run at a time by default (--jobs: more), each a3c arm with --workers 2
+unless its flags say otherwise. Ctrl-C stops the run under way at a checkpoint and the driver with it; the same
+command resumes that run (an SB3 peer starts it again) and goes on with the rest. The runs' directories live under
+--work-dir; the store is docs/data/results.jsonl unless --store says otherwise.
+"""
+
+from __future__ import annotations
+
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
+import argparse
+import shlex
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from scripts.benchmark import arms as arms_
+from scripts.benchmark import queue as queue_
+from scripts.benchmark.runner import Children, Run, execute, state
+from scripts.benchmark.store import DEFAULT_STORE, REPO, Store, StoreError, code_commit, commit_store
+
+DEFAULT_WORK_DIR = REPO / "runs" / "bench"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.bench",
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog=(__doc__ or "").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    store_help = f"the results store (default: {DEFAULT_STORE.relative_to(REPO)})"
+
+    run = sub.add_parser("run", help="run what is not stored yet")
+    run.add_argument("--queue", type=Path, help="the runs of this queue file (benchmarks/queue.toml)")
+    run.add_argument("--only", nargs="+", metavar="TEXT", help="with --queue: the blocks whose name holds one of these")
+    run.add_argument("--env", nargs="+", default=[], metavar="ID", help="envs (without --queue)")
+    run.add_argument("--arm", nargs="+", default=[], metavar="ARM", help="NAME=FLAGS or a peer's name")
+    run.add_argument("--seeds", nargs="+", default=[], metavar="SEED", help="seeds, or FIRST-LAST")
+    run.add_argument("--budget", type=int, help="env steps of each run")
+    run.add_argument("--threshold", type=float, help="the return counted as solved (default: the env's)")
+    run.add_argument(
+        "--workers",
+        default="2",
+        help="--workers of an a3c arm whose flags name none (default: 2; default: give none, a3c.train's own)",
+    )
+    run.add_argument(
+        "--evaluate", type=int, default=0, metavar="EPISODES", help="a3c arms: a3c.evaluate on the final checkpoint"
+    )
+    run.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
+    run.add_argument(
+        "--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where the runs' directories live (default: runs/bench)"
+    )
+    run.add_argument("--any-commit", action="store_true", help="a run stored from any commit counts as done")
+    run.add_argument("--dry-run", action="store_true", help="list what would run and what is stored; run nothing")
+    run.add_argument("--jobs", type=int, default=1, help="runs at a time (default: 1); more: output to log.txt")
+    run.add_argument(
+        "--commit-results", action="store_true", help="git commit the store (that file alone) after each stored run"
+    )
+
+    for name, what in (("table", "print the store's table"), ("figure", "draw the store's curves into a PNG")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
+        p.add_argument("--env", nargs="+", metavar="ID", help="only these envs")
+        p.add_argument("--arm", nargs="+", metavar="NAME", help="only these arms")
+        p.add_argument("--budget", nargs="+", type=int, help="only these budgets")
+        if name == "table":
+            p.add_argument("--view", choices=["arms", "seeds"], default="arms", help="env x arm, or each run")
+        else:
+            p.add_argument("--out", type=Path, required=True, help="the PNG to write")
+    return parser
+
+
+def _int(text: str) -> list[int] | str:
+    return [int(text)] if text.isdigit() else text  # not a seed: parse_seeds names it
+
+
+def plan(args: argparse.Namespace) -> list[Run]:
+    """The runs the command names: a queue's, or --env x --arm x --seeds at --budget."""
+    if args.queue is not None:
+        runs = queue_.load(args.queue)
+        if args.only:
+            runs = [r for r in runs if any(text in r.group for text in args.only)]
+        return runs
+    if not (args.env and args.arm and args.seeds and args.budget):
+        raise queue_.QueueError("give --queue FILE, or --env, --arm, --seeds and --budget")
+    workers = None if args.workers == "default" else args.workers
+    arms = [arms_.parse_arm(text, workers, args.evaluate) for text in args.arm]
+    seeds = [s for text in args.seeds for s in queue_.parse_seeds(text if "-" in text else _int(text), "--seeds")]
+    return [Run(env, arm, seed, args.budget, args.threshold) for seed in seeds for env in args.env for arm in arms]
+
+
+def conflicts(runs: list[Run], store: Store) -> list[str]:
+    """Arms whose name the store holds with other settings (a changed arm needs a new name, or its rows mix)."""
+    stored = {r["arm"]: r["arm_spec"] for r in store.rows()}
+    out = []
+    for arm in {r.arm.name: r.arm for r in runs}.values():
+        spec = stored.get(arm.name)
+        if spec is not None and any(spec.get(k) != v for k, v in arm.spec().items()):
+            out.append(
+                f"arm {arm.name!r} is stored as {spec} and asked as {arm.spec()}: give the changed arm a new name"
+            )
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    runs = plan(args)
+    store = Store(args.store)
+    for line in conflicts(runs, store):
+        raise queue_.QueueError(line)
+    commit = code_commit()
+    known = arms_.a3c_flags() if any(r.arm.peer is None for r in runs) else set()
+    todo, waiting, done = [], [], 0
+    for run in runs:
+        stored = store.find(run.env, run.arm.name, run.seed, run.budget, None if args.any_commit else commit)
+        missing = arms_.unknown_flags(run.arm, known)
+        if stored is not None:
+            done += 1
+            what = f"stored (final {stored['final_mean_100']:.1f}, {stored['wall_s']:.0f} s, commit {stored['commit']})"
+        elif missing:
+            waiting.append(run)
+            what = f"waits for a3c.train's {' '.join(missing)}"
+        else:
+            todo.append(run)
+            what = state(run, args.work_dir, commit)
+        if args.dry_run or stored is None:
+            print(f"{run.env} {run.arm.name} seed {run.seed}, {run.budget:,} steps: {what}", flush=True)
+    print(
+        f"{len(runs)} runs: {done} stored, {len(todo)} to run, {len(waiting)} waiting for flags; commit {commit}; "
+        f"store {args.store}",
+        flush=True,
+    )
+    if args.dry_run or not todo:
+        return 0
+    bench_command = shlex.join(["python", "-m", "scripts.bench", *sys.argv[1:]])
+    children = Children()
+    children.install()
+    failed, git = 0, threading.Lock()
+
+    def one(i_run: tuple[int, Run]) -> None:
+        nonlocal failed
+        i, run = i_run
+        if children.stopping is not None:
+            return
+        head = f"[{i}/{len(todo)}] {run.env} {run.arm.name} seed {run.seed}, {run.budget:,} steps"
+        print(f"{head}: {state(run, args.work_dir, commit)}", flush=True)
+        outcome, row = execute(run, store, args.work_dir, commit, bench_command, children, quiet=args.jobs > 1)
+        if row is not None:
+            outcome += f": final {row['final_mean_100']:.1f}, {row['wall_s']:.0f} s, {row['sessions']} session(s)"
+            if args.commit_results:
+                with git:
+                    message = f"results: {run.env} {run.arm.name} seed {run.seed}, {run.budget:,} steps ({commit})"
+                    complaint = commit_store(store.path, message)
+                outcome += f"; not committed: {complaint}" if complaint else "; committed"
+        elif outcome.startswith("failed"):
+            failed += 1
+            outcome += f"; see {run.folder(args.work_dir, commit)}"
+        print(f"{head}: {outcome}", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, enumerate(todo, 1)))
+    if children.stopping is not None:
+        print("stopped: the same command resumes the run under way and goes on with the rest", flush=True)
+        return 128 + children.stopping
+    return 1 if failed else 0
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    from docsgen import results_store
+
+    rows = results_store.select(Store(args.store).rows(), args.env, args.arm, args.budget)
+    if not rows:
+        raise queue_.QueueError(f"no stored run in {args.store} matches")
+    print(results_store.VIEW[args.view](rows))
+    print(f"\n{results_store.made_by(rows)}")
+    return 0
+
+
+def cmd_figure(args: argparse.Namespace) -> int:
+    from docsgen import results_store
+
+    rows = results_store.select(Store(args.store).rows(), args.env, args.arm, args.budget)
+    if not rows:
+        raise queue_.QueueError(f"no stored run in {args.store} matches")
+    fig = results_store.figure(rows)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "table": cmd_table, "figure": cmd_figure}[args.command](args)
+    except (queue_.QueueError, arms_.ArmError, StoreError) as err:
+        print(f"python -m scripts.bench: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+"""One run's life: where it lives, what state it is in, running (or resuming) it, and the row it leaves in the store.
+
+A run (env x arm x seed x budget, on this code's commit) lives in WORK_DIR/<env>__<arm>__<seed>__<budget>__<commit>/:
+``run/`` is the run directory (a3c.train's, or scripts/sb3_runner.py's), ``sessions.jsonl`` one line per time the
+run was started (the command, the exit code, the run's summary.json then), ``lock`` is held while a driver runs it
+(two drivers on one queue never run the same run), ``log.txt`` its output when it is not shown (``--jobs`` > 1).
+
+``state`` says what the driver will do: nothing (stored), store it (finished but not stored: stopped between the two),
+resume it (an a3c run with a checkpoint: ``--resume``), or run it (from the start; an SB3 peer stopped before its end
+starts again). ``execute`` does that and appends the row the moment the run finishes. A Ctrl-C or SIGTERM reaches the
+run once (it runs in a process group of its own, so a terminal's Ctrl-C is passed on by the driver, not doubled): the
+run saves a checkpoint and stops, the driver records the session and stops too; the same command later resumes it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import importlib
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from scripts.benchmark import curves
+from scripts.benchmark.arms import Arm, command, shown
+from scripts.benchmark.store import REPO, Store
+
+FINISHED = ("total_steps", "solved")  # a summary's stop_reason of a run that ran to its end
+# what a3c's summary.json says that a peer's does not: kept in a row's "extra"
+A3C_EXTRA = (
+    "algo",
+    "update_path",
+    "workers",
+    "envs_per_worker",
+    "solved_at_step",
+    "solved_at_s",
+    "stopped_solved_at_step",
+    "final_checkpoint_step",
+    "restarts",
+    "skipped_updates",
+    "startup_s",
+)
+
+
+@dataclass(frozen=True)
+class Run:
+    env: str
+    arm: Arm
+    seed: int
+    budget: int
+    threshold: float | None = None  # the return counted as solved (None: the env's reward_threshold)
+    group: str = ""  # the queue's block it came from
+
+    def folder(self, work_dir: Path, commit: str) -> Path:
+        env = self.env.replace("/", "_").replace(":", "_")
+        return Path(work_dir) / f"{env}__{self.arm.name}__{self.seed}__{self.budget}__{commit}"
+
+
+def env_threshold(env: str) -> float | None:
+    """gymnasium's reward_threshold of ``env`` (None where it has none or the id is unknown here)."""
+    try:
+        import gymnasium as gym
+
+        if env.startswith("ALE/"):
+            import ale_py
+
+            gym.register_envs(ale_py)
+        if env.startswith("envs/"):
+            import envs  # noqa: F401  (registers the envs/ namespace)
+        if ":" in env:  # module:Id, as gym.make takes it: the module registers the id
+            module, _, env = env.partition(":")
+            importlib.import_module(module)
+        threshold = gym.spec(env).reward_threshold
+    except Exception:  # an env this machine cannot name (a missing extra): no threshold
+        return None
+    return None if threshold is None else float(threshold)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether ``run_dir`` is an a3c run that ``--resume`` can continue (its config and a checkpoint)."""
+    ckpts = run_dir / "checkpoints"
+    return (run_dir / "config.json").is_file() and ckpts.is_dir() and any(ckpts.glob("*.pt"))
+
+
+def finished(summary: dict[str, Any] | None, budget: int) -> bool:
+    if summary is None or summary.get("stop_reason") not in FINISHED:
+        return False
+    return summary["stop_reason"] == "solved" or int(summary.get("total_steps", 0)) >= budget
+
+
+def state(run: Run, work_dir: Path, commit: str) -> str:
+    """What running ``run`` now does: "store" (finished, not stored), "resume" or "run"."""
+    run_dir = run.folder(work_dir, commit) / "run"
+    if finished(read_json(run_dir / "summary.json"), run.budget):
+        return "store"
+    if run.arm.peer is None and has_checkpoint(run_dir):
+        return "resume"
+    return "run"
+
+
+def sessions(folder: Path) -> list[dict[str, Any]]:
+    path = folder / "sessions.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+class Children:
+    """The runs under way, so that a signal to the driver reaches each of them once (they run in process groups of
+    their own: a terminal's Ctrl-C reaches only the driver)."""
+
+    def __init__(self) -> None:
+        self.procs: set[subprocess.Popen[bytes]] = set()
+        self.stopping: int | None = None  # the first signal the driver received
+        self._lock = threading.Lock()
+
+    def forward(self, signum: int, _frame: Any = None) -> None:
+        if self.stopping is None:
+            self.stopping = signum
+        with self._lock:
+            for proc in self.procs:
+                try:
+                    os.killpg(proc.pid, signum)  # as a terminal does: the run's whole process group
+                except ProcessLookupError:
+                    pass
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self.forward)
+
+    def start(self, argv: list[str], out: IO[str] | None, lock: int | None = None) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in a process group of its own; ``lock``: a file descriptor it inherits (the run's lock, held
+        as long as the run lives, even if the driver is killed)."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        with self._lock:
+            proc = subprocess.Popen(
+                argv,
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT if out else None,
+                start_new_session=True,
+                pass_fds=() if lock is None else (lock,),
+            )
+            self.procs.add(proc)
+        if self.stopping is not None:  # a signal came while it was starting
+            os.killpg(proc.pid, self.stopping)
+        return proc
+
+    def wait(self, proc: subprocess.Popen[bytes]) -> int:
+        code = proc.wait()
+        with self._lock:
+            self.procs.discard(proc)
+        return code
+
+
+def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str, Any]:
+    """The store's row of a finished run (store.FIELDS), from its run directory and its sessions."""
+    run_dir = folder / "run"
+    summary = read_json(run_dir / "summary.json") or {}
+    episodes = curves.read_episodes(run_dir)
+    log = sessions(folder)
+    ran = [s["summary"] for s in log if s.get("summary")]
+    if run.arm.peer is None:  # a3c: each session's summary counts its own steps and training time
+        train_s = sum(s.get("training_time_s") or 0.0 for s in ran)
+        steps = sum(s["total_steps"] - (s.get("resumed_from_step") or 0) for s in ran)
+        workers = summary.get("workers")
+        extra = {k: summary.get(k) for k in A3C_EXTRA}
+        if (folder / "eval.json").exists():
+            evaluation = read_json(folder / "eval.json") or {}
+            extra["eval_mean_return"] = evaluation.get("mean_return")
+            extra["eval_episodes"] = run.arm.evaluate
+        spec = run.arm.spec()
+    else:
+        train_s, steps = summary["training_time_s"], summary["total_steps"]
+        workers = summary["hyperparameters"].get("n_envs")
+        extra = {}
+        spec = {**run.arm.spec(), "hyperparameters": summary["hyperparameters"]}
+    threshold = run.threshold if run.threshold is not None else env_threshold(run.env)
+    reached = curves.first_reach(episodes, threshold) if threshold is not None else None
+    curve = curves.downsample(curves.rolling_mean(episodes))
+    return {
+        "env": run.env,
+        "arm": run.arm.name,
+        "seed": run.seed,
+        "budget": run.budget,
+        "commit": commit,
+        "arm_spec": spec,
+        "command": log[-1]["command"] if log else "",
+        "bench_command": bench_command,
+        "total_steps": summary.get("total_steps"),
+        "episodes": len(episodes),
+        "final_mean_100": curves.final_mean(episodes),
+        "best_mean_100": curves.best_mean(episodes),
+        "threshold": threshold,
+        "reached_at_step": None if reached is None else reached[0],
+        "reached_at_s": None if reached is None else round(reached[1], 3),
+        "wall_s": summary.get("wall_time_s"),
+        "train_s": train_s,
+        "steps_per_s": steps / train_s if train_s else None,
+        "sessions": len(log),
+        "stop_reason": summary.get("stop_reason"),
+        "workers": workers,
+        "curve": [[p.step, round(p.wall_s, 3), round(p.mean, 3)] for p in curve],
+        "machine": log[0].get("machine") if log else machine(),  # the machine as the run's first session began
+        "finished_at": _now(),
+        "extra": extra,
+    }
+
+
+def _evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None) -> None:
+    """a3c.evaluate on the run's final checkpoint (the arm's ``evaluate`` episodes) into FOLDER/eval.json."""
+    argv = [
+        sys.executable,
+        "-m",
+        "a3c.evaluate",
+        str(folder / "run"),
+        "--episodes",
+        str(run.arm.evaluate),
+        "--json",
+        str(folder / "eval.json"),
+    ]
+    children.wait(children.start(argv, out))
+
+
+def execute(
+    run: Run, store: Store, work_dir: Path, commit: str, bench_command: str, children: Children, quiet: bool = False
+) -> tuple[str, dict[str, Any] | None]:
+    """Run (or resume, or only store) ``run``; its row is appended to ``store`` as soon as it has finished. Returns
+    (what happened: "stored", "stopped", "failed (exit N)", "running elsewhere"; the row or None)."""
+    folder = run.folder(work_dir, commit)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return "running elsewhere", None
+        out = open(folder / "log.txt", "a") if quiet else None
+        try:
+            return _execute(run, store, folder, commit, bench_command, children, out, lock.fileno())
+        finally:
+            if out is not None:
+                out.close()
+
+
+def _execute(
+    run: Run,
+    store: Store,
+    folder: Path,
+    commit: str,
+    bench_command: str,
+    children: Children,
+    out: IO[str] | None,
+    lock: int,
+) -> tuple[str, dict[str, Any] | None]:
+    run_dir = folder / "run"
+    what = state(run, folder.parent, commit)
+    if what != "store":
+        if what == "run" and run_dir.exists():
+            shutil.rmtree(run_dir)  # stopped before a checkpoint (or a peer): from the start
+        argv = command(run.arm, run.env, run.seed, run.budget, run_dir, resume=what == "resume")
+        began, at = _now(), machine()
+        code = children.wait(children.start(argv, out, lock))
+        summary = read_json(run_dir / "summary.json")
+        entry = {"command": shown(argv), "started_at": began, "ended_at": _now(), "exit_code": code, "machine": at}
+        with open(folder / "sessions.jsonl", "a") as f:
+            f.write(json.dumps({**entry, "summary": summary}) + "\n")
+        if not finished(summary, run.budget):
+            return ("stopped" if children.stopping is not None else f"failed (exit {code})"), None
+        if run.arm.evaluate:
+            _evaluate(run, folder, children, out)
+    row = row_of(run, folder, commit, bench_command)
+    store.append(row)
+    return "stored", row

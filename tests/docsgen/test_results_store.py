@@ -1,0 +1,126 @@
+"""The results store's tables and figure (docsgen/results_store.py): the numbers are the store's, a rerun replaces
+the older row, the marker renders with its filters, and a marker that selects nothing fails the build."""
+
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "scripts" / "benchmark"))
+
+from test_store import row  # noqa: E402
+
+from docsgen import hooks, results_store  # noqa: E402
+from scripts.benchmark.store import Store  # noqa: E402
+
+
+def a_store(tmp_path):
+    store = Store(tmp_path / "results.jsonl")
+    finals = {1: 100.0, 2: 200.0, 3: 300.0}
+    for seed, final in finals.items():
+        reached = {"reached_at_step": 5000, "reached_at_s": 10.0 * seed} if final >= 150 else {}
+        curve = [[0, 0.0, 0.0], [10_000, 5.0 * seed, final]]
+        store.append(
+            row(
+                seed=seed,
+                budget=10_000,
+                final_mean_100=final,
+                threshold=150.0,
+                wall_s=10.0 * seed,
+                steps_per_s=1000.0 * seed,
+                curve=curve,
+                bench_command="python -m scripts.bench run X",
+                **reached,
+            )
+        )
+    store.append(
+        row(
+            arm="sb3-a2c",
+            seed=1,
+            budget=10_000,
+            final_mean_100=50.0,
+            threshold=150.0,
+            wall_s=99.0,
+            steps_per_s=10.0,
+            curve=[[0, 0.0, 0.0], [10_000, 99.0, 50.0]],
+            bench_command="python -m scripts.bench run Y",
+        )
+    )
+    store.append(
+        row(
+            env="Acrobot-v1", budget=500_000, final_mean_100=-80.0, wall_s=1.0, steps_per_s=1.0, curve=[[1, 1.0, -80.0]]
+        )
+    )
+    return store
+
+
+def test_the_arm_table_is_the_store_s_numbers(tmp_path):
+    store = a_store(tmp_path)
+    table = results_store.by_arm(results_store.select(store.rows(), env=["CartPole-v1"]))
+    lines = table.splitlines()
+    assert len(lines) == 4 and "Acrobot" not in table
+    mean, std = statistics.fmean([100, 200, 300]), statistics.stdev([100, 200, 300])
+    assert (
+        lines[2]
+        == f"| CartPole-v1 (10k) | a3c | **{mean:,.1f}** ± {std:,.1f} | 3 | 2/3 (>= 150), 25.0 s | 20 | 2,000 |"
+    )
+    assert lines[3] == "| CartPole-v1 (10k) | sb3-a2c | **50.0** ± 0.0 | 1 | 0/1 (>= 150) | 99 | 10 |"
+
+
+def test_a_rerun_replaces_the_older_row(tmp_path):
+    store = a_store(tmp_path)
+    store.append(
+        row(
+            seed=1,
+            budget=10_000,
+            commit="newer",
+            final_mean_100=400.0,
+            threshold=150.0,
+            wall_s=1.0,
+            steps_per_s=1.0,
+            curve=[[1, 1.0, 400.0]],
+        )
+    )
+    table = results_store.by_seed(results_store.select(store.rows(), arm=["a3c"], budget=[10_000]))
+    assert "| CartPole-v1 (10k) | a3c | 1 | 400.0 |" in table and "| CartPole-v1 (10k) | a3c | 1 | 100.0 |" not in table
+    assert "| newer |" in table
+
+
+def test_the_marker_renders_through_the_site_s_hook(tmp_path):
+    a_store(tmp_path)
+    page = tmp_path / "page.md"
+    text = "# T\n\n<!-- bench-table: store results.jsonl env=CartPole-v1 arm=sb3-a2c view=seeds -->\n\nafter\n"
+    out = hooks.expand(text, page)
+    assert "| CartPole-v1 (10k) | sb3-a2c | 1 | 50.0 |" in out and "| a3c |" not in out
+    assert "Made by `python -m scripts.bench run Y`." in out and out.endswith("\n\nafter\n")
+    both = hooks.expand("<!-- bench-table: store results.jsonl env=CartPole-v1 -->", page)
+    assert "Made by `python -m scripts.bench run X`; `python -m scripts.bench run Y`." in both
+
+
+@pytest.mark.parametrize(
+    ("marker", "error"),
+    [
+        ("<!-- bench-table: store results.jsonl env=Nope-v0 -->", ValueError),
+        ("<!-- bench-table: store results.jsonl colour=red -->", ValueError),
+        ("<!-- bench-table: store results.jsonl view=nope -->", ValueError),
+        ("<!-- bench-table: store missing.jsonl -->", FileNotFoundError),
+    ],
+)
+def test_a_marker_that_selects_nothing_fails_the_build(tmp_path, marker, error):
+    a_store(tmp_path)
+    with pytest.raises(error):
+        hooks.expand(marker, tmp_path / "page.md")
+
+
+def test_the_figure_has_steps_and_wall_time_per_env_and_a_line_per_arm(tmp_path):
+    fig = results_store.figure(results_store.select(a_store(tmp_path).rows()))
+    axes = fig.get_axes()
+    assert len(axes) == 4  # CartPole and Acrobot, each against steps and wall time
+    labels = [line.get_label() for line in axes[0].get_lines()]
+    assert labels[:2] == ["a3c (3 seeds)", "sb3-a2c (1 seeds)"]
+    assert axes[0].get_xlabel() == "env steps" and axes[1].get_xlabel() == "wall time (s)"
+    x, mean, low, high = results_store._band([[(0.0, 0.0), (10.0, 10.0)], [(0.0, 0.0), (5.0, 20.0)]], points=3)
+    assert list(x) == [0.0, 5.0, 10.0] and list(mean) == [0.0, 12.5, 15.0]  # a run that ended holds its last value
+    assert list(low) == [0.0, 5.0, 10.0] and list(high) == [0.0, 20.0, 20.0]

@@ -1,0 +1,112 @@
+"""The queue file (scripts/benchmark/queue.py): blocks expand to env x arm x seed runs in order, mistakes are named;
+and benchmarks/queue.toml holds the runs of the learning issue's must-shows, on seeds no setting was chosen on."""
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from scripts.benchmark import queue
+from scripts.benchmark.queue import tomllib
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def write(tmp_path, text):
+    path = tmp_path / "q.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_block_is_every_seed_env_and_arm_in_turn(tmp_path):
+    path = write(
+        tmp_path,
+        """
+[defaults]
+workers = 3
+[arms]
+preset = ""
+solo = { flags = "--algo ppo --lr 0.001", workers = "default", evaluate = 5 }
+[[runs]]
+name = "a block"
+envs = ["CartPole-v1", "Acrobot-v1"]
+arms = ["preset", "solo", "sb3-a2c"]
+seeds = "7-8"
+only_seeds = { sb3-a2c = [8] }
+budget = 1000
+threshold = 50
+""",
+    )
+    runs = queue.load(path)
+    assert [(r.seed, r.env, r.arm.name) for r in runs] == [
+        (7, "CartPole-v1", "preset"),
+        (7, "CartPole-v1", "solo"),
+        (7, "Acrobot-v1", "preset"),
+        (7, "Acrobot-v1", "solo"),
+        (8, "CartPole-v1", "preset"),
+        (8, "CartPole-v1", "solo"),
+        (8, "CartPole-v1", "sb3-a2c"),
+        (8, "Acrobot-v1", "preset"),
+        (8, "Acrobot-v1", "solo"),
+        (8, "Acrobot-v1", "sb3-a2c"),
+    ]
+    preset, solo, peer = runs[0].arm, runs[1].arm, runs[6].arm
+    assert preset.effective_flags() == ("--workers", "3", "--checkpoint-every-s", "60")
+    assert solo.effective_flags() == ("--algo", "ppo", "--lr", "0.001", "--checkpoint-every-s", "60")
+    assert solo.evaluate == 5 and peer.peer == "sb3-a2c"
+    assert {(r.budget, r.threshold, r.group) for r in runs} == {(1000, 50.0, "a block")}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[[runs]]\nenvs = ["E"]\narms = ["nope"]\nseeds = [1]\nbudget = 1', "unknown peer 'nope'"),
+        ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = "9-1"\nbudget = 1', "seeds must be"),
+        ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]', "a block has envs, arms, seeds, budget"),
+        ('[arms]\nsb3-ppo = ""', "is a peer's name"),
+        ('[arms]\nx = { flags = "", workers = 0 }', "workers must be"),
+        ("[nope]", "unknown tables"),
+        ("x = ", "not TOML"),
+    ],
+)
+def test_a_mistake_is_named(tmp_path, text, message):
+    with pytest.raises(queue.QueueError, match=message):
+        queue.load(write(tmp_path, text))
+
+
+def test_the_queue_holds_the_must_shows():
+    runs = queue.load(ROOT / "benchmarks" / "queue.toml")
+    count = Counter((r.env, r.arm.name, r.budget) for r in runs)
+    assert min(r.seed for r in runs) >= 501  # seeds no setting was chosen on
+    # 1. LunarLander-v3 1M: the preset on 10 seeds, SB3's PPO (rl-zoo3) on 3 of them
+    assert count["LunarLander-v3", "preset", 1_000_000] == 10 and count["LunarLander-v3", "sb3-ppo", 1_000_000] == 3
+    # 2. the three robots at 1M on 3 seeds, SB3's PPO with CleanRL's settings on 1
+    for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5"):
+        assert count[env, "preset", 1_000_000] == 3 and count[env, "sb3-ppo-cleanrl", 1_000_000] == 1
+    # 3. continuous control against SB3's PPO on the same 3 seeds
+    for env in ("Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3"):
+        assert {arm: n for (e, arm, _), n in count.items() if e == env} == {"preset": 3, "sb3-ppo": 3}
+    # 4. CartPole 500k (no stop) and the Quickstart's command on 10 seeds; Acrobot and MountainCar
+    assert count["CartPole-v1", "preset", 500_000] == 10 and count["CartPole-v1", "quickstart", 500_000] == 10
+    (quickstart,) = {r.arm for r in runs if r.arm.name == "quickstart"}
+    assert quickstart.effective_flags() == ("--stop-when-solved", "--checkpoint-every-s", "60")  # no --workers
+    assert count["Acrobot-v1", "preset", 500_000] >= 3 and count["MountainCar-v0", "preset", 1_000_000] >= 3
+    # 5. held out: two discrete and two continuous envs no presets.toml table names, against CleanRL's PPO
+    tables = set(tomllib.loads((ROOT / "a3c" / "spec" / "presets.toml").read_text()))
+    held = [r for r in runs if r.group.startswith("5 ")]
+    envs = {r.env for r in held}
+    assert len(envs) == 4 and not envs & tables and not any(e.startswith("ALE/") for e in envs)
+    for env in envs:
+        pairs = {(r.arm.name, r.seed, r.budget) for r in held if r.env == env}
+        assert {(s, b) for a, s, b in pairs if a == "preset"} == {(s, b) for a, s, b in pairs if a == "sb3-ppo-cleanrl"}
+    # 6. staleness: each estimator at 2 and 16 workers on LunarLander and Hopper, 3 seeds
+    stale = [r for r in runs if r.group.startswith("6 staleness")]
+    for env in ("LunarLander-v3", "Hopper-v5"):
+        for target in ("--targets gae", "--targets vtrace", "--max-policy-lag"):
+            for workers in ("2", "16"):
+                seeds = {
+                    r.seed
+                    for r in stale
+                    if r.env == env and target in " ".join(r.arm.flags) and r.arm.effective_flags()[-3] == workers
+                }
+                assert len(seeds) == 3, (env, target, workers)

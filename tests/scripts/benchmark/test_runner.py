@@ -1,0 +1,90 @@
+"""One run's life (scripts/benchmark/runner.py): what the driver does with a run folder (store, resume, run again),
+and the row a finished run leaves, counted over all its sessions."""
+
+import csv
+import json
+
+from scripts.benchmark import arms, runner
+
+A3C = arms.parse_arm("a3c=")
+PEER = arms.parse_arm("sb3-a2c")
+
+
+def a3c_run_dir(folder, summaries, episodes):
+    """A run folder as a3c.train and the driver leave it: config, a checkpoint, episodes, one session per summary."""
+    run_dir = folder / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.json").write_text("{}")
+    (run_dir / "checkpoints" / "latest.pt").write_bytes(b"")
+    (run_dir / "summary.json").write_text(json.dumps(summaries[-1]))
+    with open(run_dir / "episodes.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["worker", "index", "return", "global_step", "wall_time", "length"])
+        out.writerows([[0, i, ret, step, wall, 1] for i, (step, wall, ret) in enumerate(episodes)])
+    with open(folder / "sessions.jsonl", "w") as f:
+        for i, s in enumerate(summaries):
+            f.write(
+                json.dumps({"command": f"session {i}", "exit_code": 0, "summary": s, "machine": {"cores": 2}}) + "\n"
+            )
+    return run_dir
+
+
+def test_the_state_of_a_run_folder(tmp_path):
+    run = runner.Run("CartPole-v1", A3C, 1, 1000)
+    folder = run.folder(tmp_path, "abc")
+    assert folder.name == "CartPole-v1__a3c__1__1000__abc"
+    assert runner.state(run, tmp_path, "abc") == "run"  # nothing yet
+    stopped = {"stop_reason": "interrupted", "total_steps": 400}
+    a3c_run_dir(folder, [stopped], [(100, 1.0, 5.0)])
+    assert runner.state(run, tmp_path, "abc") == "resume"  # a checkpoint: --resume
+    assert runner.state(run, tmp_path, "other-commit") == "run"  # another commit's run is another run
+    peer = runner.Run("CartPole-v1", PEER, 1, 1000)
+    (peer.folder(tmp_path, "abc") / "run").mkdir(parents=True)
+    assert runner.state(peer, tmp_path, "abc") == "run"  # a peer stopped early starts again
+    (folder / "run" / "summary.json").write_text(json.dumps({"stop_reason": "total_steps", "total_steps": 1000}))
+    assert runner.state(run, tmp_path, "abc") == "store"  # finished, not stored yet
+    (folder / "run" / "summary.json").write_text(json.dumps({"stop_reason": "solved", "total_steps": 600}))
+    assert runner.state(run, tmp_path, "abc") == "store"
+
+
+def test_the_row_of_a_resumed_run_counts_every_session(tmp_path):
+    run = runner.Run("CartPole-v1", A3C, 1, 1000, threshold=15.0)
+    first = {"stop_reason": "interrupted", "total_steps": 400, "resumed_from_step": None, "training_time_s": 2.0}
+    second = {
+        "stop_reason": "total_steps",
+        "total_steps": 1000,
+        "resumed_from_step": 300,  # the checkpoint it went on from: steps 300-400 ran twice
+        "training_time_s": 5.0,
+        "wall_time_s": 9.0,
+        "workers": 2,
+        "algo": "a3c",
+    }
+    episodes = [(100 * i, 0.9 * i, float(i)) for i in range(1, 121)]
+    folder = run.folder(tmp_path, "abc")
+    a3c_run_dir(folder, [first, second], episodes)
+    row = runner.row_of(run, folder, "abc", "python -m scripts.bench run ...")
+    assert row["sessions"] == 2 and row["command"] == "session 1" and row["machine"] == {"cores": 2}
+    assert row["train_s"] == 7.0 and row["steps_per_s"] == (400 + 700) / 7.0
+    assert row["wall_s"] == 9.0 and row["total_steps"] == 1000 and row["episodes"] == 120
+    assert row["final_mean_100"] == sum(range(21, 121)) / 100
+    # the first full window (episode 100, step 10,000, 90 s) already has a mean of 50.5 >= 15
+    assert (row["reached_at_step"], row["reached_at_s"]) == (10000, 90.0)
+    assert row["curve"][-1] == [12000, 108.0, row["final_mean_100"]] and len(row["curve"]) == 120
+    assert row["extra"]["algo"] == "a3c" and row["workers"] == 2
+    assert row["arm_spec"] == A3C.spec()
+
+
+def test_a_run_another_driver_holds_is_left_alone(tmp_path):
+    import fcntl
+
+    from scripts.benchmark.store import Store
+
+    run = runner.Run("CartPole-v1", A3C, 1, 1000)
+    folder = run.folder(tmp_path, "abc")
+    folder.mkdir(parents=True)
+    with open(folder / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        store = Store(tmp_path / "r.jsonl")
+        outcome = runner.execute(run, store, tmp_path, "abc", "cmd", runner.Children())
+        assert outcome == ("running elsewhere", None)
+    assert not (folder / "sessions.jsonl").exists() and not store.path.exists()

@@ -1,0 +1,102 @@
+"""The benchmark driver's command (scripts/bench.py): a stored run is skipped, the queue's dry run lists what would
+run and what is stored, an arm stored with other flags is refused, and an a3c run stopped after its first checkpoint
+is resumed by the same command (a second session, its steps going on), its row stored once it finishes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from procs import PATIENCE, Run, wait_for
+
+from scripts import bench
+from scripts.benchmark import arms, queue
+from scripts.benchmark.store import Store, code_commit
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent / "benchmark"))
+from test_store import row  # noqa: E402
+
+
+def stored_row(env, arm_text, seed, budget, **more):
+    arm = arms.parse_arm(arm_text)
+    return row(env=env, arm=arm.name, seed=seed, budget=budget, commit=code_commit(), arm_spec=arm.spec(), **more)
+
+
+def test_a_stored_run_is_skipped_and_nothing_starts(tmp_path, capsys):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(stored_row("CartPole-v1", "preset=", 1, 1000, final_mean_100=42.0, wall_s=3.0))
+    argv = ["run", "--env", "CartPole-v1", "--arm", "preset=", "--seeds", "1", "--budget", "1000"]
+    code = bench.main([*argv, "--store", str(store.path), "--work-dir", str(tmp_path / "work")])
+    out = capsys.readouterr().out
+    assert code == 0 and "1 runs: 1 stored, 0 to run" in out
+    assert not (tmp_path / "work").exists() and len(store.rows()) == 1
+
+
+def test_the_dry_run_lists_what_would_run_and_what_is_stored(tmp_path, capsys):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(stored_row("LunarLander-v3", "preset=", 501, 1_000_000, final_mean_100=250.0, wall_s=160.0))
+    runs = queue.load(ROOT / "benchmarks" / "queue.toml")
+    stopped = next(r for r in runs if (r.env, r.arm.name, r.seed) == ("LunarLander-v3", "preset", 502))
+    checkpoints = stopped.folder(tmp_path / "work", code_commit()) / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    (checkpoints.parent / "config.json").write_text("{}")
+    (checkpoints / "latest.pt").write_bytes(b"")
+    argv = ["run", "--queue", str(ROOT / "benchmarks" / "queue.toml"), "--dry-run"]
+    assert bench.main([*argv, "--store", str(store.path), "--work-dir", str(tmp_path / "work")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "LunarLander-v3 preset seed 501, 1,000,000 steps: stored (final 250.0, 160 s, commit " in lines[0]
+    assert lines[1] == "LunarLander-v3 sb3-ppo seed 501, 1,000,000 steps: run"
+    assert lines[2] == "LunarLander-v3 preset seed 502, 1,000,000 steps: resume"
+    known = arms.a3c_flags()
+    waiting = sum(bool(arms.unknown_flags(r.arm, known)) for r in runs)
+    assert len(lines) == len(runs) + 1
+    assert lines[-1].startswith(f"{len(runs)} runs: 1 stored, {len(runs) - 1 - waiting} to run, {waiting} waiting")
+    assert sum("waits for a3c.train's" in line for line in lines) == waiting
+    assert not any((tmp_path / "work").glob("*/sessions.jsonl")) and len(store.rows()) == 1  # nothing ran
+
+
+def test_an_arm_stored_with_other_flags_is_refused(tmp_path, capsys):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(stored_row("CartPole-v1", "ppo=--algo ppo", 1, 1000))
+    argv = ["run", "--env", "CartPole-v1", "--arm", "ppo=--algo ppo --lr 0.01", "--seeds", "2", "--budget", "1000"]
+    assert bench.main([*argv, "--store", str(store.path), "--dry-run"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("python -m scripts.bench: error: arm 'ppo' is stored as ") and "a new name" in line
+
+
+def test_a_run_stopped_after_its_first_checkpoint_resumes_with_the_same_command(tmp_path):
+    """envs/Faulty-v0 hangs each env at its 100th step: the first session cannot end before it is stopped (two envs
+    stop at ~200 of the 300 steps asked, after the checkpoint at 50-step intervals); the second, from the checkpoint
+    on, needs fewer than 100 steps an env and ends."""
+    store, work = tmp_path / "r.jsonl", tmp_path / "work"
+    flags = "--workers 1 --envs-per-worker 2 --n-steps 5 --checkpoint-every 50 --env-kwargs hang_at=100 --eval-every 0"
+    argv = ["run", "--env", "envs/Faulty-v0", "--arm", f"hang={flags}", "--seeds", "1", "--budget", "300"]
+    argv += ["--store", str(store), "--work-dir", str(work)]
+    cmd = [sys.executable, "-m", "scripts.bench", *argv]
+    first = Run(cmd, tmp_path / "first.log")
+    try:
+        assert wait_for(lambda: any(work.glob("*/run/checkpoints/step-*.pt")), 60), first.output()
+        first.signal_group(signal.SIGINT)  # Ctrl-C in the driver's terminal
+        assert first.wait(120) == 128 + signal.SIGINT, first.output()
+    finally:
+        first.cleanup()
+    assert "hang seed 1, 300 steps: stopped" in first.output() and not store.exists()
+    (folder,) = work.iterdir()
+    (session,) = [json.loads(line) for line in (folder / "sessions.jsonl").read_text().splitlines()]
+    assert session["exit_code"] == 130 and session["summary"]["stop_reason"] == "interrupted"
+    stopped_at = session["summary"]["total_steps"]
+    assert 0 < stopped_at < 300
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300 * PATIENCE)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "hang seed 1, 300 steps: resume" in second.stdout
+    (result,) = Store(store).rows()
+    assert result["sessions"] == 2 and "--resume " in result["command"] and result["total_steps"] == 300
+    assert result["stop_reason"] == "total_steps" and result["arm"] == "hang" and result["commit"] == code_commit()
+    assert result["curve"][-1][0] > stopped_at  # the episodes go on past the first session's
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120 * PATIENCE)
+    assert again.returncode == 0 and "1 runs: 1 stored, 0 to run" in again.stdout and len(Store(store).rows()) == 1
