@@ -1,4 +1,5 @@
-"""The one thing pyproject.toml does not declare: the worker's update kernel in C (a3c/learn/update/_update_kernel.c, used
+"""The one thing pyproject.toml does not declare: the worker's update kernel in C (a3c/learn/update/_update_kernel.c,
+used
 through a3c.learn.update.kernel). Optional: where no C compiler (or no Python headers) is found, the build skips it and
 the package installs and runs the same update in numpy. (setuptools' ext-modules table in pyproject.toml would do
 the same, but is still marked experimental; this is the stable form.)"""
