@@ -15,11 +15,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from a3c.spec.errors import OneLineParser, run_cli
 
 FORMATS = ("onnx", "torchscript")
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".torchscript.pt"}
+
+if TYPE_CHECKING:
+    from a3c.record.agent import Agent
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,20 +59,22 @@ def default_out(checkpoint: Path, fmt: str) -> Path:
 
 def export(
     path: str | Path, fmt: str, out: str | Path | None = None, best: bool = False, with_dist_params: bool = False
-) -> Path:
-    """Export the agent of ``path`` (a3c.load's rules) to ``out`` (default: ``default_out``); returns the file."""
+) -> tuple[Path, Agent]:
+    """Export the agent of ``path`` (a3c.load's rules) to ``out`` (default: ``default_out``); returns the file written
+    and the agent."""
     from a3c.record.agent import checkpoint_path, load
 
     agent = load(path, best=best)
     target = Path(out) if out is not None else default_out(checkpoint_path(path, best), fmt)
-    return agent.export(target, fmt, with_dist_params)
+    return agent.export(target, fmt, with_dist_params), agent
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    written = export(args.path, args.format, args.out, args.best, args.with_dist_params)
+    written, agent = export(args.path, args.format, args.out, args.best, args.with_dist_params)
     print(written)
-    print(f"a3c: wrote the {args.format} policy to {written}", file=sys.stderr)
+    step = "?" if agent.global_step is None else f"{agent.global_step:,}"
+    print(f"a3c: wrote the {args.format} policy of {agent.path} (step {step}) to {written}", file=sys.stderr)
     return 0
 
 

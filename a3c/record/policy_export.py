@@ -28,6 +28,7 @@ records the casts), and an agent whose observation transform is not a3c's normal
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
@@ -233,11 +234,12 @@ def _export_onnx(agent: Agent, policy: ActingPolicy, out: Path) -> None:
 
 def _write(out: Path, save: Any) -> None:
     """Save through a temporary file beside ``out``, renamed into place (no half-written file on failure)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         save(tmp)
         tmp.replace(out)
     except OSError as err:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (where the folder is not one, there is no temporary file either)
+            tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write {out} ({err.strerror or err}); give a writable --out PATH") from None
