@@ -108,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows, folder = compare(args.folder), args.folder
     imported = sorted(m for m in ("torch", "a3c") if m in sys.modules)
-    print(f"({args.command}: python {sys.version.split()[0]}, torch and a3c imported: {', '.join(imported) or 'neither'})")
+    print(
+        f"({args.command}: python {sys.version.split()[0]}, torch and a3c imported: {', '.join(imported) or 'neither'})"
+    )
     command = " ".join([Path(sys.executable).name, *sys.argv])
     (folder / f"{args.command}.json").write_text(json.dumps({"command": command, "rows": rows}, indent=2) + "\n")
     return 0 if all(r["same"] == r["observations"] for r in rows) else 1

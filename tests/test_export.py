@@ -44,7 +44,10 @@ def test_a_run_directory_exports_beside_its_files_and_loads_without_a3c(tmp_path
 def test_out_best_and_the_distribution_parameters(tmp_path, capsys):
     run = untrained_run(tmp_path / "run", Config(env="CartPole-v1"))
     (run / "checkpoints" / "latest.pt").rename(run / "checkpoints" / "best.pt")
-    assert main([str(run), "--format", "torchscript", "--best", "--with-dist-params", "--out", str(tmp_path / "x.pt")]) == 0
+    assert (
+        main([str(run), "--format", "torchscript", "--best", "--with-dist-params", "--out", str(tmp_path / "x.pt")])
+        == 0
+    )
     assert capsys.readouterr().out.strip() == str(tmp_path / "x.pt")
     outputs = torch.jit.load(str(tmp_path / "x.pt"))(torch.zeros(3, 4))
     assert [tuple(o.shape) for o in outputs] == [(3,), (3, 2)]  # action, logits

@@ -61,6 +61,13 @@ class ActingPolicy(nn.Module):
     """The acting path of an agent as one module: observations [B, *obs_shape] (and the recurrent state [S, B, H]) ->
     the deterministic action (and the next state, and the distribution's parameters with ``with_dist_params``)."""
 
+    # buffers (saved in the file): the normalisation's statistics, the discrete actions' start, the Box bounds
+    obs_mean: torch.Tensor
+    obs_std: torch.Tensor
+    start: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+
     def __init__(
         self, model: ActorCritic, dist: Distribution, normalizer: ObsNormalizer | None, with_dist_params: bool
     ) -> None:
@@ -86,8 +93,10 @@ class ActingPolicy(nn.Module):
             self.register_buffer("high", torch.from_numpy(dist.high.astype(np.float32)))
             self.action_dtype = _torch_dtype(np.dtype(dist.dtype))
         else:
-            raise UserError(f"an agent whose policy is a {type(dist).__name__} cannot be exported; a3c exports "
-                            "Discrete, MultiDiscrete and Box policies")
+            raise UserError(
+                f"an agent whose policy is a {type(dist).__name__} cannot be exported; a3c exports "
+                "Discrete, MultiDiscrete and Box policies"
+            )
         self.action_shape = tuple(dist.action_shape)
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:

@@ -49,7 +49,6 @@ from a3c.run.shutdown import Signals, WriteFailures
 from a3c.run.supervisor import Supervisor
 from a3c.run.threads import limit_native_threads
 from a3c.run.worker import Worker, worker_main
-from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import WorkerSeeds
 

@@ -170,7 +170,9 @@ def test_sb3_evaluate_policy_scores_what_a3c_evaluate_scores_on_the_same_seeds(k
     theirs = sb3_returns(agent, [[s] for s in eval_seeds(agent.config.seed, episodes)])
     assert theirs == pytest.approx(sorted(ours["returns"]), abs=1e-6)
     assert np.mean(theirs) == pytest.approx(ours["mean_return"], abs=1e-6)
-    print(f"\n{kind} ({agent.config.env}): evaluate_policy {np.mean(theirs):.6f}, a3c.evaluate {ours['mean_return']:.6f}")
+    print(
+        f"\n{kind} ({agent.config.env}): evaluate_policy {np.mean(theirs):.6f}, a3c.evaluate {ours['mean_return']:.6f}"
+    )
     if kind != "continuous":
         assert theirs == sorted(ours["returns"])  # (integer rewards: exactly)
 

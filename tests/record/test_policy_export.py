@@ -96,8 +96,10 @@ def test_the_exported_policy_acts_as_agent_act_on_1000_observations(which, fmt, 
         normalized = agent.obs_transform(obs.astype(np.float32))
         assert (np.abs(normalized) == agent.config.clip_obs).any()  # (the clipping was exercised)
     same = int(np.isclose(actions, expected, rtol=0, atol=1e-5).reshape(len(obs), -1).all(axis=1).sum())
-    print(f"\n{which} {fmt}: {same} of {len(obs)} actions as Agent.act's (max |difference| "
-          f"{np.abs(actions.astype(np.float64) - expected).max():.2g})")
+    print(
+        f"\n{which} {fmt}: {same} of {len(obs)} actions as Agent.act's (max |difference| "
+        f"{np.abs(actions.astype(np.float64) - expected).max():.2g})"
+    )
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
