@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, folder = export(args.runs, args.out, args.observations), args.out
     else:
         rows, folder = compare(args.folder), args.folder
-    imported = sorted(m for m in ("torch", "a3c") if m in sys.modules)
+    imported = sorted(m for m in ("torch", "a3c") if sys.modules.get(m) is not None)
     print(
         f"({args.command}: python {sys.version.split()[0]}, torch and a3c imported: {', '.join(imported) or 'neither'})"
     )

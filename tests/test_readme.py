@@ -202,7 +202,9 @@ def test_the_evaluate_commands_run_as_written(tmp_path):
         assert re.fullmatch(
             r"runs/cartpole/checkpoints/(latest|best)\.pt \(step [\d,]+\): return [\d.]+ ± [\d.]+, .*", line
         )
-        assert proc.stderr.strip().splitlines()[-1].startswith("a3c: wrote runs/cartpole/evaluate-")
+        wrote = proc.stderr.strip().splitlines()[-2:]  # the result's JSON, then the run's model card
+        assert wrote[0].startswith("a3c: wrote runs/cartpole/evaluate-"), proc.stderr
+        assert wrote[1] == "a3c: wrote runs/cartpole/README.md (the model card, with this evaluation)", proc.stderr
     (sample,) = [body.splitlines() for lang, body in _fenced(section) if lang == ""]  # the sample output
     assert re.fullmatch(
         r"runs/cartpole/checkpoints/best\.pt \(step [\d,]+\): return .* episodes \(deterministic, seed 1\)", sample[0]
