@@ -1,6 +1,8 @@
 """A trained policy as a Python object: ``a3c.load(path)`` -> ``Agent`` with ``act(obs)``, ``value(obs)`` and, for
-discrete actions, ``action_probs(obs)``; and ``run_episodes``, the one episode loop that evaluation uses everywhere
-(the evaluator process during training, ``python -m a3c.evaluate``, and users' own scripts).
+discrete actions, ``action_probs(obs)``; ``predict``, Stable-Baselines3's protocol (its evaluate_policy and VecEnv
+loops run an Agent unchanged); ``export``, the acting path as an ONNX or TorchScript file (a3c.record.policy_export);
+and ``run_episodes``, the one episode loop that evaluation uses everywhere (the evaluator process during training,
+``python -m a3c.evaluate``, and users' own scripts).
 
 Loading is safe: the checkpoint is read by ``a3c.record.checkpoint.load_checkpoint`` (``torch.load(weights_only=True)``:
 tensors and plain containers only, nothing that runs code), and the model is rebuilt from the env's spaces stored in
