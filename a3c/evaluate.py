@@ -1,7 +1,8 @@
 """`python -m a3c.evaluate RUN_DIR|CHECKPOINT`: score a trained policy on fresh episodes, optionally recording them.
 
 Prints one line (the checkpoint, its step, the return's mean ± std, the mean length, the episodes) on stdout and
-writes the result as JSON (every episode's return and length too), saying where on stderr.
+writes the result as JSON (every episode's return and length too), saying where on stderr. The run directory's model
+card (README.md, a3c.record.model_card) is rewritten with the result, unless --env-kwargs played a variant of the env.
 By default the episodes are the run's own evaluation episodes (the same env seeds, the
 deterministic policy, as many as --eval-episodes): evaluating checkpoints/best.pt (``--best``) reproduces the
 evaluation that made it best. ``--seed`` picks other start states, ``--stochastic`` samples actions from the policy,
@@ -218,7 +219,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as err:
         raise UserError(f"cannot write {out} ({err.strerror or err}); give a writable --json FILE") from None
     print(f"a3c: wrote {out}" + (f"; videos in {args.video}" if args.video else ""), file=sys.stderr)
+    card = update_model_card(result)
+    if card is not None:
+        print(card, file=sys.stderr)
     return 0
+
+
+def update_model_card(result: dict[str, Any]) -> str | None:
+    """Rewrite the model card (README.md) of the run the checkpoint belongs to with this evaluation; the line to print
+    about it (None for a checkpoint kept outside a run directory). An evaluation in a variant of the run's env
+    (--env-kwargs) leaves the card as it is: its score is not the env's the card names."""
+    from a3c.record.model_card import CARD, write_model_card
+    from a3c.record.run_dir import RunDirWriteError
+
+    folder = Path(result["checkpoint"]).parent
+    if folder.name != "checkpoints" or not (folder.parent / "config.json").is_file():
+        return None
+    run_dir = folder.parent
+    if result.get("env_kwargs_over_run"):
+        return f"a3c: {run_dir / CARD} left as it was: --env-kwargs plays a variant of the env it describes"
+    try:
+        return f"a3c: wrote {write_model_card(run_dir, evaluation=result)} (the model card, with this evaluation)"
+    except RunDirWriteError as err:  # (the result is written: a read-only run directory is no reason to fail)
+        return f"a3c: warning: {run_dir / CARD} not updated ({err.error.strerror or err.error})"
 
 
 if __name__ == "__main__":

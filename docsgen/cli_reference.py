@@ -13,6 +13,7 @@ ENTRY_POINTS: dict[str, tuple[str, str]] = {
     "a3c.train": ("a3c.train", "build_parser"),
     "a3c.evaluate": ("a3c.evaluate", "build_parser"),
     "a3c.plot": ("a3c.plot", "build_parser"),
+    "a3c.export": ("a3c.export", "build_parser"),
     "a3c.tune": ("a3c.tune.cli", "build_parser"),
 }
 

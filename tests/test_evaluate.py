@@ -91,7 +91,8 @@ def test_evaluate_best_reproduces_the_runs_evaluation(run, tmp_path, capsys):
     captured = capsys.readouterr()
     lines = captured.out.strip().splitlines()
     assert len(lines) == 1, lines  # one line, as the README says (issue 27: it was a 3-line markdown table)
-    assert captured.err.strip() == f"a3c: wrote {out}"
+    card = f"a3c: wrote {run / 'README.md'} (the model card, with this evaluation)"
+    assert captured.err.strip().splitlines() == [f"a3c: wrote {out}", card]
     result = json.loads(out.read_text())
     best = max(_rows(run), key=lambda r: r["mean_return"])
     assert result["mean_return"] == best["mean_return"] and result["std_return"] == pytest.approx(best["std_return"])

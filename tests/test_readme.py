@@ -84,15 +84,21 @@ def test_the_test_command_is_what_ci_runs():
     assert "(what `.ci/run` runs)" in _section("Quickstart")
     ci = _ci_lines()
     # what comes after the install is .ci/run's own checks, in its order: lint, the import layers, mypy, the tests
-    checks = test_line.split('pip install -e ".[dev,atari,mujoco,ray,video,tune,wandb]" && ')[1].split(" && ")
+    checks = test_line.split('pip install -e ".[dev,atari,mujoco,ray,video,tune,wandb,onnx,bench]" && ')[1].split(
+        " && "
+    )
     assert checks == ["ruff check .", "lint-imports", "mypy", "python -m pytest -q -x tests"]
     assert [line for line in ci if line in checks] == checks
     # the extras every test needs (video: test_evaluate_records_videos; mujoco: tests/test_mujoco.py; tune, wandb:
-    # tests/tune, tests/record's --track), which .ci/run then checks are importable
-    assert 'pip install torch==2.13.0 && pip install -e ".[dev,atari,mujoco,ray,video,tune,wandb]"' in test_line
-    extras = 'pip install -q -e ".[dev,atari,mujoco,ray,video,tune,wandb]"'
+    # tests/tune, tests/record's --track; onnx: tests/test_export.py; bench: SB3's evaluate_policy in
+    # tests/record/test_agent_predict.py), which .ci/run then checks are importable
+    assert (
+        'pip install torch==2.13.0 && pip install -e ".[dev,atari,mujoco,ray,video,tune,wandb,onnx,bench]"' in test_line
+    )
+    extras = 'pip install -q -e ".[dev,atari,mujoco,ray,video,tune,wandb,onnx,bench]"'
     assert "pip install -q torch==2.13.0" in ci and extras in ci
-    assert 'python -c "import ray, ale_py, mujoco, moviepy, pygame, optuna, wandb"' in ci
+    modules = "ray, ale_py, mujoco, moviepy, pygame, optuna, wandb, onnxruntime, onnxscript, stable_baselines3"
+    assert f'python -c "import {modules}"' in ci
     train_line = next(b for b in quickstart if "a3c.train" in b).strip()
     assert train_line.index("pip install torch==2.13.0") < train_line.index("pip install -e .")
     assert "--index-url https://download.pytorch.org/whl/cpu" in _section("Quickstart")
@@ -196,7 +202,9 @@ def test_the_evaluate_commands_run_as_written(tmp_path):
         assert re.fullmatch(
             r"runs/cartpole/checkpoints/(latest|best)\.pt \(step [\d,]+\): return [\d.]+ ± [\d.]+, .*", line
         )
-        assert proc.stderr.strip().splitlines()[-1].startswith("a3c: wrote runs/cartpole/evaluate-")
+        wrote = proc.stderr.strip().splitlines()[-2:]  # the result's JSON, then the run's model card
+        assert wrote[0].startswith("a3c: wrote runs/cartpole/evaluate-"), proc.stderr
+        assert wrote[1] == "a3c: wrote runs/cartpole/README.md (the model card, with this evaluation)", proc.stderr
     (sample,) = [body.splitlines() for lang, body in _fenced(section) if lang == ""]  # the sample output
     assert re.fullmatch(
         r"runs/cartpole/checkpoints/best\.pt \(step [\d,]+\): return .* episodes \(deterministic, seed 1\)", sample[0]

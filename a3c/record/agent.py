@@ -1,6 +1,8 @@
 """A trained policy as a Python object: ``a3c.load(path)`` -> ``Agent`` with ``act(obs)``, ``value(obs)`` and, for
-discrete actions, ``action_probs(obs)``; and ``run_episodes``, the one episode loop that evaluation uses everywhere
-(the evaluator process during training, ``python -m a3c.evaluate``, and users' own scripts).
+discrete actions, ``action_probs(obs)``; ``predict``, Stable-Baselines3's protocol (its evaluate_policy and VecEnv
+loops run an Agent unchanged); ``export``, the acting path as an ONNX or TorchScript file (a3c.record.policy_export);
+and ``run_episodes``, the one episode loop that evaluation uses everywhere (the evaluator process during training,
+``python -m a3c.evaluate``, and users' own scripts).
 
 Loading is safe: the checkpoint is read by ``a3c.record.checkpoint.load_checkpoint`` (``torch.load(weights_only=True)``:
 tensors and plain containers only, nothing that runs code), and the model is rebuilt from the env's spaces stored in
@@ -149,6 +151,62 @@ class Agent:
         with torch.inference_mode():
             values = self.model(x, self._state_for(len(x)))[1].double().numpy() * self.value_scale
         return float(values[0]) if single else values
+
+    def predict(
+        self,
+        observation: Any,
+        state: np.ndarray | None = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Stable-Baselines3's protocol (``model.predict``), for its tools (``evaluate_policy``, rl-zoo3's enjoy,
+        VecEnv loops): ``(action, state)`` for one observation (shaped like the env's: the action as SB3 gives it,
+        an array of the action's shape) or a VecEnv's batch [B, *obs_shape] (the actions [B, *action_shape]).
+
+        A recurrent policy (--lstm) takes ``state`` back as it returned it (an array [S, B, H]: the LSTM's h and c,
+        and the critic's with a separate one; None: every env starts an episode), and ``episode_start`` [B] (True
+        where an env's episode just began: its state is reset); a policy without one returns ``state`` as given
+        (None). The state given is never changed, nor is the state ``act`` carries. ``deterministic=False`` (SB3's
+        default) samples from the policy (the agent's sampler, ``a3c.load(seed=...)``), True takes the most likely
+        action, as ``act`` and evaluate_policy do."""
+        x, single = self._batch(observation)
+        batch = len(x)
+        recurrent = bool(self.model.lstm)
+        if recurrent:
+            core = self.model.initial_state(batch)
+            if state is not None:
+                given = np.asarray(state, dtype=np.float32)
+                if given.shape != (len(core), batch, self.model.lstm):
+                    raise UserError(
+                        f"state of shape {given.shape} does not fit this recurrent policy ({len(core)}, {batch}, "
+                        f"{self.model.lstm}) for {batch} observation{'s' if batch != 1 else ''}; pass back the "
+                        "state predict returned, or None to start every episode"
+                    )
+                core = tuple(torch.from_numpy(given.copy()).unbind(0))
+                if episode_start is not None:
+                    starts = np.asarray(episode_start, dtype=bool).reshape(-1)
+                    if starts.shape != (batch,):
+                        raise UserError(
+                            f"episode_start of shape {np.shape(episode_start)} does not fit {batch} observation"
+                            f"{'s' if batch != 1 else ''}; give one flag per observation"
+                        )
+                    core = self.model.reset_state(core, torch.from_numpy((~starts).astype(np.float32)))
+        else:
+            core = ()
+        with torch.inference_mode():
+            params, core = self.model.policy(x, core)
+        actions = self.dist.mode(params) if deterministic else self.dist.sample(params, self.rng)
+        shaped = np.asarray(self.dist.env_actions(actions)).reshape(batch, *self.dist.action_shape)
+        new_state = torch.stack(core).numpy() if recurrent else state
+        return (shaped[0] if single else shaped), new_state
+
+    def export(self, path: str | Path, format: str = "onnx", with_dist_params: bool = False) -> Path:
+        """Write the acting path (observation preprocessing and normalisation, the network, the deterministic
+        action; the distribution's parameters too with ``with_dist_params``) as an ONNX or TorchScript file that
+        runs without a3c (a3c.record.policy_export says what it takes and gives). Returns the path written."""
+        from a3c.record.policy_export import export_policy
+
+        return export_policy(self, path, format, with_dist_params)
 
     def __repr__(self) -> str:
         step = "?" if self.global_step is None else f"{self.global_step:,}"

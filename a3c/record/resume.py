@@ -1,7 +1,7 @@
 """Resume (``--resume RUN_DIR``): the checkpoint a run goes on from, read once and checked (``load_resume``), the
 resumed run's config (``resume_config``), the check that the checkpoint's model fits the env and the model this run
-builds (``check_compatible``), and what the trainer does to the run directory before it goes on (episodes.csv
-trimmed, the run's wall time so far).
+builds (``check_compatible``), what the trainer does to the run directory before it goes on (episodes.csv
+trimmed, the run's wall time so far), and the line it prints when the resume moves the lr schedule's end.
 
 The config is the checkpoint's, with the flags given on the command line on top, except those that define the model
 (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken (before a crash) are dropped, as the
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from a3c.learn.distributions import make_distribution
-from a3c.learn.optim import OPTIMIZERS
+from a3c.learn.optim import OPTIMIZERS, scheduled_lr
 from a3c.learn.running_stats import moments_from_state
 from a3c.record.checkpoint import INPUT_SCALE, REQUIRED, check_trained_spaces, load_checkpoint, saved_settings
 from a3c.record.files import atomic_write
@@ -242,3 +242,20 @@ def elapsed_wall_time(payload: dict[str, Any], kept: list[dict[str, float]]) -> 
             before, reached = before + reached, 0.0
         reached = max(reached, wall)
     return before + reached
+
+
+def lr_schedule_note(config: Config, previous_total: int, step: int, previous_lr: float | None = None) -> str | None:
+    """The line a resume prints when it moves a linear lr schedule's end: the schedule is a function of the run's global
+    step and its --total-steps (a3c.learn.optim.scheduled_lr), so resumed with the same total it goes on exactly as if
+    the run had never stopped, and with another total the lr becomes what a run planned with that total has at this step
+    (it jumps, then reaches 0 at the new end). ``previous_lr``: the checkpoint's --lr (default: this run's). None when
+    nothing moves."""
+    same_lr = previous_lr is None or previous_lr == config.lr
+    if config.lr_schedule != "linear" or (previous_total == config.total_steps and same_lr):
+        return None
+    before = scheduled_lr(config.lr if previous_lr is None else previous_lr, "linear", step / previous_total)
+    after = scheduled_lr(config.lr, "linear", step / config.total_steps)
+    return (
+        f"a3c: --lr-schedule linear now ends at --total-steps {config.total_steps:,} (was {previous_total:,}): "
+        f"the lr at step {step:,} goes from {before:.3g} to {after:.3g}, down to 0 at the new end"
+    )

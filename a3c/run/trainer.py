@@ -32,11 +32,11 @@ import torch.multiprocessing as mp
 from tqdm import tqdm
 
 from a3c.learn.objectives import OBJECTIVES
-from a3c.learn.optim import scheduled_lr
 from a3c.learn.update.paths import choose as choose_update_path
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
-from a3c.record.resume import elapsed_wall_time, trim_episode_log
+from a3c.record.model_card import write_model_card
+from a3c.record.resume import elapsed_wall_time, lr_schedule_note, trim_episode_log
 from a3c.record.rows import Stat, update_summary
 from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return, writing
 from a3c.record.tensorboard_server import TensorBoardServer
@@ -50,7 +50,6 @@ from a3c.run.shutdown import Signals, WriteFailures
 from a3c.run.supervisor import Supervisor
 from a3c.run.threads import limit_native_threads
 from a3c.run.worker import Worker, worker_main
-from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import WorkerSeeds
 
@@ -60,23 +59,6 @@ TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a s
 SOLVE_TICK_S = 0.005
 JOIN_TIMEOUT_S = 5.0  # for all workers together to finish their update after a stop; then they are terminated
 EXIT_FAILED = 1
-
-
-def lr_schedule_note(config: Config, previous_total: int, step: int, previous_lr: float | None = None) -> str | None:
-    """The line a resume prints when it moves a linear lr schedule's end: the schedule is a function of the run's global
-    step and its --total-steps (a3c.learn.optim.scheduled_lr), so resumed with the same total it goes on exactly as if
-    the run had never stopped, and with another total the lr becomes what a run planned with that total has at this step
-    (it jumps, then reaches 0 at the new end). ``previous_lr``: the checkpoint's --lr (default: this run's). None when
-    nothing moves."""
-    same_lr = previous_lr is None or previous_lr == config.lr
-    if config.lr_schedule != "linear" or (previous_total == config.total_steps and same_lr):
-        return None
-    before = scheduled_lr(config.lr if previous_lr is None else previous_lr, "linear", step / previous_total)
-    after = scheduled_lr(config.lr, "linear", step / config.total_steps)
-    return (
-        f"a3c: --lr-schedule linear now ends at --total-steps {config.total_steps:,} (was {previous_total:,}): "
-        f"the lr at step {step:,} goes from {before:.3g} to {after:.3g}, down to 0 at the new end"
-    )
 
 
 # on_eval: (the global step of the weights evaluated, the result: mean_return, std_return, mean_length, episodes) ->
@@ -272,6 +254,7 @@ class Trainer:
                     exit_code, reason = EXIT_FAILED, failures.reason() or reason
                 summary = self.summary(dashboard, wall, reason)
                 failures.attempt("summary.json", run.write_summary, summary)
+                failures.attempt("README.md", write_model_card, run.path, summary)  # the model card
                 failures.attempt("the TensorBoard hparams", dashboard.write_hparams, cfg.to_dict(), summary)
                 failures.attempt("the loss-history figure", dashboard.save_loss_history)
                 failures.attempt(None, dashboard.close, summary["steps_per_s"])  # (episodes.csv or the event files)

@@ -2,7 +2,7 @@
  * the Categorical family (a Discrete action space): the bootstrap at truncation and GAE (a3c.learn.losses.
  * rollout_targets), --normalize-advantage (normalized_advantages), and the loss's terms and gradient with respect to
  * the logits and the values (actor_critic_loss_grads with Categorical.policy_grad_np). The same formulas as those
- * numpy functions (a3c.learn.closed_form), the fallback where the kernel is not built; a3c.learn.paths picks a path
+ * numpy functions (a3c.learn.update.closed_form), the fallback where the kernel is not built; a3c.learn.update.paths picks a path
  * once per worker, and the conformance test holds each to the reference (tests/learn/test_paths.py).
  *
  * Why C: on a rollout of 8 envs x 5 steps the numpy version is about forty array operations on arrays of 40 numbers,
@@ -228,7 +228,7 @@ static PyMethodDef methods[] = {
     {"categorical_update", categorical_update, METH_VARARGS,
      "categorical_update(rewards, values, final_values, terminated, truncated, logits, actions, dlogits_t, dvalues, "
      "losses, T, K, n, gamma, gae_lambda, ent_coef, vf_coef, normalize): GAE and the Categorical actor-critic loss's "
-     "terms and gradient in one call (see a3c.learn.fused_loss)."},
+     "terms and gradient in one call (see a3c.learn.update.kernel)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,44 @@
+"""scripts/onnx_check.py: export saves observations with the agent's actions beside the ONNX file and says how many
+each file reproduces; compare runs the file on them importing neither torch nor a3c, and fails on a wrong action."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from agent_runs import untrained_run
+
+from a3c.spec.config import Config
+from scripts import onnx_check
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "onnx_check.py"
+
+
+def test_export_then_compare_without_torch_or_a3c(tmp_path, capsys):
+    pytest.importorskip("onnxruntime", reason="ONNX needs the [onnx] extra (.ci/run installs it)")
+    run = untrained_run(tmp_path / "cartpole", Config(env="CartPole-v1"), scale=0.5)
+    out = tmp_path / "check"
+    assert onnx_check.main(["export", str(run), "--out", str(out), "--observations", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "cartpole                 onnx           200 of 200 actions as Agent.act's" in printed
+    assert "cartpole                 torchscript    200 of 200 actions" in printed
+    saved = np.load(out / "cartpole.npz")
+    assert saved["obs"].shape == (200, 4) and saved["actions"].shape == (200,)
+
+    # compare in a process where an import of torch or a3c fails
+    code = "import runpy, sys; sys.modules['torch'] = sys.modules['a3c'] = None; sys.argv = sys.argv[1:]; "
+    code += "runpy.run_path(sys.argv[0], run_name='__main__')"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(SCRIPT), "compare", str(out)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "200 of 200 actions as Agent.act's" in done.stdout and "torch and a3c imported: neither" in done.stdout
+    assert json.loads((out / "compare.json").read_text())["rows"][0]["same"] == 200
+
+    np.savez(out / "cartpole.npz", obs=saved["obs"], actions=1 - saved["actions"])  # every action the other one
+    assert onnx_check.main(["compare", str(out)]) == 1
+    assert "0 of 200 actions" in capsys.readouterr().out
