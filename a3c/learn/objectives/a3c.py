@@ -16,14 +16,14 @@ from a3c.learn.model import ActorCritic
 from a3c.learn.update.protocol import Learner, LossGradient, Minibatch, NetworkPass, Rollout, UpdatePath
 from a3c.spec.config import Config
 
-TERMS = ("loss", "policy_loss", "value_loss", "entropy")
+TERMS: tuple[str, ...] = ("loss", "policy_loss", "value_loss", "entropy")
 WHOLE_ROLLOUT = [Minibatch()]  # the plan of every rollout: one minibatch of all its samples, no pull before it
 
 
 class A3CUpdate(Learner):
     """A3C's learner on one path: its steps as bound methods (one attribute read each on the hot path)."""
 
-    terms = TERMS
+    terms: tuple[str, ...] = TERMS
 
     def __init__(self, name: str, network: NetworkPass, loss: LossGradient) -> None:
         self.name, self.network, self.loss = name, network, loss
@@ -46,7 +46,7 @@ class A3CObjective:
     """``--algo a3c``."""
 
     name = "a3c"
-    terms = TERMS
+    terms: tuple[str, ...] = TERMS
 
     def learner(
         self, path: UpdatePath, model: ActorCritic, dist: Distribution, config: Config, grads: torch.Tensor

@@ -40,7 +40,7 @@ from a3c.learn.model import ActorCritic
 from a3c.learn.update.protocol import Learner, Minibatch, NetworkPass, Rollout, Unrolled, UpdatePath
 from a3c.spec.config import Config
 
-TERMS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance")
+TERMS: tuple[str, ...] = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance")
 
 
 class Batch:
@@ -197,7 +197,7 @@ def split(order: np.ndarray, size: int) -> list[np.ndarray]:
 class PPOUpdate(Learner):
     """PPO's learner on one path: a network pass and a surrogate gradient (see the module docstring)."""
 
-    terms = TERMS
+    terms: tuple[str, ...] = TERMS
 
     def __init__(
         self,
@@ -316,7 +316,7 @@ class PPOObjective:
     """``--algo ppo``."""
 
     name = "ppo"
-    terms = TERMS
+    terms: tuple[str, ...] = TERMS
 
     def learner(
         self, path: UpdatePath, model: ActorCritic, dist: Distribution, config: Config, grads: torch.Tensor

@@ -122,10 +122,14 @@ class MlpBackprop:
         self.linear_np = None if self.linear_head is None else _Layer.of(self.linear_head)
         # DiagGaussian's head (a Linear mean and one learned log-std a dimension) by hand too: on a MuJoCo worker's
         # acting pass of one env its torch call cost about as much as the rest of the pass
-        gaussian = isinstance(head, GaussianHead) and type(head) is GaussianHead
-        self.gauss_np = _Layer.of(head.mean) if gaussian else None
-        self.log_std_np = head.log_std.detach().numpy() if gaussian else None
-        self.log_std_grad = head.log_std.grad.numpy() if gaussian and head.log_std.grad is not None else None
+        self.gauss_np: _Layer | None = None
+        self.log_std_np: np.ndarray | None = None
+        self.log_std_grad: np.ndarray | None = None
+        if type(head) is GaussianHead:  # (not gSDE's head: its std depends on the features)
+            self.gauss_np = _Layer.of(head.mean)
+            self.log_std_np = head.log_std.detach().numpy()
+            grad = head.log_std.grad
+            self.log_std_grad = None if grad is None else grad.numpy()
         # separate actor and critic of one shape: the update runs both chains as one (see _paired)
         self.pair_np = None if critic is None else _paired(actor, critic)
         self.acted: _Acted | None = None  # the acting passes of the rollout in hand (see ``record``)
