@@ -22,7 +22,9 @@ Schedule and retention (``CheckpointSchedule``): a checkpoint (step-N.pt and lat
 ``--checkpoint-every`` steps or every ``--checkpoint-every-s`` seconds, whichever comes first (0 turns either off;
 both 0: the final latest.pt only). Time makes sense at any speed (100,000 steps are 1.5 s of CartPole with 16
 workers, minutes of Atari); steps suit a reproducible schedule. After each write only the newest
-``--keep-checkpoints`` step-N.pt files stay; latest.pt and best.pt (the evaluator's) are never deleted.
+``--keep-checkpoints`` step-N.pt files stay; latest.pt and best.pt (the evaluator's) are never deleted. step-N.pt is
+written before latest.pt: where the second write fails (a full disk), the run ends (a3c/run/trainer.py) and --resume
+goes on from the newest intact checkpoint of the two (a3c.record.resume), not from the older latest.pt.
 """
 
 from __future__ import annotations
@@ -224,6 +226,12 @@ def step_checkpoints(directory: Path) -> list[tuple[int, Path]]:
         if match and path.is_file():
             found.append((int(match.group(1)), path))
     return sorted(found)
+
+
+def resumable(directory: Path) -> bool:
+    """Whether ``directory`` holds a checkpoint a run can go on from: latest.pt or a step-N.pt (--resume takes the
+    newest intact one: a3c.record.resume)."""
+    return (Path(directory) / LATEST).is_file() or bool(step_checkpoints(directory))
 
 
 def prune_checkpoints(directory: Path, keep: int) -> list[Path]:

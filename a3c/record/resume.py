@@ -3,6 +3,12 @@ resumed run's config (``resume_config``), the check that the checkpoint's model 
 builds (``check_compatible``), what the trainer does to the run directory before it goes on (episodes.csv
 trimmed, the run's wall time so far), and the line it prints when the resume moves the lr schedule's end.
 
+The checkpoint is the newest intact one (``newest_intact``): of checkpoints/latest.pt and the step-N.pt files, the
+one at the highest step that loads and holds what a resume needs. The trainer writes step-N.pt before latest.pt, so a
+full disk can fail latest.pt's write after step-N.pt's succeeded; latest.pt alone would send the run back a whole
+checkpoint interval (or, with no latest.pt yet, refuse it). When the one taken is not latest.pt, a line says which and
+why.
+
 The config is the checkpoint's, with the flags given on the command line on top, except those that define the model
 (``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken (before a crash) are dropped, as the
 resumed run will produce those episode indexes again; the trainer likewise purges TensorBoard events from the
@@ -13,6 +19,7 @@ checkpoint counts the episodes of every rank the run has had.
 from __future__ import annotations
 
 import csv
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +29,15 @@ import torch
 from a3c.learn.distributions import make_distribution
 from a3c.learn.optim import OPTIMIZERS, scheduled_lr
 from a3c.learn.running_stats import moments_from_state
-from a3c.record.checkpoint import INPUT_SCALE, REQUIRED, check_trained_spaces, load_checkpoint, saved_settings
+from a3c.record.checkpoint import (
+    INPUT_SCALE,
+    LATEST,
+    REQUIRED,
+    check_trained_spaces,
+    load_checkpoint,
+    saved_settings,
+    step_checkpoints,
+)
 from a3c.record.files import atomic_write
 from a3c.record.run_dir import resume_checkpoint
 from a3c.spec.config import RAY_ONLY_SETTINGS, WANDB_SETTINGS, Config
@@ -44,9 +59,73 @@ FIXED_ON_RESUME: tuple[str, ...] = (
 
 
 def load_resume(run_dir: str | Path) -> dict[str, Any]:
-    """The checkpoint to resume the run in ``run_dir`` from (its checkpoints/latest.pt), checked for completeness."""
+    """The checkpoint to resume the run in ``run_dir`` from: the newest intact one (``newest_intact``), checked for
+    completeness; a line on stderr when a newer file was passed over (latest.pt older, damaged or missing; a damaged
+    step-N.pt), saying which it took and why."""
     run = Path(run_dir)
-    path = resume_checkpoint(run)
+    resume_checkpoint(run)  # (the directory is a run's, with a checkpoint)
+    path, payload, passed = newest_intact(run / "checkpoints")
+    if passed:
+        print(
+            f"a3c: resuming from checkpoints/{path.name} (step {payload['global_step']:,}), the newest intact "
+            f"checkpoint: {'; '.join(passed)}",
+            file=sys.stderr,
+        )
+    if "wall_time_s" not in payload:  # an a3c before per-rank retention (wall_time_s came with it)
+        count_forgotten_ranks(payload, run / "episodes.csv")
+    return payload
+
+
+def newest_intact(directory: Path) -> tuple[Path, dict[str, Any], list[str]]:
+    """The newest checkpoint in ``directory`` that loads and is complete (``checked_checkpoint``): (its path, its
+    payload, why each newer candidate was passed over). The candidates are latest.pt and the step-N.pt files; step-N.pt
+    is written before latest.pt, so a write that fails on a full disk can leave latest.pt older than the newest step
+    file (or missing, or, written by something other than a3c's atomic writer, damaged). latest.pt is read first;
+    then each step-N.pt newer than it, newest first, until one is intact (older ones cannot be newer than latest.pt,
+    and are read only if latest.pt is not intact). UserError of latest.pt (or of the newest step file, without one)
+    when none is intact."""
+    latest = directory / LATEST
+    passed: list[str] = []
+    first_error: UserError | None = None
+    best: tuple[Path, dict[str, Any]] | None = None
+    if latest.is_file():
+        try:
+            best = (latest, checked_checkpoint(latest))
+        except UserError as err:
+            first_error = err
+            passed.append(f"checkpoints/{LATEST} {_why(err, latest)}")
+    else:
+        passed.append(f"checkpoints/{LATEST} is missing")
+    floor = best[1]["global_step"] if best is not None else -1
+    for step, path in reversed(step_checkpoints(directory)):
+        if step <= floor:
+            break
+        try:
+            payload = checked_checkpoint(path)
+        except UserError as err:
+            first_error = first_error or err
+            passed.append(f"checkpoints/{path.name} {_why(err, path)}")
+            continue
+        if payload["global_step"] <= floor:  # (named after another step than it holds: not a3c's writer)
+            continue
+        if best is not None:
+            passed.append(f"checkpoints/{LATEST} is at step {floor:,}")
+        best = (path, payload)
+        break
+    if best is None:
+        assert first_error is not None, "resume_checkpoint found a checkpoint file"
+        raise first_error
+    return best[0], best[1], passed
+
+
+def _why(err: UserError, path: Path) -> str:
+    """A UserError about checkpoint ``path`` as the reason it was passed over: "is corrupt ...", without the path."""
+    return str(err).split(f"{path} ", 1)[-1].split("; ", 1)[0]
+
+
+def checked_checkpoint(path: Path) -> dict[str, Any]:
+    """The checkpoint at ``path``, loaded (load_checkpoint) and checked for what a resume needs: every REQUIRED entry,
+    and worker counters of one length. UserError naming the file and what is wrong."""
     payload = load_checkpoint(path)
     for key, kind in REQUIRED.items():
         if not isinstance(payload.get(key), kind):
@@ -58,8 +137,6 @@ def load_resume(run_dir: str | Path) -> dict[str, Any]:
     workers = len(payload["episodes_written"])
     if any(payload[k].dim() != 1 or len(payload[k]) != workers for k in counters) or payload["model"].dim() != 1:
         raise UserError(f"checkpoint {path} has inconsistent worker counters (corrupt); start a new run instead")
-    if "wall_time_s" not in payload:  # an a3c before per-rank retention (wall_time_s came with it)
-        count_forgotten_ranks(payload, run / "episodes.csv")
     return payload
 
 

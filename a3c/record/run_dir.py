@@ -105,15 +105,16 @@ def round_return(value: float | None) -> float | None:
 
 
 def resume_checkpoint(run_dir: str | Path) -> Path:
-    """The checkpoint ``--resume RUN_DIR`` goes on from (its checkpoints/latest.pt), or a UserError naming what is
-    wrong with the path. No torch: a path that is no run answers before the command imports it."""
+    """The run's checkpoints/latest.pt, or a UserError naming what is wrong with the path: no run, or no checkpoint
+    (neither latest.pt nor a step-N.pt: a3c.record.resume goes on from the newest intact one of them). No torch: a
+    path that is no run answers before the command imports it."""
     run = Path(run_dir)
     if not run.exists():
         raise UserError(f"--resume {run}: no such directory; give the run directory of an earlier a3c run")
     if not run.is_dir() or not (run / "config.json").is_file():
         raise UserError(f"--resume {run} is not an a3c run directory (no config.json); give the run's directory")
     path = run / "checkpoints" / LATEST
-    if not path.is_file():
+    if not path.is_file() and not any((run / "checkpoints").glob("step-*.pt")):
         raise UserError(
             f"--resume {run}: the run has no checkpoints/{LATEST} (it ended before its first checkpoint); "
             "start a new run instead"

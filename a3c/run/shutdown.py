@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from a3c.record.checkpoint import LATEST
+from a3c.record.checkpoint import resumable
 from a3c.record.run_dir import RunDirectory, RunDirWriteError
 
 
@@ -78,4 +78,4 @@ class WriteFailures:
             return
         if self.later:
             print(f"a3c: not written at the end either: {', '.join(self.later)}", file=sys.stderr)
-        print(self.first.line(run.path, resumable=(run.checkpoints / LATEST).is_file()), file=sys.stderr)
+        print(self.first.line(run.path, resumable=resumable(run.checkpoints)), file=sys.stderr)

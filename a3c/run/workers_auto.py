@@ -20,15 +20,32 @@ its CPU time less the time it waited for a core (the scheduler's run-queue delay
 Linux): so a busy machine, where a CPU-bound step waits for a core, does not make the env look I/O-bound. Where that
 counter is missing, the wall time is used as is.
 
-The count is capped by memory (half of the available memory over an estimate of one worker's footprint, from
-scripts/bench_memory.py, plus what making the envs cost here) and by the open-file limit (each worker holds a few
-pipes). See docs/benchmarks/slow-data.md for how the choice compares with the best fixed count
-(scripts/bench_workers_auto.py).
+That is what the env asks for (the throughput bound). Three more bounds hold, and the count is the smallest of the
+four; the line it prints names the one that held:
+
+- **the run's budget**: every worker costs the run its start-up before its first step, ``start_s``, the larger of
+  the main process's launch of it (the workers are launched one after another: fork ~0.07 s, the fork server ~0.1 s,
+  measured here with 16 and 64 workers) and the CPU the new process spends before its first step over the cores (fork
+  ~0.03 s, the fork server ~0.07 s, spawn ~1.8 s: it imports torch itself; measured from /proc). With w workers of
+  ``rate`` steps/s each, the run's N = --total-steps take about ``w * start_s + N / (w * rate)``: the w-th worker
+  saves ``N / (rate * w * (w - 1))`` of training and costs ``start_s``, so it is added only while
+  ``w * (w - 1) <= N / (rate * start_s)``. A run of 30,000 steps of a 10 ms env cannot repay 359 start-ups (440 s
+  against 21 s for 16 workers); 50 million steps can. A resumed run counts its whole --total-steps (more than it has
+  left: a little more generous than the rest of the run repays).
+- **a fixed ceiling** of MAX_WORKERS_PER_CORE workers a core: past it the workers' wake-ups and the main process's
+  reading of them, not the env, fill the cores (2 cores, the 10 ms env: 64 workers made 5,664 steps/s and started in
+  10 s, 128 made 6,584 and took 31 s to start, at a load of 28).
+- **the cap**: memory (half of the available memory over an estimate of one worker's footprint, from
+  scripts/bench_memory.py, plus what making the envs cost here) and the open-file limit (each worker holds a few
+  pipes).
+
+See docs/benchmarks/slow-data.md for how the choice compares with the best fixed count (scripts/bench_workers_auto.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import resource
 import statistics
@@ -54,6 +71,14 @@ MEMORY_SHARE = 0.5  # of the available memory the workers may take together
 FDS_PER_WORKER = 8  # pipes and sentinels per worker in the main process and the fork server, with margin
 WAITING_HEADROOM = 2.0  # the extra workers (beyond one per core) a waiting env gets, over the estimate (see choose)
 HINT_RATIO = 1.5  # a user-given count this many times above the choice (and above the core count) gets a hint
+# a worker's start-up (the module docstring): the main process's launch of it (wall seconds, one launch after the
+# other), and the new process's own CPU seconds before its first step; measured on a 2-core machine (fork and the
+# fork server: 16 and 64 workers of envs/SlowCartPole-v1, the launch from the start-up's growth, the CPU from /proc;
+# spawn: its CPU from /proc, its launch taken as fork's, which it is before the exec)
+LAUNCH_S = {"fork": 0.07, "forkserver": 0.10, "spawn": 0.07}
+START_CPU_S = {"fork": 0.03, "forkserver": 0.07, "spawn": 1.8}
+MAX_WORKERS_PER_CORE = 64  # the fixed ceiling (the module docstring)
+BOUNDS = ("env", "budget", "ceiling", "cap")  # what may hold the count, in the order a tie is named
 
 
 @dataclass
@@ -74,14 +99,20 @@ class Choice:
     reason: str
     busy: float  # fraction of a core one worker keeps busy
     cores: int
-    wanted: int  # the count the cost model asks for (with its headroom), before the caps
-    cap: int
+    wanted: int  # the count the cost model asks for (with its headroom), before the other bounds
+    cap: int  # memory and the open-file limit
     timings: Timings
+    budget: int | None = None  # the most workers the run's --total-steps repay (None: no budget given)
+    ceiling: int | None = None  # MAX_WORKERS_PER_CORE x cores (None: no budget given, the choice of the env alone)
+    binding: str = "env"  # which bound held: one of BOUNDS
+    start_s: float = 0.0  # a worker's start-up, seconds of the run
+    worker_steps_per_s: float = 0.0  # one worker's steps/s by the cost model
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["timings"] = {k: round(v, 9) for k, v in data["timings"].items()}
         data["busy"] = round(self.busy, 4)
+        data["worker_steps_per_s"] = round(self.worker_steps_per_s, 2)
         return data
 
 
@@ -93,12 +124,23 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap: int) -> Choice:
-    """The worker count that keeps ``cores`` cores busy under the cost model of the module docstring, capped."""
+def choose(
+    timings: Timings,
+    cores: int,
+    n_steps: int,
+    envs_per_worker: int,
+    cap: int,
+    total_steps: int | None = None,
+    start_s: float = 0.0,
+) -> Choice:
+    """The worker count: the smallest of what keeps ``cores`` cores busy under the cost model of the module
+    docstring, what a run of ``total_steps`` repays of workers that cost ``start_s`` each to start (no budget when
+    ``total_steps`` is None), the ceiling of MAX_WORKERS_PER_CORE a core (with a budget), and ``cap``."""
     T, K = n_steps, envs_per_worker
     cpu = T * (K * timings.env_cpu_s + timings.act_s) + timings.update_s
     wall = cpu + T * K * timings.env_blocked_s
     busy = min(1.0, cpu / wall) if wall > 0 else 1.0
+    rate = T * K / wall if wall > 0 else math.inf  # one worker's steps/s
     # Workers beyond one per core are there to fill the time others wait; ``cores / busy`` of them would keep the
     # cores busy only if their waits never overlapped, and the estimate undercounts what a waiting worker costs in
     # the run (waking up, the publish path, the main process reading, switching among many processes): the best
@@ -107,19 +149,70 @@ def choose(timings: Timings, cores: int, n_steps: int, envs_per_worker: int, cap
     # calibrated on those sweeps (docs/benchmarks/slow-data.md). round, not ceil: a CPU-bound env measured at busy 0.95
     # (noise) still gets one worker per core.
     wanted = cores + max(0, round((cores / busy - cores) * WAITING_HEADROOM))
-    workers = max(1, min(wanted, cap))
+    budget = ceiling = None
+    if total_steps is not None:
+        budget = budget_bound(total_steps, rate, start_s)
+        ceiling = MAX_WORKERS_PER_CORE * cores
+    bounds = {"env": wanted, "budget": budget, "ceiling": ceiling, "cap": cap}
+    binding = min((n, BOUNDS.index(name), name) for name, n in bounds.items() if n is not None)[2]
+    workers = max(1, min(n for n in bounds.values() if n is not None))
     per_step_ms = (timings.env_cpu_s + timings.env_blocked_s) * 1e3
     if wanted <= cores:
-        why = f"one per core: the env is CPU-bound ({per_step_ms:.3g} ms a step, a worker keeps a core busy)"
+        env = f"one per core: the env is CPU-bound ({per_step_ms:.3g} ms a step, a worker keeps a core busy)"
     else:
-        why = (
+        env = (
             f"{per_step_ms:.3g} ms an env step, {timings.env_blocked_s / (per_step_ms / 1e3):.0%} of it off the CPU: "
             f"a worker keeps {busy:.0%} of a core busy, so {cores / busy:.0f} would keep {cores} cores busy by the "
             f"estimate; {wanted} leave room for what it misses"
         )
-        if workers < wanted:
-            why += f" (capped at {workers} by memory and the open-file limit)"
-    return Choice(workers, f"{workers} workers on {cores} cores: {why}", busy, cores, wanted, cap, timings)
+    if binding == "env":
+        why = env
+    else:
+        if binding == "budget":
+            held = (
+                f"the run's budget: {total_steps:,} steps at ~{rate:,.0f} steps/s a worker repay no more start-ups "
+                f"of {start_s:.2g} s each (another worker would save less time than its start-up costs)"
+            )
+        elif binding == "ceiling":
+            held = f"the ceiling of {MAX_WORKERS_PER_CORE} workers a core"
+        else:
+            held = f"capped at {workers} by memory and the open-file limit"
+        why = f"{held}; the env alone asks for {wanted} ({env})"
+    return Choice(
+        workers,
+        f"{workers} workers on {cores} cores: {why}",
+        busy,
+        cores,
+        wanted,
+        cap,
+        timings,
+        budget=budget,
+        ceiling=ceiling,
+        binding=binding,
+        start_s=start_s,
+        worker_steps_per_s=rate if math.isfinite(rate) else 0.0,
+    )
+
+
+def budget_bound(total_steps: int, rate: float, start_s: float) -> int:
+    """The most workers a run of ``total_steps`` repays, at ``rate`` steps/s a worker and ``start_s`` seconds of
+    start-up each: the largest w with ``w * (w - 1) <= total_steps / (rate * start_s)`` (the module docstring); at
+    least 1."""
+    if start_s <= 0 or not math.isfinite(rate):
+        return max(1, int(total_steps))  # (start-up free, or no rate to weigh it against: the budget holds nothing)
+    room = total_steps / (rate * start_s)
+    w = max(1, int((1 + math.sqrt(1 + 4 * room)) / 2))
+    while w > 1 and w * (w - 1) > room:  # (the float root, made exact)
+        w -= 1
+    while (w + 1) * w <= room:
+        w += 1
+    return w
+
+
+def start_up_s(start_method: str, cores: int) -> float:
+    """Seconds of the run one worker's start-up costs: its launch by the main process (one after another) or its own
+    CPU before its first step spread over the cores, whichever is longer (LAUNCH_S, START_CPU_S)."""
+    return max(LAUNCH_S.get(start_method, LAUNCH_S["spawn"]), START_CPU_S.get(start_method, 1.8) / max(1, cores))
 
 
 def memory_cap(start_method: str, env_mb: float = 0.0, available_mb: float | None = None) -> int:
@@ -303,17 +396,27 @@ class _TimedExchange:
 def auto_choice(config: Config, spec: EnvSpec, cores: int | None = None) -> Choice:
     """Measure and choose (config.workers is ignored)."""
     timings, env_mb = measure(config, spec)
-    cap = memory_cap(config.resolved_start_method(), env_mb)
-    return choose(timings, cores or usable_cores(), config.n_steps, config.envs_per_worker, cap)
+    start_method = "spawn" if config.backend == "ray" else config.resolved_start_method()  # (Ray's: new processes)
+    cap = memory_cap(start_method, env_mb)
+    cores = cores or usable_cores()
+    start_s = start_up_s(start_method, cores)
+    return choose(timings, cores, config.n_steps, config.envs_per_worker, cap, config.total_steps, start_s)
 
 
 def hint(workers: int, choice: Choice) -> str | None:
-    """A one-line hint when a user-given count is well above what keeps the cores busy; None otherwise."""
+    """A one-line hint when a user-given count is well above what helps (what --workers auto would choose, and
+    why); None otherwise."""
     if workers > choice.cores and workers > HINT_RATIO * choice.workers:
+        if choice.binding == "env":
+            helps = (
+                f"this env needs: {choice.workers} keep the {choice.cores} cores busy (one worker keeps "
+                f"{choice.busy:.0%} of a core busy)"
+            )
+        else:
+            helps = f"this run can use: --workers auto would take {choice.reason}"
         return (
-            f"a3c: hint: --workers {workers} is more than this env needs: {choice.workers} keep the {choice.cores} "
-            f"cores busy (one worker keeps {choice.busy:.0%} of a core busy); more only add start-up time and "
-            "switching. Leave --workers out (auto) to let a3c choose"
+            f"a3c: hint: --workers {workers} is more than {helps}; more only add start-up time and switching. "
+            "Leave --workers out (auto) to let a3c choose"
         )
     return None
 

@@ -9,6 +9,7 @@ run with those flags plus the trial's sampled settings, resolved by the same ste
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib.util
 import signal
 import sys
@@ -94,6 +95,7 @@ def require_optuna() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     own, rest = parser.parse_known_args(argv)
+    _check_unknown(parser, rest)
     require_optuna()
     from a3c.tune import results
     from a3c.tune import study as studies
@@ -161,7 +163,7 @@ def _resumed(parser: argparse.ArgumentParser, own: argparse.Namespace, rest: lis
 
 
 def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]:
-    from a3c.run.resolve import resolve_settings
+    from a3c.tune.check import check_space
     from a3c.tune.space import load_space
     from a3c.tune.study import StudySettings, check_new_study_dir, default_study_dir, sqlite_url
 
@@ -172,10 +174,14 @@ def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]
         raise UserError("--run-dir: each trial's run directory is STUDY_DIR/trials/trial-N; give --study-dir instead")
     if own.n_startup_trials < 0 or own.evaluations < 1:
         raise UserError("--n-startup-trials must be >= 0 and --evaluations >= 1")
-    resolve_settings(values, given)  # the trials' fixed settings, checked once before anything starts
-    space = load_space(Path(own.space) if own.space else None)
-    if not space.without(set(given)).dimensions:
+    space = load_space(Path(own.space) if own.space else None, _objective(values, given))
+    searched = space.without(set(given))
+    if not searched.dimensions:
         raise UserError(f"every setting of the space ({space.source}) is fixed by a flag given: nothing to search")
+    # the trials' fixed settings with the space's values, checked once before anything starts (a3c/tune/check.py)
+    line = check_space(searched, values, given, seed=int(values["seed"])).line()
+    if line is not None:
+        print(line, file=sys.stderr)
     study_dir = Path(own.study_dir) if own.study_dir else default_study_dir(values["env"])
     check_new_study_dir(study_dir)
     settings = StudySettings(
@@ -193,6 +199,44 @@ def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]
     )
     study_dir.mkdir(parents=True, exist_ok=True)
     return study_dir, settings
+
+
+def _objective(values: dict[str, object], given: set[str]) -> str:
+    """The trials' objective, whose default space they search: --algo if given, else the env's preset's."""
+    from a3c.run.resolve import resolve_settings
+
+    if "algo" not in given:
+        try:
+            return resolve_settings(values, given).config.algo
+        except UserError:  # (the flags alone may be refused: the check of the space says why)
+            pass
+    return str(values["algo"])
+
+
+def _check_unknown(parser: argparse.ArgumentParser, rest: list[str]) -> None:
+    """A flag neither a3c.tune's nor a3c.train's: one line naming it, with the flag of either meant (``--trial 3``:
+    did you mean --trials?). a3c.train's parser alone would suggest only its own flags."""
+    from a3c.train import build_parser as train_parser
+
+    train = train_parser()
+    try:
+        _, unknown = train.parse_known_args(rest)
+    except UserError:
+        return  # (another error of a3c.train's flags: its parser reports it as it parses them)
+    flags = [word for word in unknown if word.startswith("-")]
+    if not flags:
+        return
+    known = [o for p in (parser, train) for o in p._option_string_actions if o.startswith("--")]
+    guesses = []
+    for word in flags:
+        flag = word.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
+        if close:
+            guesses.append(f"{close[0]} for {flag}")
+    meant = f" (did you mean {', '.join(guesses)}?)" if guesses else ""
+    raise UserError(
+        f"unrecognized arguments: {' '.join(unknown)}{meant}; see {parser.prog} --help and python -m a3c.train --help"
+    )
 
 
 def _show(value: object) -> str:

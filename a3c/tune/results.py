@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from a3c.record.files import atomic_write
 from a3c.spec.presets import flag_name, read_presets, toml_key
+from a3c.tune.trial import REFUSED
 
 BEST_TOML, BEST_JSON, PLOTS = "best.toml", "best.json", "plots"
 FIGSIZE, DPI = (6.4, 3.6), 80  # small PNGs: about 20 KB each
@@ -84,10 +85,12 @@ def write_best(study: optuna.Study, study_dir: Path, env: str) -> Path | None:
 
 
 def counts(study: optuna.Study) -> dict[str, int]:
-    """{state name: number of trials}, e.g. {"COMPLETE": 7, "PRUNED": 3}."""
+    """{state name: number of trials}, e.g. {"COMPLETE": 7, "PRUNED": 3, "REFUSED": 2} (a refused trial, pruned
+    before it ran: a3c/tune/trial.py's REFUSED, counted apart)."""
     out: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
-        out[t.state.name] = out.get(t.state.name, 0) + 1
+        name = "REFUSED" if t.state == TrialState.PRUNED and REFUSED in t.user_attrs else t.state.name
+        out[name] = out.get(name, 0) + 1
     return out
 
 

@@ -1,8 +1,10 @@
-"""The search space of a study: which settings a trial samples, and from what (a3c/tune/space.toml by default, or
-``--space FILE`` in the same format: one table per family of settings, each entry a flag of python -m a3c.train
-without "--" with a range ``{low, high[, log]}`` or ``{choices = [...]}``). Loaded and checked here (each value against
-its Config field, as presets are: a3c/spec/presets.py), stored in study.json as plain data (a resumed study samples
-from the space it started with, whatever became of the file), and sampled through an Optuna trial.
+"""The search space of a study: which settings a trial samples, and from what (by default the space of the trials'
+objective: a3c/tune/space.toml for A3C, a3c/tune/space_ppo.toml for --algo ppo; or ``--space FILE`` in the same
+format: one table per family of settings, each entry a flag of python -m a3c.train without "--" with a range ``{low,
+high[, log]}`` or ``{choices = [...]}``). Loaded here, each value typed as its Config field takes it (as presets are:
+a3c/spec/presets.py); whether the runs accept the values, with the flags given and with each other, is checked in
+a3c/tune/check.py. Stored in study.json as plain data (a resumed study samples from the space it started with,
+whatever became of the file), and sampled through an Optuna trial (or drawn at random, for the check).
 
 Optuna's parameters are named like the flags (``lr``, ``n-steps``), so its figures and the study's database speak
 the command line's language. A choice Optuna cannot hold (a list: ``hidden-sizes``) is stored as the text the command
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import sys
 import typing
 from dataclasses import dataclass
@@ -28,7 +31,8 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency on 3.10 only)
     import tomli as tomllib
 
-DEFAULT_SPACE = Path(__file__).with_name("space.toml")
+DEFAULT_SPACE = Path(__file__).with_name("space.toml")  # A3C's (rl-zoo3's A2C sampler, narrowed)
+DEFAULT_SPACES = {"a3c": DEFAULT_SPACE, "ppo": Path(__file__).with_name("space_ppo.toml")}  # by --algo
 RANGE_KEYS, CHOICE_KEYS = frozenset({"low", "high", "log"}), frozenset({"choices"})
 
 
@@ -56,6 +60,27 @@ class Dimension:
         if self.integer:
             return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log)
         return trial.suggest_float(self.name, self.low, self.high, log=self.log)
+
+    def draw(self, rng: random.Random) -> Any:
+        """A value at random (uniform over the choices, or the range; log-uniform for a log range)."""
+        if self.choices is not None:
+            return self.choices[rng.randrange(len(self.choices))]
+        assert self.low is not None and self.high is not None
+        if self.integer:
+            if self.log:
+                return min(int(self.high), int(math.exp(rng.uniform(math.log(self.low), math.log(self.high + 1)))))
+            return rng.randint(int(self.low), int(self.high))
+        if self.log:
+            return math.exp(rng.uniform(math.log(self.low), math.log(self.high)))
+        return rng.uniform(self.low, self.high)
+
+    def probes(self) -> tuple[Any, ...]:
+        """The values a check tries: every choice, or a range's two ends."""
+        if self.choices is not None:
+            return self.choices
+        assert self.low is not None and self.high is not None
+        ends = (int(self.low), int(self.high)) if self.integer else (self.low, self.high)
+        return ends
 
     def value(self, param: Any) -> Any:
         """The Config value of an Optuna parameter value of this dimension (a stored trial's ``params``)."""
@@ -91,6 +116,10 @@ class Space:
         """{Config field: value} for an Optuna trial."""
         return {d.field: d.sample(trial) for d in self.dimensions}
 
+    def draw(self, rng: random.Random) -> dict[str, Any]:
+        """{Config field: value} at random (Dimension.draw), without Optuna."""
+        return {d.field: d.draw(rng) for d in self.dimensions}
+
     def settings(self, params: dict[str, Any]) -> dict[str, Any]:
         """{Config field: value} of a stored trial's Optuna ``params`` (those of this space)."""
         return {d.field: d.value(params[d.name]) for d in self.dimensions if d.name in params}
@@ -103,9 +132,10 @@ class Space:
         return data
 
 
-def load_space(path: Path | None = None) -> Space:
-    """The space of the TOML file ``path`` (default: a3c/tune/space.toml); UserError naming the file and entry."""
-    path = DEFAULT_SPACE if path is None else Path(path)
+def load_space(path: Path | None = None, algo: str = "a3c") -> Space:
+    """The space of the TOML file ``path`` (default: the objective ``algo``'s, DEFAULT_SPACES); UserError naming the
+    file and entry."""
+    path = DEFAULT_SPACES.get(algo, DEFAULT_SPACE) if path is None else Path(path)
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
@@ -147,7 +177,7 @@ def _dimension(source: str, family: str, name: str, entry: Any) -> Dimension:
         choices = entry["choices"]
         if not isinstance(choices, list) or not choices:
             raise UserError(f"{where}: choices must be a non-empty list")
-        values = tuple(_in_range(where, field, checked_setting(Path(source), table, name, c)) for c in choices)
+        values = tuple(checked_setting(Path(source), table, name, c) for c in choices)
         labels = [choice_label(v) for v in values]
         if len(set(map(repr, labels))) != len(labels):
             raise UserError(f"{where}: a choice appears twice")
@@ -162,16 +192,4 @@ def _dimension(source: str, family: str, name: str, entry: Any) -> Dimension:
         raise UserError(f"{where}: needs low < high (finite numbers) and log true or false")
     if log and low <= 0:
         raise UserError(f"{where}: a log range needs low > 0 (got {low})")
-    _in_range(where, field, low)
-    _in_range(where, field, high)
     return Dimension(name, field, family, low=low, high=high, log=log, integer=hint is int)
-
-
-def _in_range(where: str, field: str, value: Any) -> Any:
-    """``value`` if the setting ``field`` takes it (Config.validate, the other settings at their defaults); a
-    UserError now, at load, rather than a failed trial when a trial draws it."""
-    try:
-        dataclasses.replace(Config(), **{field: value}).validate()
-    except UserError as err:
-        raise UserError(f"{where}: {choice_label(value)!r} is out of the setting's range ({err}); fix it") from None
-    return value

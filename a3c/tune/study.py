@@ -10,6 +10,10 @@ trials until it has enough.
       plots/history.png        Optuna's optimization history
       plots/importance.png     Optuna's parameter importances (PED-ANOVA: needs no scikit-learn)
 
+A trial that draws a combination of settings a run refuses (with the flags given, or with each other: the space is
+checked as a whole before the first trial, a3c/tune/check.py) is refused at once: pruned with its reason recorded,
+not one of --trials, and the study goes on (MAX_REFUSED_IN_ROW of them in a row stop it).
+
 The database is what a resume trusts: every finished trial (complete or pruned) is in it as soon as it ends, so a
 Ctrl-C (the running trial's run shuts down in order and the trial is marked failed) or a crash (the trial stays
 "running" until its heartbeat is older than the grace period, then Optuna marks it failed) loses no finished trial.
@@ -40,18 +44,20 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.study import MaxTrialsCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from a3c.record.files import atomic_write
 from a3c.spec.errors import UserError
 from a3c.tune.space import Space, space_from_data
-from a3c.tune.trial import TrialBase, TrialFailed, run_trial
+from a3c.tune.trial import REFUSED, TrialBase, TrialFailed, run_trial
 
 STUDY_JSON, STUDY_DB, TRIALS = "study.json", "study.db", "trials"
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 HEARTBEAT_S, GRACE_S = 60, 180  # a trial without a heartbeat for GRACE_S (a crashed process) is marked failed
 MAX_FAILED_IN_ROW = 3  # trials failing one after the other: the study stops (a setting that cannot work)
+# trials refused one after the other (combinations a run does not accept, each refused before any process starts, in
+# a fraction of a second): the study stops, the space and the flags leaving the sampler almost nothing it may draw
+MAX_REFUSED_IN_ROW = 50
 
 
 @dataclass
@@ -170,7 +176,26 @@ def _env(train_args: list[str]) -> str:
 
 
 def finished(study: optuna.Study) -> list[FrozenTrial]:
-    return study.get_trials(deepcopy=False, states=FINISHED)
+    """The trials that count toward --trials: complete or pruned, not refused (a3c/tune/trial.py: REFUSED)."""
+    return [t for t in study.get_trials(deepcopy=False, states=FINISHED) if REFUSED not in t.user_attrs]
+
+
+def refused(trial: FrozenTrial) -> bool:
+    return trial.state == TrialState.PRUNED and REFUSED in trial.user_attrs
+
+
+class EnoughTrials:
+    """After each trial: stop the study once its finished trials (``finished``) and those running (this process's
+    next, or another process's in flight) make ``trials``. Counting only the finished ones, two processes made 8 of
+    7; counting refused ones, a space with refused combinations would end with fewer runs than asked for."""
+
+    def __init__(self, trials: int) -> None:
+        self.trials = trials
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if len(finished(study)) + len(running) >= self.trials:
+            study.stop()
 
 
 def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, timeout: float | None) -> None:
@@ -186,11 +211,23 @@ def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, time
     trials_dir.mkdir(parents=True, exist_ok=True)
     if len(finished(study)) >= settings.trials:
         return
-    failed_in_row = 0
+    failed_in_row = refused_in_row = 0
 
     def after_trial(study: optuna.Study, trial: FrozenTrial) -> None:
-        nonlocal failed_in_row
+        nonlocal failed_in_row, refused_in_row
         done = len(finished(study))
+        if refused(trial):
+            refused_in_row += 1
+            print(f"a3c.tune: trial {trial.number} refused, not counted: {trial.user_attrs[REFUSED]}", file=sys.stderr)
+            if refused_in_row >= MAX_REFUSED_IN_ROW:
+                print(
+                    f"a3c.tune: error: {refused_in_row} trials in a row drew settings a run refuses (the last one's "
+                    "reason above); stopping the study: narrow the space (--space FILE) or change the flags",
+                    file=sys.stderr,
+                )
+                study.stop()
+            return
+        refused_in_row = 0
         if trial.state == TrialState.COMPLETE:
             failed_in_row = 0
             best = study.best_trial
@@ -237,9 +274,8 @@ def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, time
         study,
         objective,
         timeout=timeout,
-        # the trials running in other processes on this study count: each process stops once the finished trials and
-        # those in flight make --trials (counting only the finished ones, two processes made 8 of 7)
-        callbacks=[MaxTrialsCallback(settings.trials, states=(*FINISHED, TrialState.RUNNING)), after_trial],
+        # the trials running in other processes on this study count (EnoughTrials), the refused ones do not
+        callbacks=[EnoughTrials(settings.trials), after_trial],
         catch=(TrialFailed,),
     )
     if late_signal:

@@ -31,6 +31,11 @@ from a3c.spec.presets import NOT_PRESETTABLE
 from a3c.tune.space import Space
 
 PRUNED = "pruned"  # summary.json's stop_reason of a pruned trial's run
+# the user attribute of a refused trial: the reason a run refused the combination it drew (its settings with the flags
+# given; a3c/tune/check.py judged the space as a whole). Such a trial is pruned before any process starts: the
+# sampler ranks it below every trial that ran (TPE: a pruned trial without reports is the worst), it is not one of
+# --trials, and the study goes on
+REFUSED = "refused"
 INTERRUPTED = (128 + signal.SIGINT, 128 + signal.SIGTERM)  # the Trainer's exit codes after Ctrl-C or SIGTERM
 
 
@@ -103,22 +108,25 @@ class Reporter:
 def run_trial(
     trial: optuna.Trial, base: TrialBase, space: Space, trials_dir: Path, on_late_signal: Callable[[], None]
 ) -> float:
-    """Sample the trial's settings, run it, and return its value; optuna.TrialPruned when pruned, TrialFailed when
-    its run failed, KeyboardInterrupt when it was interrupted (Ctrl-C, SIGTERM: the run shut down in order).
+    """Sample the trial's settings, run it, and return its value; optuna.TrialPruned when pruned (or refused: its
+    settings a run does not accept, the user attribute REFUSED says why), TrialFailed when its run failed,
+    KeyboardInterrupt when it was interrupted (Ctrl-C, SIGTERM: the run shut down in order).
     ``on_late_signal()`` when a Ctrl-C or SIGTERM came as the run was ending anyway (it completed, exit code 0): the
     trial counts as it ended, and the caller starts no other (the user asked to stop)."""
     from a3c.run.trainer import Trainer  # (torch: imported once the study is open)
 
     run_dir = trials_dir / f"trial-{trial.number:04d}"
     sampled = space.sample(trial)
-    values, given = trial_settings(base, sampled, run_dir)
-    if values.get("track") and "wandb_group" not in given:  # --track: a study's trials form one W&B group
-        values["wandb_group"] = trial.study.study_name
-        given.add("wandb_group")
     try:
+        values, given = trial_settings(base, sampled, run_dir)
+        if values.get("track") and "wandb_group" not in given:  # --track: a study's trials form one W&B group
+            values["wandb_group"] = trial.study.study_name
+            given.add("wandb_group")
         run = resolve_run(values, given)
-    except UserError as err:  # settings this trial drew that a run refuses: the trial fails, not the study
-        raise TrialFailed(f"trial {trial.number}'s settings were refused: {err}") from None
+    except UserError as err:  # a combination a run refuses: the trial is refused (see REFUSED), not the study
+        reason = " ".join(str(err).split())
+        trial.set_user_attr(REFUSED, reason)
+        raise optuna.TrialPruned(f"refused: {reason}") from None
     config = run.config
     trial.set_user_attr("run_dir", str(run_dir.resolve()))
     trial.set_user_attr("preset", json.loads(json.dumps(preset_settings(config, "workers" in base.given))))

@@ -1,12 +1,15 @@
 """--workers auto: the choice from injected timings (CPU-bound, I/O-bound, capped, noisy), the hint for a count above
 what helps, the measurement on envs of known cost, and config.json recording the choice and its reason."""
 
+import dataclasses
 import json
 import math
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from a3c.run import workers_auto
 from a3c.run.resolve import preflight
@@ -51,6 +54,90 @@ def test_more_waiting_means_more_workers():
 def test_the_cap_limits_the_count_and_says_so():
     choice = choose(Timings(2e-4, 0.01, ACT, UPDATE), cores=2, n_steps=5, envs_per_worker=8, cap=20)
     assert choice.workers == 20 and choice.wanted > 20 and "capped at 20" in choice.reason
+
+
+# --- the run's budget, a fixed ceiling and the cap: what the count may not exceed -----------------------------------
+
+# the issue's run: envs/SlowCartPole-v1 --env-kwargs latency=0.01 (10 ms a step, nearly all of it asleep), 8 envs a
+# worker, n-steps 5, 30,000 steps on 2 cores, workers started by the fork server (~0.1 s each)
+SLOW = Timings(6e-5, 0.01, ACT, UPDATE)
+
+
+def _worker_rate(timings: Timings, n_steps: int, envs: int) -> float:
+    """Steps/s of one worker alone, by the cost model of the module docstring (a rollout's wall time)."""
+    wall = n_steps * (envs * (timings.env_cpu_s + timings.env_blocked_s) + timings.act_s) + timings.update_s
+    return n_steps * envs / wall
+
+
+def test_a_short_run_of_a_slow_env_gets_the_workers_its_budget_repays_and_says_so():
+    """The issue's case: 359 workers on 2 cores for 30,000 steps took 440 s against 21 s for 16. Each worker more
+    saves the run less training time than its start-up costs past the budget's bound; the line says which bound held."""
+    unbounded = choose(SLOW, cores=2, n_steps=5, envs_per_worker=8, cap=10**6)
+    assert unbounded.workers > 300  # what the env alone asks for (the throughput bound, with its headroom)
+    choice = choose(SLOW, cores=2, n_steps=5, envs_per_worker=8, cap=10**6, total_steps=30_000, start_s=0.1)
+    assert 16 <= choice.workers <= 80 and choice.binding == "budget"
+    assert "30,000 steps" in choice.reason and f"{choice.workers} workers on 2 cores" in choice.reason
+    assert "\n" not in choice.reason
+    # a long run of the same env repays many more start-ups: the throughput bound (or the ceiling) holds instead
+    long = choose(SLOW, cores=2, n_steps=5, envs_per_worker=8, cap=10**6, total_steps=50_000_000, start_s=0.1)
+    assert long.workers > choice.workers and long.binding != "budget"
+
+
+def test_auto_weighs_the_run_s_total_steps_and_the_start_method(monkeypatch):
+    """--workers auto for the issue's run: its --total-steps and its workers' start-up enter the choice (measured
+    timings injected: the issue's machine measured the env at ~10 ms a step, 99% asleep)."""
+    monkeypatch.setattr(workers_auto, "measure", lambda config, spec: (SLOW, 0.0))
+    config = Config(env="envs/SlowCartPole-v1", env_kwargs={"latency": 0.01}, total_steps=30_000)
+    choice = workers_auto.auto_choice(config, preflight(config), cores=2)
+    assert choice.workers <= 80, choice.reason
+    assert "30,000 steps" in choice.reason
+    longer = workers_auto.auto_choice(dataclasses.replace(config, total_steps=3_000_000), preflight(config), cores=2)
+    assert longer.workers > choice.workers
+
+
+def test_a_fixed_ceiling_per_core_holds_whatever_the_env_asks_for():
+    asleep = Timings(1e-5, 1.0, ACT, UPDATE)  # a second a step: the env alone would ask for thousands a core
+    choice = choose(asleep, cores=2, n_steps=5, envs_per_worker=8, cap=10**6, total_steps=10**9, start_s=0.1)
+    assert choice.workers == 2 * workers_auto.MAX_WORKERS_PER_CORE and choice.binding == "ceiling"
+    assert f"the ceiling of {workers_auto.MAX_WORKERS_PER_CORE} workers a core" in choice.reason
+
+
+def test_a_worker_s_start_up_is_its_launch_or_its_own_cpu_over_the_cores():
+    # the fork server launches a worker in about 0.1 s; spawn's worker imports torch itself (seconds of a core)
+    assert workers_auto.start_up_s("forkserver", cores=2) == pytest.approx(0.1, rel=0.5)
+    assert workers_auto.start_up_s("spawn", cores=2) > 5 * workers_auto.start_up_s("forkserver", cores=2)
+    assert workers_auto.start_up_s("spawn", cores=64) < workers_auto.start_up_s("spawn", cores=2)
+
+
+timings_st = st.builds(
+    Timings,
+    env_cpu_s=st.floats(1e-6, 0.1),
+    env_blocked_s=st.floats(0.0, 2.0),
+    act_s=st.floats(1e-6, 0.01),
+    update_s=st.floats(1e-6, 0.5),
+)
+
+
+@given(
+    timings=timings_st,
+    cores=st.integers(1, 256),
+    n_steps=st.integers(1, 2048),
+    envs=st.integers(1, 64),
+    cap=st.integers(1, 10**5),
+    total_steps=st.integers(1, 10**10),
+    start_s=st.floats(1e-3, 10.0),
+)
+def test_the_choice_never_exceeds_the_cap_the_ceiling_or_what_the_budget_repays(
+    timings, cores, n_steps, envs, cap, total_steps, start_s
+):
+    choice = choose(timings, cores, n_steps, envs, cap, total_steps=total_steps, start_s=start_s)
+    w = choice.workers
+    assert 1 <= w <= cap and w <= workers_auto.MAX_WORKERS_PER_CORE * cores
+    if w > 1:  # the last worker added saves at least what its start-up costs the run
+        rate = _worker_rate(timings, n_steps, envs)
+        saved = total_steps / (rate * (w - 1)) - total_steps / (rate * w)
+        assert saved >= start_s * (1 - 1e-9)
+    assert choice.binding in ("env", "budget", "ceiling", "cap") and "\n" not in choice.reason
 
 
 def test_memory_cap():

@@ -1,13 +1,16 @@
-"""The search space (a3c/tune/space.py, space.toml): the default space samples valid settings within its ranges, a
-setting given on the command line is not searched, the space survives study.json, and a bad space file is one line."""
+"""The search space (a3c/tune/space.py, space.toml, space_ppo.toml): each objective's default space samples valid
+settings within its ranges, a setting given on the command line is not searched, the space survives study.json, a
+draw without Optuna stays in the space, and a bad space file is one line."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
-from a3c.tune.space import DEFAULT_SPACE, load_space, space_from_data
+from a3c.tune.space import DEFAULT_SPACE, DEFAULT_SPACES, load_space, space_from_data
 
 optuna = pytest.importorskip("optuna")
 
@@ -66,10 +69,7 @@ def test_settings_given_are_not_searched_and_the_space_survives_study_json():
         ("n-steps = { values = [5] }", "give { low = A, high = B }"),
         ("[returns]\nn-steps = { choices = [5] }\n[more]\nn-steps = { choices = [8] }", "n-steps appear more than"),
         ("lr = ", "cannot read it"),
-        # values out of a setting's range: refused when the space is loaded, not when a trial draws them
-        ("gamma = { low = 0.9, high = 1.03 }", "gamma: 1.03 is out of the setting's range (--gamma must be in (0, 1]"),
-        ("hidden-sizes = { choices = [[0]] }", "hidden-sizes: '0' is out of the setting's range"),
-        ("lstm = { choices = [0, -3] }", "lstm: -3 is out of the setting's range"),
+        # (values a run refuses, alone or with the flags given and the other settings: a3c/tune/check.py)
     ],
 )
 def test_a_bad_space_file_is_one_user_error_naming_the_entry(tmp_path, text, message):
@@ -89,3 +89,26 @@ def test_a_space_of_ints_samples_ints_and_a_missing_file_is_a_user_error(tmp_pat
     with pytest.raises(UserError, match="cannot read it"):
         load_space(tmp_path / "missing.toml")
     assert DEFAULT_SPACE.is_file()
+
+
+def test_ppo_s_default_space_samples_valid_ppo_settings():
+    space = load_space(None, "ppo")
+    assert {d.family for d in space.dimensions} >= {"optimisation", "returns", "ppo", "loss", "network"}
+    for settings in sample(space, 40):
+        config = Config(algo="ppo", **settings).validate()  # (8 envs a worker: every n-steps fits every minibatch)
+        assert 32 <= config.n_steps <= 512 and config.n_epochs in (1, 5, 10, 20)
+    assert DEFAULT_SPACES["ppo"].is_file() and load_space(None, "a3c") == load_space()
+
+
+def test_a_draw_without_optuna_stays_in_the_space(tmp_path):
+    path = tmp_path / "space.toml"
+    path.write_text(
+        "n-steps = { low = 4, high = 40, log = true }\nlr = { low = 1e-5, high = 1e-2, log = true }\n"
+        "vf-coef = { low = 0.1, high = 1.0 }\nhidden-sizes = { choices = [[64], [64, 64]] }\n"
+    )
+    space, rng = load_space(path), random.Random(0)
+    draws = [space.draw(rng) for _ in range(200)]
+    assert all(isinstance(d["n_steps"], int) and 4 <= d["n_steps"] <= 40 for d in draws)
+    assert all(1e-5 <= d["lr"] <= 1e-2 and 0.1 <= d["vf_coef"] <= 1.0 for d in draws)
+    assert {d["hidden_sizes"] for d in draws} == {(64,), (64, 64)} and 4 in {d["n_steps"] for d in draws}
+    assert [d.probes() for d in space.dimensions][0] == (4, 40)

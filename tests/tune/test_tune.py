@@ -167,6 +167,8 @@ def test_optuna_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
         (["--study-dir", "{new}", "--lr", "-1"], "--lr must be a positive number"),
         (["--resume", "{new}"], "no such directory"),
         (["--trials", "0"], "--trials must be at least 1"),
+        # a3c.tune's own flag mistyped: the suggestion is a3c.tune's, not only a3c.train's
+        (["--trial", "3"], "unrecognized arguments: --trial 3 (did you mean --trials for --trial?)"),
     ],
 )
 def test_study_errors_are_one_line(tmp_path, capsys, argv, message):
@@ -182,19 +184,82 @@ def test_study_errors_are_one_line(tmp_path, capsys, argv, message):
     assert not (tmp_path / "new").exists()
 
 
-def test_a_trial_whose_settings_are_refused_fails_and_the_study_goes_on(tmp_path):
-    """--bf16 is refused on CartPole when the run is resolved (it is for image observations), not when the space is
-    loaded (it is a valid setting): each trial that draws it fails, recorded with why, and the study goes on to its
-    limit of failures in a row. Before, the first trial's UserError ended the study (exit 2)."""
-    study_dir = tmp_path / "study"
-    (tmp_path / "space.toml").write_text("bf16 = { choices = [true] }\n")
-    flags = ["--study-dir", str(study_dir), "--trials", "2", "--space", str(tmp_path / "space.toml")]
+def test_a_trial_whose_settings_are_refused_is_pruned_as_refused_and_the_study_goes_on(tmp_path):
+    """--bf16 is refused on CartPole when the run is resolved (it is for image observations): the space checks pass
+    (bf16 false is a combination the env accepts), the first trial, enqueued with bf16 true, is refused (pruned
+    before any process starts, its reason recorded, not one of --trials) and the study goes on to its one complete
+    trial. Before, the refused trial failed, and three in a row ended the study."""
+    study_dir, storage = tmp_path / "study", f"sqlite:///{tmp_path / 'shared.db'}"
+    shared = optuna.create_study(study_name="shared", storage=storage, direction="maximize")
+    shared.enqueue_trial({"bf16": True})
+    (tmp_path / "space.toml").write_text("bf16 = { choices = [false, true] }\n")
+    flags = ["--storage", storage, "--study-name", "shared", "--study-dir", str(study_dir), "--trials", "1"]
+    flags += ["--space", str(tmp_path / "space.toml"), "--sampler", "random"]
     done = subprocess.run(tune_cmd(*flags, "--total-steps", "2000", *TRIAL), capture_output=True, text=True)
-    assert done.returncode != 2, done.stderr
+    assert done.returncode == 0, done.stderr
+    trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
+    refused = [t for t in trials if "refused" in t.user_attrs]
+    assert refused and refused[0].number == 0 and all(t.state.name == "PRUNED" for t in refused), done.stderr
+    assert all("--bf16 is for image observations" in t.user_attrs["refused"] for t in refused)
+    assert [t.state.name for t in trials if t not in refused] == ["COMPLETE"], done.stderr
+    assert "a3c.tune: trial 0 refused, not counted: --bf16 is for image observations" in done.stderr
+    assert f"1 complete, {len(refused)} refused" in done.stderr
+
+
+def test_a_space_that_no_flag_combination_accepts_is_refused_before_the_first_trial(tmp_path, capsys):
+    from a3c.tune.cli import main
+
+    (tmp_path / "space.toml").write_text("bf16 = { choices = [true] }\n")
+    flags = ["--study-dir", str(tmp_path / "study"), "--space", str(tmp_path / "space.toml"), *TRIAL]
+    assert run_cli(main, flags, prog="a3c.tune") == 2
+    err = capsys.readouterr().err
+    assert "--bf16 is for image observations" in err and err.count("\n") == 1
+    assert not (tmp_path / "study").exists()
+
+
+@pytest.mark.parametrize(
+    ("space", "flags"),
+    [
+        ("push-every = { choices = [1, 4] }\n", ["--backend", "ray"]),
+        (
+            'algo = { choices = ["ppo"] }\nn-steps = { choices = [64, 128] }\n'
+            "minibatch-size = { choices = [32, 64] }\n",
+            [],
+        ),
+        (None, ["--algo", "ppo"]),
+    ],
+    ids=["push-every-with-ray-given", "ppo-with-its-rollout-searched", "algo-ppo-default-space"],
+)
+def test_a_space_valid_with_the_flags_given_starts_its_study(tmp_path, monkeypatch, capsys, space, flags):
+    """Issue 55: each of these was refused before the first trial, each value of the space having been judged
+    against the defaults: "add --backend ray"; "--minibatch-size 64 is more than a worker's rollout (--n-steps 5 x
+    --envs-per-worker 8 ...)" twice. The study now starts (its trials are not run here)."""
+    import a3c.tune.study
+    from a3c.tune.cli import main
+
+    started = []
+    monkeypatch.setattr(a3c.tune.study, "optimize", lambda *args: started.append(args))
+    argv = ["--env", "CartPole-v1", "--study-dir", str(tmp_path / "study"), "--trials", "1", *flags]
+    if space is not None:
+        (tmp_path / "space.toml").write_text(space)
+        argv += ["--space", str(tmp_path / "space.toml")]
+    code = run_cli(main, argv, prog="a3c.tune")
+    assert code == 0 and started, capsys.readouterr().err
+
+
+def test_algo_ppo_on_its_default_space_runs_trials_and_refuses_what_does_not_fit(tmp_path):
+    """`--algo ppo` searches PPO's default space; with 2 envs a worker some of its minibatches exceed a worker's
+    rollout (--n-steps 32 x 2 envs = 64 < 128): the start line says how many combinations fit, the trials that draw
+    one that does not are refused and not counted, and the study finishes its trial."""
+    study_dir = tmp_path / "study"
+    flags = ["--algo", "ppo", "--study-dir", str(study_dir), "--trials", "1", "--pruner", "none", *TRIAL]
+    done = subprocess.run(tune_cmd(*flags, "--total-steps", "1500"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "combinations of the space drawn at random are accepted with the flags given" in done.stderr
     trials = load(study_dir).get_trials()
-    assert [t.state.name for t in trials] == ["FAIL"] * 3, done.stderr
-    assert all("--bf16 is for image observations" in t.user_attrs["failure"] for t in trials)
-    assert "3 trials failed in a row; stopping the study" in done.stderr
+    assert [t.state.name for t in trials if "refused" not in t.user_attrs] == ["COMPLETE"], done.stderr
+    assert all("more than a worker's rollout" in t.user_attrs["refused"] for t in trials if "refused" in t.user_attrs)
+    assert {"minibatch-size", "n-epochs", "clip-range"} <= set(trials[-1].params)
 
 
 def test_trials_in_flight_in_another_process_count_toward_the_trials(tmp_path):

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -343,3 +346,73 @@ def test_a_lost_node_s_workers_restart_on_the_other_and_the_counts_stay_exact(tm
     assert json.loads((run_dir / "config.json").read_text())["backend"] == "ray"
     # the cluster is healthy after the run: every process of its head node still runs
     assert c.head_node.remaining_processes_alive()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _answers(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def running_cluster():
+    """A Ray cluster already running on this machine, as `ray start --head` leaves one, bound to 127.0.0.1, yielding
+    the environment a user's shell would have with it (RAY_ADDRESS: what ``ray.init()`` without an address joins).
+    Its own temp dir (short: Ray's socket paths must fit 107 characters), so that its ray_current_cluster file is
+    seen by no other test's run; ended at teardown through its own ``ray start --block`` process, whose reaper ends
+    what it started (``ray stop`` would end every cluster on the machine, other tests' too)."""
+    temp = tempfile.mkdtemp(prefix="a3c-ray-", dir="/tmp")
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    cmd = [ray_cli, "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port)]
+    cmd += ["--include-dashboard=false", "--num-cpus", "1", "--temp-dir", temp]
+    cmd += ["--ray-client-server-port", str(_free_port()), "--dashboard-agent-listen-port", str(_free_port())]
+    cmd += ["--object-store-memory", str(100 * 2**20)]
+    with open(os.path.join(temp, "start.log"), "w") as log:
+        cli = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        up = wait_for(lambda: _answers(address) or cli.poll() is not None, timeout=120)
+        started = open(os.path.join(temp, "start.log")).read()
+        assert up and cli.poll() is None, f"ray start did not come up: {started}"
+        yield {**os.environ, "RAY_ADDRESS": address}
+    finally:
+        cluster_processes = descendants(cli.pid)
+        cli.terminate()  # (SIGTERM: its reaper ends the GCS, the raylet and their workers)
+        try:
+            cli.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            cli.kill()
+        if not wait_for(lambda: not alive(cluster_processes), timeout=30):
+            for pid in alive(cluster_processes):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_without_an_address_a_run_starts_its_own_ray_even_with_a_cluster_running_here(tmp_path, running_cluster):
+    """A cluster that `ray start` left on the machine (found through RAY_ADDRESS, as ``ray.init()`` finds one) is not
+    joined by a run given no --ray-address: the run starts a local instance of its own and trains. Before, ray.init()
+    without an address joined that cluster and refused the local instance's num_cpus: exit 2, "--ray-address None:
+    cannot connect to Ray (When connecting to an existing cluster, num_cpus and num_gpus must not be provided.)"."""
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        train_cmd(run_dir, *RAY, "--total-steps", "2000"), capture_output=True, text=True, env=running_cluster
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--ray-address None" not in done.stderr, done.stderr
+    assert f"starting a local Ray instance of this run's own; RAY_ADDRESS ({running_cluster['RAY_ADDRESS']})" in (
+        done.stderr
+    )
+    assert summary(run_dir)["total_steps"] >= 2000

@@ -130,7 +130,12 @@ def _close_reaper(reaper: ShmReaper | None) -> None:
 def connect(config: Config) -> bool:
     """Connect this process to Ray: a new local instance (``--ray-address`` unset), a running cluster (``auto`` or
     an address). Returns whether a new instance was started. Ray's own SIGINT/SIGTERM handlers are not kept: the
-    trainer's decide what a Ctrl-C means."""
+    trainer's decide what a Ctrl-C means.
+
+    Without an address, the instance is always a new one of the run's own (``ray.init(address="local")``): a bare
+    ``ray.init()`` joins the cluster that RAY_ADDRESS names or that ``ray start`` last left on the machine, if any,
+    whose resources are its own (it then refuses the local instance's ``num_cpus``). Joining one is what
+    ``--ray-address auto`` asks for."""
     if ray.is_initialized():
         return False
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -158,16 +163,31 @@ def connect(config: Config) -> bool:
             # Ray runs its workers at nice 15 by default (below the raylet); here they are the run's workers, as
             # worker processes are: the same priority as this process (a cluster keeps its own setting)
             os.environ.setdefault("RAY_worker_niceness", "0")
+            if os.environ.get("RAY_ADDRESS"):  # (a user who set it may have meant to join that cluster: say so)
+                print(
+                    f"a3c: --backend ray: starting a local Ray instance of this run's own; RAY_ADDRESS "
+                    f"({os.environ['RAY_ADDRESS']}) is not joined without --ray-address auto",
+                    file=sys.stderr,
+                )
             cpus = max(os.cpu_count() or 1, int(np.ceil(config.workers * config.ray_cpus_per_worker)))
             ray.init(
-                num_cpus=cpus, object_store_memory=OBJECT_STORE_BYTES, _system_config=LOCAL_SYSTEM_CONFIG, **common
+                address="local",
+                num_cpus=cpus,
+                object_store_memory=OBJECT_STORE_BYTES,
+                _system_config=LOCAL_SYSTEM_CONFIG,
+                **common,
             )
         else:
             ray.init(address=config.ray_address, **common)
     except (ConnectionError, ValueError) as err:
         ray.shutdown()
-        where = "a running cluster (`ray start --head` on the head node)" if config.ray_address == "auto" else "it"
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if config.ray_address is None:
+            raise UserError(
+                f"--backend ray: cannot start a local Ray instance ({first}); check `ray status` and the memory "
+                "free, or give --ray-address to join a running cluster"
+            ) from None
+        where = "a running cluster (`ray start --head` on the head node)" if config.ray_address == "auto" else "it"
         raise UserError(
             f"--ray-address {config.ray_address}: cannot connect to Ray ({first}); check {where}, or leave "
             "--ray-address out to start a local Ray instance"
