@@ -336,6 +336,7 @@ def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
     # observations of the buffer's dtype (any values: timing only; no episode ends inside the timed rollout)
     rollout.obs_np[...] = rng.random(rollout.obs_np.shape) * (255 if np.issubdtype(obs_dtype, np.integer) else 1)
     acted_steps = min(T, MODEL_ACT_STEPS)
+    rollout.start_state = model.initial_state(K)
     minibatches = len(learner.plan(rollout, rng))  # (its length only: the same for every rollout of this shape)
     act_times, update_times = [], []
     for _ in range(MODEL_REPEATS + 1):

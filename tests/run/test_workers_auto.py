@@ -264,12 +264,16 @@ def test_config_json_records_auto_and_the_resolved_settings(tmp_path):
 
 @pytest.mark.parametrize(
     "env, lstm, algo, path",
-    [("CartPole-v1", 0, "a3c", "mlp"), ("CartPole-v1", 8, "a3c", "reference"), ("CartPole-v1", 0, "ppo", "ppo")],
+    [
+        ("CartPole-v1", 0, "a3c", "mlp"),
+        ("CartPole-v1", 8, "a3c", "reference"),
+        ("CartPole-v1", 0, "ppo", "mlp"),
+        ("CartPole-v1", 8, "ppo", "reference"),
+    ],
 )
 def test_measure_times_the_update_path_the_worker_will_run(env, lstm, algo, path, monkeypatch):
-    """--workers auto times the update as the worker runs it: the path a3c.learn.update.paths chooses (its acting
-    passes,
-    then its update), not a stand-in."""
+    """--workers auto times the update as the worker runs it: the path a3c.learn.update.paths chooses for the
+    objective (its acting passes, then the learn loop), not a stand-in."""
     import a3c.learn.update.paths
 
     chosen = []

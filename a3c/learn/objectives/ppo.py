@@ -40,7 +40,15 @@ from a3c.learn.model import ActorCritic
 from a3c.learn.update.protocol import Learner, Minibatch, NetworkPass, Rollout, Unrolled, UpdatePath
 from a3c.spec.config import Config
 
-TERMS: tuple[str, ...] = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "explained_variance")
+TERMS: tuple[str, ...] = (
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+)
 
 
 class Batch:
