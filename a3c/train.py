@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from a3c.run.resolve import resolve_run, resolve_settings
-from a3c.spec.config import FLAG_GROUPS, OTHER_GROUP, Config, parse_env_kwargs
+from a3c.spec.config import Config
+from a3c.spec.config_text import format_config
 from a3c.spec.errors import OneLineParser, UserError, run_cli
-from a3c.spec.presets import format_config
+from a3c.spec.flags import FLAG_GROUPS, OTHER_GROUP, optional, parse_env_kwargs
 
 EXAMPLES = """examples:
   # CartPole-v1 until solved, as many workers as keep the cores busy (measured)
@@ -78,8 +79,8 @@ def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: 
     if hint is bool:  # --flag / --no-flag: a flag given must be able to turn off what a preset turned on
         parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         return
-    if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port)
-        parser.add_argument(name, nargs="?", const=0, type=int, default=None, metavar="PORT", help=help_text)
+    if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port); none: not served
+        parser.add_argument(name, nargs="?", const=0, type=optional(int), default=None, metavar="PORT", help=help_text)
         return
     if f.name == "env_kwargs":
         # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored
@@ -91,6 +92,8 @@ def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: 
         return
     if origin in (typing.Union, types.UnionType):
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        if hint in (int, float):  # an optional number: ``none`` unsets it (a resumed run inherits its checkpoint's)
+            hint = optional(hint)
     parser.add_argument(name, type=extra.pop("type", hint), default=default, help=help_text, **extra)
 
 

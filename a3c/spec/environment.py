@@ -37,6 +37,12 @@ def _register_project_envs() -> None:
     importlib.import_module("envs")  # registers the `envs/` namespace on import
 
 
+def action_family(space: gym.Space) -> str:
+    """The action-space family whose plain defaults a run without a preset takes (a3c/spec/presets.toml's family
+    tables): ``continuous`` for Box actions (a Gaussian policy), ``discrete`` for Discrete and MultiDiscrete ones."""
+    return "continuous" if isinstance(space, gym.spaces.Box) else "discrete"
+
+
 def is_image(space: gym.spaces.Box) -> bool:
     """3-D observations, and 2-D ones of uint8 or bool (a grey frame, a grid), are images (a CNN torso, which takes
     any size: the A3C paper's convolutions from 36x36 up, two small ones below); everything else is a vector (an

@@ -32,3 +32,16 @@ def test_a_resumed_bar_starts_where_the_run_is():
     assert bar.bar.n == 800
     bar.close()
     assert "ret100=-" in _frames(out)[-1]
+
+
+def test_the_bar_shows_one_rate_and_says_which():
+    """Before: tqdm's own rate and the postfix's beside it (``25.3kstep/s`` and ``sps=13,964``)."""
+    out = io.StringIO()
+    bar = ProgressBar(30_000, initial=0, file=out)
+    bar.update(15_000, 20.0)
+    running = _frames(out)[-1]
+    assert "step/s" not in running.replace(" steps/s now", ""), running  # (tqdm's own "...step/s" is gone)
+    assert running.count("steps/s") == 1 and " steps/s now" in running, running
+    bar.close(steps_per_s=3_681.4)
+    final = _frames(out)[-1]
+    assert "3,681 steps/s (the session's mean)" in final and final.count("steps/s") == 1, final
