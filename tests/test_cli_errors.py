@@ -173,15 +173,20 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--bf16"], "--bf16 is for image observations (the CNN torso), but CartPole-v1 observes Box("),
         (["--algo", "sac"], "argument --algo: invalid choice: 'sac'"),
+        (["--n-epochs", "10", "--clip-range", "0.1"], "--n-epochs 10 is for --algo ppo"),
+        (["--vtrace-c-bar", "2"], "--vtrace-c-bar 2.0 is for --targets vtrace"),
+        (["--targets", "vtrace", "--vtrace-rho-bar", "0"], "--vtrace-rho-bar must be a positive number (got 0.0)"),
+        (["--optimizer-eps", "-1"], "--optimizer-eps must be a positive number, or none"),
+        (["--stop-at", "high"], "argument --stop-at: invalid float value: 'high' (or none: not set)"),
         (
-            ["--algo", "ppo", "--preset", "none"],
+            ["--algo", "ppo", "--n-steps", "5", "--envs-per-worker", "8", "--minibatch-size", "64"],
             "--minibatch-size 64 is more than a worker's rollout (--n-steps 5 x --envs-per-worker 8 = 40 samples) "
             "with --algo ppo; give a longer --n-steps or a smaller --minibatch-size",
         ),
         (["--algo", "ppo", "--n-steps", "64", "--n-epochs", "0"], "--n-epochs must be at least 1 (got 0)"),
-        (["--clip-range", "0"], "--clip-range must be a positive number (got 0.0)"),
-        (["--clip-range-vf", "-1"], "--clip-range-vf must be a positive number, or left out"),
-        (["--max-policy-lag", "-1"], "--max-policy-lag must be >= 0"),
+        (["--algo", "ppo", "--clip-range", "0"], "--clip-range must be a positive number (got 0.0)"),
+        (["--algo", "ppo", "--clip-range-vf", "-1"], "--clip-range-vf must be a positive number, or none"),
+        (["--algo", "ppo", "--max-policy-lag", "-1"], "--max-policy-lag must be >= 0"),
     ],
 )
 def test_value_errors(argv, expected, capsys, tmp_path):
@@ -445,7 +450,7 @@ def test_an_env_file_that_is_missing_says_the_two_forms(tmp_path, capsys, monkey
     monkeypatch.chdir(tmp_path)
     line = _cli(["--env", "./nowhere.py:GoRight-v0"], capsys, tmp_path / "run")
     assert "env file ./nowhere.py: no such file" in line
-    assert "module:Id with the module on sys.path" in line
+    assert "path/to/file.py:Name-v0" in line and "module:Name-v0 with the module on sys.path" in line
 
 
 def test_a_forgotten_module_prefix_is_suggested_from_the_files_here(tmp_path, capsys, monkeypatch):

@@ -167,7 +167,7 @@ def preflight(config: Config) -> EnvSpec:
     """The checks of a validated ``config`` (resolve_settings) that need no torch but more than the settings; returns
     the env's spec. Raises UserError."""
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')} (or 'ray>=2.40')")
+        raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')}")
     if config.track and importlib.util.find_spec("wandb") is None:
         raise UserError(
             f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"

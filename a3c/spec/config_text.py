@@ -119,7 +119,7 @@ def format_config(config: Config, sources: dict[str, str]) -> str:
     if choice is None:
         lines.append("# resumed run: its checkpoint's config, with the flags given on top")
     elif choice.family is None:
-        lines.append(f"# preset {choice.name} from {where}: table {choice.name}, objective {config.algo}")
+        lines.append(f"# preset {choice.name} from {where}")
     else:
         line = preset_line(config, sources, choice) or ""
         lines.append(f"# {line.removeprefix('a3c: ').split(' (table ')[0]}: table {choice.name} from {where}")

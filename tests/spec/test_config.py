@@ -181,3 +181,15 @@ def _set_saved(run, field, value):
     ckpt = torch.load(path, weights_only=True)
     ckpt["config"] = {**ckpt["config"], field: value}
     torch.save(ckpt, path)
+
+
+def test_the_optimizer_eps_reaches_the_shared_optimizer():
+    from a3c.run.backends.shared_memory import create_shared_run
+    from a3c.spec.environment import describe_env
+
+    spec = describe_env("CartPole-v1")
+    for eps, expected in ((1e-5, 1e-5), (None, 1e-8)):  # (None: Adam's own)
+        run, _, _ = create_shared_run(spec, Config(workers=1, optimizer_eps=eps))
+        assert run.optimizer.eps == expected
+    run, _, _ = create_shared_run(spec, Config(workers=1, optimizer="rmsprop", optimizer_eps=1e-3))
+    assert run.optimizer.eps == 1e-3

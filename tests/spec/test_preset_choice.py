@@ -154,7 +154,7 @@ def test_the_start_line_says_which_table_applied_and_why(argv, expected):
     line = preset_line(config, sources)
     assert line.startswith(expected), line
     shown = format_config(config, sources)
-    assert f"table {config.preset} from" in shown and f"objective {config.algo}" in shown
+    assert f"table {config.preset} from " in shown and f"(--algo {config.algo}, " in shown
 
 
 OBJECTIVES = ("a3c", "ppo")
