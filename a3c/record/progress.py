@@ -11,7 +11,6 @@ from typing import TextIO
 
 from tqdm import tqdm
 
-
 # tqdm's default format without its rate ({rate_fmt}): the postfix holds the one rate shown
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]"
 

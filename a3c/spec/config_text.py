@@ -72,9 +72,7 @@ def preset_line(config: Config, sources: dict[str, str], choice: Choice | None =
             asked = "--preset none" if choice.asked_none else "no preset"
             head = f"a3c: {asked}: the plain defaults for a {choice.family} action space, objective {config.algo}"
         table = f"table {choice.name} of {SHIPPED}"
-        line = (
-            f"{head} ({table}), sets {' '.join(applied)}" if applied else f"{head} ({table}: the flags' defaults)"
-        )
+        line = f"{head} ({table}), sets {' '.join(applied)}" if applied else f"{head} ({table}: the flags' defaults)"
     if sources.get("bf16") == CPU:
         line += "; not its --bf16: this CPU has no bfloat16 instructions (float32 is faster here)"
     if beaten:

@@ -10,10 +10,9 @@ import pytest
 from procs import train_cmd
 
 from a3c.spec.config import Config
-from a3c.spec.errors import UserError
 from a3c.spec.config_text import format_config
-from a3c.spec.preset_choice import resolve_config
-from a3c.spec.preset_choice import CPU, choose_table
+from a3c.spec.errors import UserError
+from a3c.spec.preset_choice import CPU, choose_table, resolve_config
 from a3c.spec.presets import ATARI_PRESET, FAMILIES, PRESETS_FILE, load_presets, table_base, tomllib
 from a3c.train import build_parser, parse_cli, parse_config
 
