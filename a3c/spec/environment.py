@@ -21,6 +21,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+import envs  # noqa: F401  (this project's envs: importing the package registers the `envs/` ids)
 from a3c.spec.atari import AtariFrames, atari_kwargs
 from a3c.spec.errors import UserError, install_extra
 
@@ -34,10 +35,6 @@ FLATTENED_LEAVES: tuple[type[gym.Space], ...] = (
     gym.spaces.MultiBinary,
     gym.spaces.MultiDiscrete,
 )
-
-
-def _register_project_envs() -> None:
-    importlib.import_module("envs")  # registers the `envs/` namespace on import
 
 
 def action_family(space: gym.Space) -> str:
@@ -273,7 +270,6 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs).
     ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
     ``atari_wrappers``); Dict/Tuple observations are flattened."""
-    _register_project_envs()
     user_kwargs = dict(env_kwargs or {})
     kwargs = atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
     module = env_module(env_id)
