@@ -88,7 +88,8 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     once the input is checked)."""
     settings = resolve_settings(values, given)
     config, resume = settings.config, settings.resume
-    spec = preflight(config)  # the user's input, checked without torch ...
+    made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
+    spec = preflight(config, made)  # the user's input, checked without torch ...
     if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
         lines = preset_line(config, settings.sources, settings.choice), short_run_warning(config, settings.sources)
         for line in lines:
@@ -163,16 +164,16 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     return Settings(config, sources, payload)
 
 
-def preflight(config: Config) -> EnvSpec:
+def preflight(config: Config, spec: EnvSpec | None = None) -> EnvSpec:
     """The checks of a validated ``config`` (resolve_settings) that need no torch but more than the settings; returns
-    the env's spec. Raises UserError."""
+    the env's spec (``spec``: the env's, where it was made already). Raises UserError."""
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')}")
     if config.track and importlib.util.find_spec("wandb") is None:
         raise UserError(
             f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"
         )
-    spec = describe_env(config.env, config.env_kwargs)
+    spec = spec or describe_env(config.env, config.env_kwargs)
     if config.env_backend == "ale-vector":
         from a3c.spec.atari_vector import check_vector_env
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from a3c.spec import cpu
 from a3c.spec.config import Config
-from a3c.spec.environment import action_family, describe_env
+from a3c.spec.environment import EnvSpec, action_family, describe_env
 from a3c.spec.errors import UserError
 from a3c.spec.flags import PPO_ONLY_SETTINGS, VTRACE_SETTINGS
 from a3c.spec.presets import (
@@ -50,13 +50,15 @@ CPU = "cpu"
 class Choice:
     """The table a new run takes (``name``, a key of ``tables``) and why: ``family`` names the action-space family
     where the plain defaults were taken (else None), ``passed_over`` the env's own table where it was for another
-    objective, ``asked_none`` whether --preset none asked for the plain defaults."""
+    objective, ``asked_none`` whether --preset none asked for the plain defaults; ``spec``: the env's, where it was
+    made to read its action-space family (the preflight checks take it, rather than make the env again)."""
 
     name: str
     tables: dict[str, dict[str, Any]]
     family: str | None = None
     passed_over: str | None = None
     asked_none: bool = False
+    spec: EnvSpec | None = None
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -113,25 +115,26 @@ def choose_table(
             )
         if requested in tables and objective in (None, table_objective(requested, tables)):
             return Choice(requested, tables)
-        name = for_objective(base, objective, tables)
-        if name is None:
+        named = for_objective(base, objective, tables)
+        if named is None:
             raise UserError(
                 f"--preset {requested} is for objective {' and '.join(objectives)}, not --algo "
                 f"{objective or DEFAULT_OBJECTIVE} (no table {base}{OBJECTIVE_SEP}{objective or DEFAULT_OBJECTIVE} in "
                 f"{where}); drop --preset or --algo"
             )
-        return Choice(name, tables)
-    base = env_table_base(env, tables)
-    name = None if base is None else for_objective(base, objective, tables)
-    if name is not None:
-        return Choice(name, tables)
+        return Choice(named, tables)
+    env_base = env_table_base(env, tables)
+    own = None if env_base is None else for_objective(env_base, objective, tables)
+    if own is not None:
+        return Choice(own, tables)
     if file is not None:
-        what = "no preset" if base is None else f"no table for --algo {objective} of those"
+        what = "no preset" if env_base is None else f"no table for --algo {objective} of those"
+        wanted = toml_key(env if env_base is None else f"{env_base}{OBJECTIVE_SEP}{objective}")
         raise UserError(
             f"--preset-file {file} has {what} for --env {env} (its presets: {', '.join(sorted(tables))}); name one "
-            f"with --preset NAME, or add a table [{toml_key(env if base is None else f'{base}@{objective}')}] to it"
+            f"with --preset NAME, or add a table [{wanted}] to it"
         )
-    return _plain_defaults(objective, family, passed_over=base)
+    return _plain_defaults(objective, family, passed_over=env_base)
 
 
 def _plain_defaults(
@@ -154,13 +157,16 @@ def resolve_new_run(values: dict[str, Any], given: set[str]) -> tuple[Config, di
     the flags the user typed: defaults < the table chosen (``choose_table``) < flags given. Returns the validated
     Config (its ``preset`` the name of the table applied), {field: source} with source default, preset, flag or cpu,
     and the choice."""
-    choice = choose_table(
-        values["env"],
-        values.get("preset"),
-        values.get("algo") if "algo" in given else None,
-        values.get("preset_file"),
-        lambda: action_family(describe_env(values["env"], values.get("env_kwargs")).action_space),
-    )
+    made: list[EnvSpec] = []
+
+    def family() -> str:
+        made.append(describe_env(values["env"], values.get("env_kwargs")))
+        return action_family(made[-1].action_space)
+
+    algo = values.get("algo") if "algo" in given else None
+    choice = choose_table(values["env"], values.get("preset"), algo, values.get("preset_file"), family)
+    if made:
+        choice = dataclasses.replace(choice, spec=made[-1])
     preset = choice.settings
     resolved: dict[str, Any] = {}
     sources: dict[str, str] = {}

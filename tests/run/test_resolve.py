@@ -58,7 +58,7 @@ def test_a3c_train_applies_the_envs_preset_as_the_command_line_does():
     given = resolve_settings(*api_settings(Config(env="envs/Memory-v0", n_steps=7), lstm=16)).config
     assert (given.lstm, given.hidden_sizes, given.n_steps) == (16, (64,), 7)  # what is given beats the preset
     plain = resolve_settings(*api_settings(env="envs/Memory-v0", preset="none")).config
-    assert (plain.preset, plain.lstm, plain.n_steps) == (None, 0, Config().n_steps)
+    assert (plain.preset, plain.lstm, plain.n_steps) == ("discrete", 0, Config().n_steps)  # A3C's plain defaults
 
 
 def test_a3c_train_refuses_what_is_not_a_setting():
