@@ -154,7 +154,10 @@ def main(argv: Sequence[str] | None = None, started_at: float | None = None) -> 
     values, given, show = parse_flags(argv)
     if show:
         settings = resolve_settings(values, given)
-        print(format_config(settings.config, settings.sources))
+        try:
+            print(format_config(settings.config, settings.sources), flush=True)
+        except BrokenPipeError:  # (piped into head, which has read what it wanted): no traceback at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     run = resolve_run(values, given)  # every check of the input, the fork server, --workers auto: one step
     from a3c.run.trainer import Trainer  # imported here, so that --help and input errors answer fast

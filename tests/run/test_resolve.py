@@ -149,3 +149,21 @@ def test_only_envs_of_known_packages_are_preloaded(tmp_path, monkeypatch):
     assert resolve._env_module_to_preload("MyPreloadEnv-v0") == []
     assert resolve._env_module_to_preload("envs/Catch-v0") == ["envs.catch"]
     assert resolve._env_module_to_preload("NotRegistered-v0") == []
+
+
+def test_a_ppo_run_resumed_under_a3c_leaves_ppos_settings_and_a_typed_ppo_flag_is_refused(tmp_path):
+    """A resumed run inherits its checkpoint's settings: PPO's (from its plain defaults, away from the flags'
+    defaults) go back to the defaults when it goes on under --algo a3c, unless given again, which is refused."""
+    from procs import train_cmd
+
+    run = tmp_path / "run"
+    ppo = ["--algo", "ppo", "--n-steps", "64", "--total-steps", "300", "--workers", "1"]
+    done = subprocess.run(train_cmd(run, "--env", "envs/Classify-v0", *ppo), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    config, _, _ = parse_cli(["--resume", str(run), "--total-steps", "600"])
+    assert config.algo == "ppo" and config.clip_range_vf == 0.2 and config.minibatch_size == 128
+    config, sources, _ = parse_cli(["--resume", str(run), "--total-steps", "600", "--algo", "a3c"])
+    assert config.algo == "a3c" and (config.clip_range_vf, config.minibatch_size) == (None, Config().minibatch_size)
+    assert config.lr == 2.5e-4 and sources["lr"] == "checkpoint"  # (the rest stays the checkpoint's)
+    with pytest.raises(UserError, match="--n-epochs 4 is for --algo ppo"):
+        parse_cli(["--resume", str(run), "--total-steps", "600", "--algo", "a3c", "--n-epochs", "4"])
