@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     groups["run"].add_argument(
         "--show-config",
         action="store_true",
-        help="print the resolved settings and where each comes from (default, preset, flag), then exit",
+        help="print the resolved settings as flags that type back, each with where it comes from (default, preset, "
+        "flag; cpu: a preset's --bf16 off on a CPU without bfloat16 instructions), then exit",
     )
     return parser
 

@@ -186,8 +186,9 @@ class Config:
     optimizer_eps: float | None = flag(
         None,
         group="algorithm",
-        help="the shared optimizer's eps, the term added to the root of its second moment (default: the optimizer's "
-        "own, Adam 1e-8, RMSprop 1e-5; PPO's plain defaults take 1e-5, as SB3 and CleanRL); none: the default",
+        help="the shared optimizer's eps, added to the root of its second moment (under it for rmsprop-tf); default: "
+        "the optimizer's own, Adam 1e-8, RMSprop 1e-5 (PPO's plain defaults take 1e-5 for Adam, as SB3 and CleanRL "
+        "do); none: the default",
         metavar="EPS",
     )
     hidden_sizes: tuple[int, ...] = flag(

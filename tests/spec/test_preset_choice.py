@@ -175,20 +175,23 @@ def _tables_by_env():
 NEEDS = {"ALE/": "ale_py", "LunarLander": "Box2D", "HalfCheetah": "mujoco", "Hopper": "mujoco", "Walker2d": "mujoco"}
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["bf16-cpu", "no-bf16-cpu"])
 @pytest.mark.parametrize("algo", OBJECTIVES)
 @pytest.mark.parametrize(("env", "name"), _tables_by_env())
-def test_every_table_under_both_objectives_resolves_and_types_back(env, name, algo, monkeypatch):
+def test_every_table_under_both_objectives_resolves_and_types_back(env, name, algo, native, monkeypatch):
     """The combination rule: every table with the default --workers auto, under each objective (its own table, or
-    the family defaults of the objective it is not for), resolves, validates, and --show-config types back."""
+    the family defaults of the objective it is not for), on a CPU with bfloat16 instructions and on one without,
+    resolves, validates, and --show-config types back."""
     from a3c.spec import cpu
 
     for prefix, module in NEEDS.items():
         if env.startswith(prefix):
             pytest.importorskip(module)
-    monkeypatch.setattr(cpu, "native_bf16", lambda: False)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: native)
     argv = ["--env", env, "--algo", algo] + (["--env-kwargs", "action=box"] if name == "continuous" else [])
     config, sources, _ = parse_cli(argv)
     assert config.workers == "auto" and config.algo == algo
+    assert config.bf16 is (native and env.startswith("ALE/"))
     assert table_objective(config.preset) == algo
     typed = []
     for line in format_config(config, sources).splitlines():
