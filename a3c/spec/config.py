@@ -25,6 +25,7 @@ from a3c.spec.flags import (
     VTRACE_SETTINGS,
     WANDB_SETTINGS,
     flag,
+    optional,
     parse_env_kwargs,
     parse_scalar,
     seed_check,
@@ -262,9 +263,11 @@ class Config:
     ray_address: str | None = flag(
         None,
         group="backend",
-        help="with --backend ray: the cluster to join (auto: the one `ray start` runs here; or HOST:PORT); "
+        help="with --backend ray: the cluster to join (auto: the one `ray start` runs here; or HOST:PORT; none: "
+        "unset); "
         "default: start a local Ray instance for this run",
         metavar="ADDR",
+        type=optional(str),
     )
     ray_node_ip: str = flag(
         "127.0.0.1",
@@ -363,10 +366,18 @@ class Config:
     )
     wandb_project: str = flag("a3c", group="logging", help="with --track: the W&B project", metavar="NAME")
     wandb_entity: str | None = flag(
-        None, group="logging", help="with --track: the W&B entity (team or user; default: yours)", metavar="NAME"
+        None,
+        group="logging",
+        help="with --track: the W&B entity (team or user; default: yours; none: unset)",
+        metavar="NAME",
+        type=optional(str),
     )
     wandb_group: str | None = flag(
-        None, group="logging", help="with --track: the W&B group the run belongs to", metavar="NAME"
+        None,
+        group="logging",
+        help="with --track: the W&B group the run belongs to (none: unset)",
+        metavar="NAME",
+        type=optional(str),
     )
     resume: str | None = flag(
         None,

@@ -193,3 +193,12 @@ def test_the_optimizer_eps_reaches_the_shared_optimizer():
         assert run.optimizer.eps == expected
     run, _, _ = create_shared_run(spec, Config(workers=1, optimizer="rmsprop", optimizer_eps=1e-3))
     assert run.optimizer.eps == 1e-3
+
+
+def test_the_optional_settings_a_resumed_run_inherits_take_none():
+    """Every ``X | None`` flag a resumed run inherits from its checkpoint can be unset by a flag: numbers, and the Ray
+    and W&B names (run directories and --preset keep their own meaning of a value)."""
+    config = parse_config(["--backend", "ray", "--ray-address", "none", "--track", "--wandb-entity", "NONE"])
+    assert config.ray_address is None and config.wandb_entity is None
+    for flag in ("--stop-at", "--clip-range-vf", "--optimizer-eps", "--tensorboard", "--wandb-group"):
+        assert getattr(parse_config(["--algo", "ppo", "--track", flag, "none"]), flag[2:].replace("-", "_")) is None
