@@ -227,7 +227,7 @@ def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
     T, K = config.n_steps, config.envs_per_worker
     model, dist = build_model(spec, config)
     params, grads = flatten_parameters(model)
-    optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1, eps=config.optimizer_eps)
+    optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1)
     path = choose(config, model, dist).path.build(model, dist, config, grads)
     gradient_step = GradientStep(config)
     rng = np.random.default_rng(0)
