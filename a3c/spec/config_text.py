@@ -9,15 +9,10 @@ import typing
 from typing import Any
 
 from a3c.spec.config import Config
-from a3c.spec.flags import NONE, PPO_ONLY_SETTINGS, VTRACE_SETTINGS
+from a3c.spec.flags import NONE, OBJECTIVES, PPO_ONLY_SETTINGS, VTRACE_SETTINGS
 from a3c.spec.preset_choice import CPU, DEFAULT, FLAG, PRESET, Choice, env_table_base
 from a3c.spec.presets import FAMILIES, PRESETS_FILE, flag_name, preset_table, table_base, table_objective
 
-# what each --algo trains with, in the words of --show-config's header
-OBJECTIVES = {
-    "a3c": "A3C's actor-critic loss, one gradient a rollout",
-    "ppo": "PPO's clipped surrogate, --n-epochs x minibatches of each rollout, each pushed between pulls",
-}
 SHORT_RUN_RATIO = 0.5  # a --total-steps below this fraction of the preset's moves its linear lr schedule's end
 SHIPPED = "a3c/spec/presets.toml"  # the shipped file, as the start line names it
 

@@ -15,6 +15,11 @@ from a3c.spec.errors import UserError
 
 LR_SCHEDULES = ("constant", "linear")
 ALGOS = ("a3c", "ppo")  # --algo: the workers' objective (a3c.learn.losses: actor_critic_loss, clipped_surrogate_loss)
+# what each --algo trains with, in words (--show-config's header, the model card)
+OBJECTIVES = {
+    "a3c": "A3C's actor-critic loss, one gradient a rollout",
+    "ppo": "PPO's clipped surrogate, --n-epochs x minibatches of each rollout, each pushed between pulls",
+}
 TARGETS = ("gae", "vtrace")  # --targets: the estimator of a rollout's advantages and value targets (both objectives)
 OPTIMIZERS = ("adam", "rmsprop", "rmsprop-tf")  # a3c.learn.optim.OPTIMIZERS' keys (checked by a test)
 BACKENDS = ("shared-memory", "serial", "ray")

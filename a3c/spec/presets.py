@@ -17,7 +17,7 @@ from typing import Any
 
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
-from a3c.spec.flags import ALGOS
+from a3c.spec.flags import ALGOS, OBJECTIVES
 from a3c.spec.validation import flag_name
 
 if sys.version_info >= (3, 11):
@@ -40,7 +40,8 @@ NOT_PRESETTABLE: frozenset[str] = frozenset(
     | {"preset_file", "track", "wandb_project", "wandb_entity", "wandb_group"}  # (where a run's record goes)
 )
 
-__all__ = ["NOT_PRESETTABLE", "checked_setting", "flag_name", "load_presets", "read_presets", "toml_key"]
+# (names other modules import from here: the file's, and OBJECTIVES, the objectives in words)
+__all__ = ["NOT_PRESETTABLE", "OBJECTIVES", "checked_setting", "flag_name", "load_presets", "read_presets", "toml_key"]
 
 
 def table_objective(name: str, tables: dict[str, dict[str, Any]] | None = None) -> str:
