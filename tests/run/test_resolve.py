@@ -102,7 +102,7 @@ def test_a_resume_reads_its_checkpoint_once_and_runs_the_checks_once(tmp_path, m
         "load_checkpoint",
         lambda path, real=resume_module.load_checkpoint: loads.append(path) or real(path),
     )
-    monkeypatch.setattr(resolve, "preflight", lambda config, real=resolve.preflight: checks.append(1) or real(config))
+    monkeypatch.setattr(resolve, "preflight", lambda *a, real=resolve.preflight: checks.append(1) or real(*a))
     monkeypatch.setattr(
         resolve, "check_resume_fits", lambda *a, real=resolve.check_resume_fits: compat.append(1) or real(*a)
     )
