@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from a3c.run.resolve import resolve_run, resolve_settings
-from a3c.spec.config import FLAG_GROUPS, OTHER_GROUP, Config, parse_env_kwargs
+from a3c.spec.config import Config
+from a3c.spec.config_text import format_config
 from a3c.spec.errors import OneLineParser, UserError, run_cli
-from a3c.spec.presets import format_config
+from a3c.spec.flags import FLAG_GROUPS, OTHER_GROUP, optional, parse_env_kwargs
 
 EXAMPLES = """examples:
   # CartPole-v1 until solved, as many workers as keep the cores busy (measured)
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     groups["run"].add_argument(
         "--show-config",
         action="store_true",
-        help="print the resolved settings and where each comes from (default, preset, flag), then exit",
+        help="print the resolved settings as flags that type back, each with where it comes from (default, preset, "
+        "flag; cpu: a preset's --bf16 off on a CPU without bfloat16 instructions), then exit",
     )
     return parser
 
@@ -78,8 +80,8 @@ def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: 
     if hint is bool:  # --flag / --no-flag: a flag given must be able to turn off what a preset turned on
         parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
         return
-    if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port)
-        parser.add_argument(name, nargs="?", const=0, type=int, default=None, metavar="PORT", help=help_text)
+    if f.name == "tensorboard":  # an optional value: --tensorboard alone means port 0 (a free port); none: not served
+        parser.add_argument(name, nargs="?", const=0, type=optional(int), default=None, metavar="PORT", help=help_text)
         return
     if f.name == "env_kwargs":
         # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored
@@ -91,6 +93,8 @@ def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: 
         return
     if origin in (typing.Union, types.UnionType):
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        if hint in (int, float):  # an optional number: ``none`` unsets it (a resumed run inherits its checkpoint's)
+            hint = optional(hint)
     parser.add_argument(name, type=extra.pop("type", hint), default=default, help=help_text, **extra)
 
 
@@ -151,7 +155,10 @@ def main(argv: Sequence[str] | None = None, started_at: float | None = None) -> 
     values, given, show = parse_flags(argv)
     if show:
         settings = resolve_settings(values, given)
-        print(format_config(settings.config, settings.sources))
+        try:
+            print(format_config(settings.config, settings.sources), flush=True)
+        except BrokenPipeError:  # (piped into head, which has read what it wanted): no traceback at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     run = resolve_run(values, given)  # every check of the input, the fork server, --workers auto: one step
     from a3c.run.trainer import Trainer  # imported here, so that --help and input errors answer fast

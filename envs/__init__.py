@@ -6,7 +6,10 @@
   envs/Catch-v0        a ball to catch with a paddle, the grid drawn as a small bool image (envs/catch.py)
   envs/Spaces-v0        a tiny task in every observation/action space a3c supports, for tests (envs/spaces.py)
 
-Keyword arguments reach the entry points through gymnasium.make (from the CLI: --env-kwargs latency=0.02 mode=cpu).
+Keyword arguments reach the entry points through gymnasium.make (from the CLI: --env-kwargs latency=0.02 mode=cpu); a
+value out of range is a ValueError naming it, which a3c reports as one line naming the kwarg. The package imports
+nothing of a3c (a3c.spec.environment imports it, to register these ids: the one arrow between them; pyproject's
+import-linter contracts hold both).
 """
 
 import gymnasium

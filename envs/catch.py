@@ -17,8 +17,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a3c.spec.errors import UserError
-
 DTYPES = {"bool": np.bool_, "uint8": np.uint8}
 
 
@@ -27,15 +25,15 @@ class CatchEnv(gym.Env):
 
     def __init__(self, size: int = 10, paddle: int = 2, balls: int = 3, drift: float = 0.2, dtype: str = "bool"):
         if not (isinstance(size, int) and size >= 3):
-            raise UserError(f"envs/Catch-v0: size must be an integer >= 3 (got {size!r})")
+            raise ValueError(f"envs/Catch-v0: size must be an integer >= 3 (got {size!r})")
         if not (isinstance(paddle, int) and 1 <= paddle < size):
-            raise UserError(f"envs/Catch-v0: paddle must be an integer from 1 to size - 1 (got {paddle!r})")
+            raise ValueError(f"envs/Catch-v0: paddle must be an integer from 1 to size - 1 (got {paddle!r})")
         if not (isinstance(balls, int) and balls >= 1):
-            raise UserError(f"envs/Catch-v0: balls must be an integer >= 1 (got {balls!r})")
+            raise ValueError(f"envs/Catch-v0: balls must be an integer >= 1 (got {balls!r})")
         if not (isinstance(drift, (int, float)) and 0.0 <= drift <= 1.0):
-            raise UserError(f"envs/Catch-v0: drift must be a probability from 0 to 1 (got {drift!r})")
+            raise ValueError(f"envs/Catch-v0: drift must be a probability from 0 to 1 (got {drift!r})")
         if dtype not in DTYPES:
-            raise UserError(f"envs/Catch-v0: dtype must be one of {', '.join(DTYPES)} (got {dtype!r})")
+            raise ValueError(f"envs/Catch-v0: dtype must be one of {', '.join(DTYPES)} (got {dtype!r})")
         self.size, self.paddle, self.balls, self.drift = size, paddle, balls, float(drift)
         self.dtype = np.dtype(DTYPES[dtype])
         high = 1 if self.dtype == np.bool_ else 255

@@ -20,7 +20,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a3c.spec.errors import UserError
 from envs.slow import SlowEnv
 
 
@@ -87,12 +86,12 @@ class ClassifyEnv(gym.Env):
     ) -> None:
         for name, value, low in (("episode_length", episode_length, 1), ("n_samples", n_samples, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise UserError(f"{name} must be an integer >= {low} (got {value!r}); e.g. --env-kwargs {name}=20")
+                raise ValueError(f"{name} must be an integer >= {low} (got {value!r}); e.g. --env-kwargs {name}=20")
         if isinstance(n_features, bool) or not isinstance(n_features, int) or n_features < 6:
-            raise UserError(f"n_features must be an integer >= 6 (got {n_features!r}); e.g. --env-kwargs n_features=8")
+            raise ValueError(f"n_features must be an integer >= 6 (got {n_features!r}); e.g. --env-kwargs n_features=8")
         self.episode_length = episode_length
         if clusters_per_class not in (1, 2, 3, 4) or isinstance(clusters_per_class, bool):
-            raise UserError(f"clusters_per_class must be 1, 2, 3 or 4 (got {clusters_per_class!r})")
+            raise ValueError(f"clusters_per_class must be 1, 2, 3 or 4 (got {clusters_per_class!r})")
         self.X, self.y = make_classification_data(
             n_samples=n_samples,
             n_features=n_features,

@@ -13,8 +13,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a3c.spec.errors import UserError
-
 
 class MemoryEnv(gym.Env):
     """obs [n_cues + 1] float32: the cue one-hot at t = 0, zeros while waiting, [0, ..., 0, 1] at the query."""
@@ -23,9 +21,9 @@ class MemoryEnv(gym.Env):
 
     def __init__(self, delay: int = 10, n_cues: int = 2) -> None:
         if not (isinstance(delay, int) and delay >= 0):
-            raise UserError(f"envs/Memory-v0: delay must be an integer >= 0 (got {delay!r})")
+            raise ValueError(f"envs/Memory-v0: delay must be an integer >= 0 (got {delay!r})")
         if not (isinstance(n_cues, int) and n_cues >= 2):
-            raise UserError(f"envs/Memory-v0: n_cues must be an integer >= 2 (got {n_cues!r})")
+            raise ValueError(f"envs/Memory-v0: n_cues must be an integer >= 2 (got {n_cues!r})")
         self.delay, self.n_cues = delay, n_cues
         self.observation_space = gym.spaces.Box(0.0, 1.0, shape=(n_cues + 1,), dtype=np.float32)
         self.action_space = gym.spaces.Discrete(n_cues)

@@ -21,14 +21,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.classic_control import CartPoleEnv
 
-from a3c.spec.errors import UserError
-
 MODES = ("sleep", "cpu")
 
 
 def _check_seconds(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-        raise UserError(f"{name} must be a number of seconds >= 0 (got {value!r}); e.g. --env-kwargs {name}=0.01")
+        raise ValueError(f"{name} must be a number of seconds >= 0 (got {value!r}); e.g. --env-kwargs {name}=0.01")
     return float(value)
 
 
@@ -66,7 +64,7 @@ class SlowEnv(gym.Wrapper):
         self.reset_latency = self.latency if reset_latency is None else _check_seconds("reset_latency", reset_latency)
         self.jitter = _check_seconds("jitter", jitter)
         if mode not in MODES:
-            raise UserError(f"mode must be one of {', '.join(MODES)} (got {mode!r}); e.g. --env-kwargs mode=sleep")
+            raise ValueError(f"mode must be one of {', '.join(MODES)} (got {mode!r}); e.g. --env-kwargs mode=sleep")
         self.mode = mode
         self._delay_rng = np.random.default_rng()
 

@@ -15,8 +15,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from a3c.spec.errors import UserError
-
 OBS = ("box", "dict", "tuple", "image", "image_chw")
 ACTIONS = ("discrete", "multidiscrete", "box")
 
@@ -26,7 +24,7 @@ class SpacesEnv(gym.Env):
 
     def __init__(self, obs: str = "box", action: str = "discrete") -> None:
         if obs not in OBS or action not in ACTIONS:
-            raise UserError(f"envs/Spaces-v0: obs must be one of {OBS} and action one of {ACTIONS}")
+            raise ValueError(f"envs/Spaces-v0: obs must be one of {OBS} and action one of {ACTIONS}")
         self.kind = obs
         vector = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
         self.observation_space = {

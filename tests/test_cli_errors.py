@@ -173,15 +173,20 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--bf16"], "--bf16 is for image observations (the CNN torso), but CartPole-v1 observes Box("),
         (["--algo", "sac"], "argument --algo: invalid choice: 'sac'"),
+        (["--n-epochs", "10", "--clip-range", "0.1"], "--n-epochs 10 is for --algo ppo"),
+        (["--vtrace-c-bar", "2"], "--vtrace-c-bar 2.0 is for --targets vtrace"),
+        (["--targets", "vtrace", "--vtrace-rho-bar", "0"], "--vtrace-rho-bar must be a positive number (got 0.0)"),
+        (["--optimizer-eps", "-1"], "--optimizer-eps must be a positive number, or none"),
+        (["--stop-at", "high"], "argument --stop-at: invalid float value: 'high' (or none: not set)"),
         (
-            ["--algo", "ppo", "--preset", "none"],
+            ["--algo", "ppo", "--n-steps", "5", "--envs-per-worker", "8", "--minibatch-size", "64"],
             "--minibatch-size 64 is more than a worker's rollout (--n-steps 5 x --envs-per-worker 8 = 40 samples) "
             "with --algo ppo; give a longer --n-steps or a smaller --minibatch-size",
         ),
         (["--algo", "ppo", "--n-steps", "64", "--n-epochs", "0"], "--n-epochs must be at least 1 (got 0)"),
-        (["--clip-range", "0"], "--clip-range must be a positive number (got 0.0)"),
-        (["--clip-range-vf", "-1"], "--clip-range-vf must be a positive number, or left out"),
-        (["--max-policy-lag", "-1"], "--max-policy-lag must be >= 0"),
+        (["--algo", "ppo", "--clip-range", "0"], "--clip-range must be a positive number (got 0.0)"),
+        (["--algo", "ppo", "--clip-range-vf", "-1"], "--clip-range-vf must be a positive number, or none"),
+        (["--algo", "ppo", "--max-policy-lag", "-1"], "--max-policy-lag must be >= 0"),
     ],
 )
 def test_value_errors(argv, expected, capsys, tmp_path):
@@ -400,3 +405,74 @@ def test_resume_of_a_missing_path_answers_before_torch_is_imported(tmp_path):
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert proc.stdout.split() == ["2", "False"], proc.stdout + proc.stderr
     assert proc.stderr.count("\n") == 1 and "no such directory" in proc.stderr
+
+
+# -- issue 55: a newcomer's walls --------------------------------------------------------------------------------------
+GO_RIGHT = textwrap.dedent(
+    '''
+    """A user's env in a file of its own, registered when the file runs."""
+    import gymnasium as gym
+    import numpy as np
+
+
+    class GoRight(gym.Env):
+        observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.x = 0
+            return np.zeros(1, np.float32), {}
+
+        def step(self, action):
+            self.x += 1 if action == 1 else 0
+            return np.full(1, self.x / 10, np.float32), float(action), self.x >= 10, False, {}
+
+
+    gym.register("GoRight-v0", entry_point=f"{__name__}:GoRight", max_episode_steps=20)
+    '''
+)
+
+
+def test_an_env_in_a_file_is_made_from_its_path(tmp_path, monkeypatch):
+    """Before: ``--env ./my_env.py:GoRight-v0`` ended in "fails on import (TypeError: the 'package' argument is
+    required to perform a relative import for './my_env.py')"."""
+    (tmp_path / "a3c_my_env.py").write_text(GO_RIGHT)
+    monkeypatch.chdir(tmp_path)
+    env = make_env("./a3c_my_env.py:GoRight-v0")
+    assert env.action_space.n == 2 and env.spec.id == "GoRight-v0"
+    env.close()
+    spec = describe_env(f"{tmp_path / 'a3c_my_env.py'}:GoRight-v0")  # an absolute path too
+    assert spec.max_episode_steps == 20
+
+
+def test_an_env_file_that_is_missing_says_the_two_forms(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = _cli(["--env", "./nowhere.py:GoRight-v0"], capsys, tmp_path / "run")
+    assert "env file ./nowhere.py: no such file" in line
+    assert "path/to/file.py:Name-v0" in line and "module:Name-v0 with the module on sys.path" in line
+
+
+def test_a_forgotten_module_prefix_is_suggested_from_the_files_here(tmp_path, capsys, monkeypatch):
+    (tmp_path / "a3c_my_env.py").write_text(GO_RIGHT.replace("GoRight-v0", "GoRightAlone-v0"))
+    monkeypatch.chdir(tmp_path)
+    line = _cli(["--env", "GoRightAlone-v0"], capsys, tmp_path / "run")
+    assert "unknown env id 'GoRightAlone-v0'" in line and "did you mean a3c_my_env:GoRightAlone-v0?" in line
+
+
+@pytest.mark.parametrize(
+    ("install", "expected"),
+    [
+        ("clone", 'pip install -e ".[box2d]" in the a3c clone'),
+        ("site", 'pip install "gymnasium[box2d]"'),
+    ],
+)
+def test_a_missing_extra_names_the_install_that_fits_how_a3c_was_installed(install, expected, monkeypatch):
+    """Before: a wheel's user was told to run ``pip install -e ".[box2d]"`` in an a3c clone they do not have."""
+    from a3c.spec import errors
+
+    monkeypatch.setattr(errors, "installed_from_clone", lambda: install == "clone")
+    assert expected in errors.install_extra("box2d")
+    assert "clone" not in errors.install_extra("atari") or install == "clone"
+    if install == "site":  # the extra's own requirements, from a3c's metadata: what pip can install without a clone
+        assert errors.install_extra("atari").startswith('pip install "ale-py>=0.9" "opencv-python-headless"')

@@ -50,8 +50,10 @@ def test_catch_draws_the_grid_as_an_image_and_a_ball_follower_catches_every_ball
 
 def test_catch_rejects_bad_settings_in_one_line():
     for kwargs, name in [({"size": 2}, "size"), ({"paddle": 10}, "paddle"), ({"dtype": "float"}, "dtype")]:
-        with pytest.raises(UserError, match=f"envs/Catch-v0: {name} must be"):
+        with pytest.raises(ValueError, match=f"envs/Catch-v0: {name} must be"):  # the env alone: a ValueError
             gym.make("envs/Catch-v0", **kwargs)
+        with pytest.raises(UserError, match=f"rejects --env-kwargs {name}=.*envs/Catch-v0: {name} must be"):
+            make_env("envs/Catch-v0", kwargs)  # through a3c: a user error, one line
 
 
 def test_the_cnn_learns_catch_from_a_bool_grid_and_the_run_evaluates_and_loads(tmp_path):

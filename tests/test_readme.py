@@ -160,12 +160,16 @@ def test_the_tour_runs_as_written(tmp_path):
         first_run = first_run or run_dir
 
 
-def test_following_the_readme_draws_no_warning():
+def test_following_the_readme_draws_no_warning(tmp_path, monkeypatch):
     """The README's train commands and its Python example, resolved as written: none is shorter than its preset's
-    budget (the short-run warning), so following the docs does not look like a mistake."""
+    budget (the short-run warning), so following the docs does not look like a mistake. (The tour's own env module
+    is written out where the commands resolve: an env without a preset is made, to read its action space.)"""
+    (module,) = _blocks(_section("A short tour"), "python")
+    (tmp_path / "my_envs.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
     from a3c.api import api_settings
     from a3c.run.resolve import resolve_settings
-    from a3c.spec.presets import short_run_warning
+    from a3c.spec.config_text import short_run_warning
     from a3c.train import parse_flags
 
     commands = [args for args in _train_commands(README) if "--resume" not in args]

@@ -193,9 +193,12 @@ OPTIMIZERS: dict[str, type[_SharedOptimizer]] = {
 }
 
 
-def make_optimizer(name: str, params: torch.Tensor, lr: float, slots: int) -> _SharedOptimizer:
-    """The shared optimizer called ``name`` (a key of OPTIMIZERS), its state in shared memory."""
-    return OPTIMIZERS[name](params, lr=lr, slots=slots).share_memory_()
+def make_optimizer(
+    name: str, params: torch.Tensor, lr: float, slots: int, eps: float | None = None
+) -> _SharedOptimizer:
+    """The shared optimizer called ``name`` (a key of OPTIMIZERS), its state in shared memory; ``eps``: --optimizer-eps
+    (None: the optimizer's own)."""
+    return OPTIMIZERS[name](params, lr=lr, slots=slots, **({} if eps is None else {"eps": eps})).share_memory_()
 
 
 def scheduled_lr(lr: float, schedule: str, progress: float) -> float:

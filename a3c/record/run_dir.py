@@ -84,8 +84,10 @@ def check_new_run_dir(path: Path) -> None:
 
 
 def default_run_dir(config: Config, now: float | None = None) -> Path:
+    """runs/<env>__<exp-name>__<seed>__<unix time>, the experiment's name by default the objective (a3c, ppo)."""
     env = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.env)
-    return Path("runs") / f"{env}__{config.exp_name}__{config.seed}__{int(now or time.time())}"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", config.exp_name or config.algo)
+    return Path("runs") / f"{env}__{name}__{config.seed}__{int(now or time.time())}"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -126,9 +128,10 @@ def resume_checkpoint(run_dir: str | Path) -> Path:
 FAR_BELOW_BEST = 0.25
 
 
-def final_line(summary: dict[str, Any], path: Path | str) -> str:
+def final_line(summary: dict[str, Any], path: Path | str, budget: int | None = None) -> str:
     """The last line a run prints: how it ended (solved at step N (T s) when it stopped because it solved: the
-    episode of this session at which the 100-episode mean met the threshold), this session's steps, time and speed
+    episode of this session at which the 100-episode mean met the threshold; --total-steps ``budget`` reached, and
+    why the count went past it), this session's steps, time and speed
     (over the training window: from the first step to the last update), and, after a resume, the run's total apart
     from this session's; a final mean far below the run's best window says so. The summary's wall_time_s and
     solved_at_s are the run's wall time, which goes on across sessions; session_wall_time_s is this session's."""
@@ -147,8 +150,12 @@ def final_line(summary: dict[str, Any], path: Path | str) -> str:
             head = f"solved at step {solved_at:,} ({solved_s - before_s:.1f} s into this session)"
         else:
             head = f"solved at step {solved_at:,} (in an earlier session)"
+    elif reason == "total_steps" and budget is not None and total > budget:
+        # each worker checks the budget between updates: the rollouts and updates under way when the global step
+        # reached it are finished (their steps trained the model), so a run ends up to a rollout a worker past it
+        head = f"reached --total-steps {budget:,} (at {total:,}: each worker ends the rollout and update it is in)"
     elif reason == "total_steps":
-        head = f"reached --total-steps {total:,}"
+        head = f"reached --total-steps {total if budget is None else budget:,}"
     else:
         head = f"stopped: {reason}"
     mean_text = "no episode finished" if mean is None else f"mean return (last 100) {mean:g}"

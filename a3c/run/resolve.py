@@ -48,9 +48,11 @@ from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
+from a3c.spec.config_text import preset_line, short_run_warning
 from a3c.spec.environment import EnvSpec, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
-from a3c.spec.presets import CHECKPOINT, FLAG, preset_line, resolve_config, short_run_warning
+from a3c.spec.flags import PPO_ONLY_SETTINGS, VTRACE_SETTINGS
+from a3c.spec.preset_choice import CHECKPOINT, FLAG, Choice, check_given_for_objective, resolve_new_run
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class Settings:
     config: Config
     sources: dict[str, str]
     resume: dict[str, Any] | None = None
+    choice: Choice | None = None  # a new run's table of the presets file, and why (a3c.spec.preset_choice)
 
 
 @dataclass(frozen=True)
@@ -85,9 +88,11 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     once the input is checked)."""
     settings = resolve_settings(values, given)
     config, resume = settings.config, settings.resume
-    spec = preflight(config)  # the user's input, checked without torch ...
+    made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
+    spec = preflight(config, made)  # the user's input, checked without torch ...
     if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
-        for line in (preset_line(config, settings.sources), short_run_warning(config, settings.sources)):
+        lines = preset_line(config, settings.sources, settings.choice), short_run_warning(config, settings.sources)
+        for line in lines:
             if line is not None:
                 print(line, file=sys.stderr)
     if resume is not None:
@@ -115,8 +120,8 @@ def resolve_settings(values: Mapping[str, Any], given: Set[str]) -> Settings:
     if values.get("resume") is not None:
         return _resumed(values, given)
     with _bad_types():
-        config, sources = resolve_config(dict(values), set(given))
-    return Settings(config, sources)
+        config, sources, choice = resolve_new_run(dict(values), set(given))
+    return Settings(config, sources, choice=choice)
 
 
 @contextmanager
@@ -141,6 +146,11 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     overrides = {name: values[name] for name in given}
     if "workers" in overrides:  # a count given now replaces the one --workers auto chose before, and its reason
         overrides["workers_auto"] = None
+    # a run resumed under another objective (or estimator): the settings of the one it leaves go back to their
+    # defaults, as they would fail validation there, unless given again
+    for switch, value, settings in (("algo", "a3c", PPO_ONLY_SETTINGS), ("targets", "gae", VTRACE_SETTINGS)):
+        if overrides.get(switch) == value:
+            overrides.update({name: getattr(Config(), name) for name in settings if name not in overrides})
     run_dir = values["resume"]
     resume_checkpoint(run_dir)  # a path that is no run answers now, before torch is imported (a second or more)
     from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
@@ -148,21 +158,22 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     payload = load_resume(run_dir)
     with _bad_types():
         config = resume_config(payload, run_dir, overrides)
+    check_given_for_objective(config.to_dict(), given)
     sources = {f.name: FLAG if f.name in given else CHECKPOINT for f in dataclasses.fields(Config)}
     sources["resume"] = sources["run_dir"] = FLAG
     return Settings(config, sources, payload)
 
 
-def preflight(config: Config) -> EnvSpec:
+def preflight(config: Config, spec: EnvSpec | None = None) -> EnvSpec:
     """The checks of a validated ``config`` (resolve_settings) that need no torch but more than the settings; returns
-    the env's spec. Raises UserError."""
+    the env's spec (``spec``: the env's, where it was made already). Raises UserError."""
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
-        raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')} (or 'ray>=2.40')")
+        raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')}")
     if config.track and importlib.util.find_spec("wandb") is None:
         raise UserError(
             f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"
         )
-    spec = describe_env(config.env, config.env_kwargs)
+    spec = spec or describe_env(config.env, config.env_kwargs)
     if config.env_backend == "ale-vector":
         from a3c.spec.atari_vector import check_vector_env
 

@@ -265,7 +265,7 @@ class Trainer:
             if self.tensorboard is not None:
                 self.tensorboard.stop()
         if summary is not None:
-            print(final_line(summary, run.path), file=sys.stderr)
+            print(final_line(summary, run.path, budget=cfg.total_steps), file=sys.stderr)
         failures.report(run)  # the run's last line when a write failed
         return exit_code
 

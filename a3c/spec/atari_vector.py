@@ -1,5 +1,5 @@
 """``--env-backend ale-vector``: a worker's K Atari envs stepped by ale-py's C++ vector env (``AtariVectorEnv``, one
-thread), with a3c's preprocessing semantics, as an ``EnvBatch`` (a3c.spec.env_batch).
+thread), with a3c's preprocessing semantics, as an ``EnvBatch`` (a3c/spec/batch.py; registered in a3c.spec.env_batch).
 
 The C++ side does what ``AtariFrames`` does (a3c.spec.atari): frame skip 4 with the last two frames max-pooled (and
 the same rule when the game ends inside a skip: the frames pooled are the previous step's), ALE's palette to grey,
@@ -42,7 +42,7 @@ import gymnasium as gym
 import numpy as np
 
 from a3c.spec.atari import NOOP_MAX, SCREEN_SIZE, STACK, atari_kwargs
-from a3c.spec.env_batch import BatchStep, Ended
+from a3c.spec.batch import BatchStep, Ended
 from a3c.spec.errors import UserError, install_extra
 
 # the env kwargs this backend plays as the gymnasium path does (obs_type, render_mode and sound_obs change nothing

@@ -1,76 +1,58 @@
-"""The training configuration: one dataclass whose fields are the CLI flags (each with its help line), plus the
-validation that runs in the main process before any worker starts."""
+"""The training configuration: one dataclass whose fields are the CLI flags, each with its help line and group
+(declared with a3c/spec/flags.py's ``flag``), the properties derived from them, and ``validate`` (the checks of
+a3c/spec/validation.py, run in the main process before any worker starts)."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import math
 import multiprocessing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from a3c.spec.errors import UserError
-
-LR_SCHEDULES = ("constant", "linear")
-ALGOS = ("a3c", "ppo")  # --algo: the workers' objective (a3c.learn.losses: actor_critic_loss, clipped_surrogate_loss)
-OPTIMIZERS = ("adam", "rmsprop", "rmsprop-tf")  # a3c.learn.optim.OPTIMIZERS' keys (checked by a test)
-BACKENDS = ("shared-memory", "serial", "ray")
-ENV_BACKENDS = ("gymnasium", "ale-vector")  # a3c.spec.env_batch.make_env_batch
-RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
-# settings that validate() accepts away from their defaults only with --backend ray
-RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")
-# settings that validate() accepts away from their defaults only with --track
-WANDB_SETTINGS = ("wandb_project", "wandb_entity", "wandb_group")
-
-
-def seed_check(seed: Any) -> tuple[bool, str]:
-    """The rule for a root seed (--seed of a3c.train, Config.validate, and of python -m a3c.evaluate) and its
-    message: numpy's SeedSequence, which every random stream of a run comes from, takes no negative seeds."""
-    return isinstance(seed, int) and seed >= 0, f"--seed must be an integer >= 0 (got {seed!r})"
-
-
-def workers_arg(text: str) -> int | str:
-    """--workers: 'auto' or a positive integer (the range is checked by Config.validate)."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes a number of workers or auto (got {text!r})") from None
-
-
-# The groups of `python -m a3c.train --help`, in the order shown: (name, title, one line on what its flags are for).
-# A flag names its group (``flag(group=...)``); one that names none is shown under OTHER_GROUP, at the end.
-FLAG_GROUPS: tuple[tuple[str, str, str], ...] = (
-    ("run", "run", "how long, from which seed and preset, and where the run goes (or which run goes on)"),
-    ("env", "env", "the environment, and what a3c does to its observations and rewards"),
-    ("algorithm", "algorithm", "the update: the objective, rollouts, returns, the loss and the shared optimizer"),
-    ("model", "model", "the network built from the env's spaces"),
-    ("evaluation", "evaluation", "the deterministic policy scored during training"),
-    ("logging", "logging and checkpoints", "TensorBoard, Weights & Biases (--track) and the checkpoint files"),
-    ("faults", "faults", "hung and failing workers, non-finite updates"),
-    ("backend", "backend and Ray", "where the workers run: processes, one process, or a Ray cluster"),
+from a3c.spec import validation
+from a3c.spec.flags import (
+    ALGOS,
+    BACKENDS,
+    ENV_BACKENDS,
+    FLAG_GROUPS,
+    LR_SCHEDULES,
+    OPTIMIZERS,
+    OTHER_GROUP,
+    PPO_ONLY_SETTINGS,
+    RAY_ONLY_SETTINGS,
+    RAY_SAME_NODE,
+    TARGETS,
+    VTRACE_SETTINGS,
+    WANDB_SETTINGS,
+    flag,
+    optional,
+    parse_env_kwargs,
+    parse_scalar,
+    seed_check,
+    workers_arg,
 )
-OTHER_GROUP = ("other", "other options", "")
 
-
-def flag(
-    default: Any = dataclasses.MISSING,
-    *,
-    help: str,
-    factory: Any = dataclasses.MISSING,
-    internal: bool = False,
-    group: str | None = None,
-    **cli: Any,
-) -> Any:
-    """A dataclass field that carries its CLI help text (and extra argparse options) in its metadata; ``internal``:
-    a setting the program resolves (recorded in config.json), not a flag; ``group``: the name of its group in
-    --help (FLAG_GROUPS; None: OTHER_GROUP)."""
-    metadata = {"help": help, "cli": cli, "internal": internal, "group": group}
-    if factory is not dataclasses.MISSING:
-        return field(default_factory=factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
+# (the names other modules have imported from here since before a3c/spec/flags.py held them)
+__all__ = [
+    "ALGOS",
+    "BACKENDS",
+    "ENV_BACKENDS",
+    "FLAG_GROUPS",
+    "LR_SCHEDULES",
+    "OPTIMIZERS",
+    "OTHER_GROUP",
+    "PPO_ONLY_SETTINGS",
+    "RAY_ONLY_SETTINGS",
+    "RAY_SAME_NODE",
+    "TARGETS",
+    "VTRACE_SETTINGS",
+    "WANDB_SETTINGS",
+    "Config",
+    "flag",
+    "parse_env_kwargs",
+    "parse_scalar",
+    "seed_check",
+]
 
 
 @dataclass
@@ -84,8 +66,11 @@ class Config:
     preset: str | None = flag(
         None,
         group="run",
-        help="per-env hyperparameters from a3c/spec/presets.toml: by default the preset named like --env, if there is "
-        "one; 'none' for the plain defaults. Flags given override the preset. config.json records the one applied",
+        help="a table of hyperparameters from a3c/spec/presets.toml, each for one objective (--algo): by default the "
+        "one named like --env for the run's objective (an ALE/ game: atari), else the plain defaults of the objective "
+        "for the env's action space (the tables discrete, continuous, discrete@ppo, continuous@ppo); 'none': those "
+        "plain defaults, even where --env has a table. NAME@ppo is NAME's table for --algo ppo. Flags given override "
+        "the table. config.json records the one applied",
     )
     workers: int | str = flag(
         "auto",
@@ -111,14 +96,20 @@ class Config:
         help="run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)",
         metavar="RUN_DIR",
     )
-    exp_name: str = flag("a3c", group="run", help="experiment name, used in the default run directory name")
+    exp_name: str | None = flag(
+        None,
+        group="run",
+        help="experiment name, used in the default run directory name (default: the objective, a3c or ppo)",
+        metavar="NAME",
+    )
     algo: str = flag(
         "a3c",
         group="algorithm",
         help="the workers' objective: a3c (one gradient of the actor-critic loss per rollout) or ppo (PPO's clipped "
         "surrogate against the policy that acted: --n-epochs over minibatches of --minibatch-size of the worker's "
         "rollout, each minibatch's gradient pushed to the shared optimizer and the weights pulled again before the "
-        "next; DPPO / APPO in spirit)",
+        "next; DPPO / APPO in spirit). Each has its own presets and plain defaults (--preset); the flags marked "
+        "'with --algo ppo' are refused under a3c",
         choices=ALGOS,
     )
     n_epochs: int = flag(4, group="algorithm", help="with --algo ppo: passes over each rollout")
@@ -136,8 +127,9 @@ class Config:
     clip_range_vf: float | None = flag(
         None,
         group="algorithm",
-        help="with --algo ppo: clip the value's change from the acting one to +-this in the value loss (as SB3's "
-        "clip_range_vf); default: no value clipping",
+        help="with --algo ppo: value clipping: the value loss takes, per sample, the larger of the squared error of "
+        "the value and that of the acting value plus the change clipped to +-CLIP (CleanRL's clip_vloss, PPO2's), "
+        "a pessimistic bound; SB3's clip_range_vf takes the clipped error alone. none: no value clipping",
         metavar="CLIP",
     )
     max_policy_lag: int = flag(
@@ -167,12 +159,39 @@ class Config:
         help="normalise each update's advantages to mean 0 and std 1 before the policy gradient (SB3's "
         "normalize_advantage); the value targets keep the raw ones",
     )
+    targets: str = flag(
+        "gae",
+        group="algorithm",
+        help="how the rollout's advantages and value targets are computed: gae (GAE with the truncation bootstrap) "
+        "or vtrace (V-trace, IMPALA's, with truncated importance weights against the current policy, for samples "
+        "the shared model has moved past); both objectives",
+        choices=TARGETS,
+    )
+    vtrace_rho_bar: float = flag(
+        1.0,
+        group="algorithm",
+        help="with --targets vtrace: the importance weights of the temporal differences are truncated at this "
+        "(rho-bar; IMPALA's 1.0)",
+    )
+    vtrace_c_bar: float = flag(
+        1.0,
+        group="algorithm",
+        help="with --targets vtrace: the importance weights of the traces are truncated at this (c-bar; IMPALA's 1.0)",
+    )
     max_grad_norm: float = flag(1.0, group="algorithm", help="clip each worker's gradient to this global L2 norm")
     optimizer: str = flag(
         "adam",
         group="algorithm",
         help="shared optimizer (rmsprop: PyTorch's; rmsprop-tf: TensorFlow's, as the A3C paper and SB3's A2C on Atari)",
         choices=OPTIMIZERS,
+    )
+    optimizer_eps: float | None = flag(
+        None,
+        group="algorithm",
+        help="the shared optimizer's eps, added to the root of its second moment (under it for rmsprop-tf); default: "
+        "the optimizer's own, Adam 1e-8, RMSprop 1e-5 (PPO's plain defaults take 1e-5 for Adam, as SB3 and CleanRL "
+        "do); none: the default",
+        metavar="EPS",
     )
     hidden_sizes: tuple[int, ...] = flag(
         factory=lambda: (64, 64), group="model", help="hidden layer sizes of the MLP torso(s)"
@@ -245,9 +264,11 @@ class Config:
     ray_address: str | None = flag(
         None,
         group="backend",
-        help="with --backend ray: the cluster to join (auto: the one `ray start` runs here; or HOST:PORT); "
+        help="with --backend ray: the cluster to join (auto: the one `ray start` runs here; or HOST:PORT; none: "
+        "unset); "
         "default: start a local Ray instance for this run",
         metavar="ADDR",
+        type=optional(str),
     )
     ray_node_ip: str = flag(
         "127.0.0.1",
@@ -299,7 +320,8 @@ class Config:
     stop_at: float | None = flag(
         None,
         group="run",
-        help="stop once the 100-episode mean return reaches RETURN (also for envs without a reward threshold)",
+        help="stop once the 100-episode mean return reaches RETURN (also for envs without a reward threshold); "
+        "none: no such stop (a resumed run's cleared)",
         metavar="RETURN",
     )
     checkpoint_every: int = flag(
@@ -318,7 +340,10 @@ class Config:
         help="step-N.pt files kept (the newest; latest.pt and best.pt are always kept); 0: only latest.pt",
     )
     tensorboard: int | None = flag(
-        None, group="logging", help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port)"
+        None,
+        group="logging",
+        help="serve the run with TensorBoard on 127.0.0.1 while training (no PORT: a free port; none: not served, "
+        "a resumed run's cleared)",
     )
     tb_episode_points_per_s: float = flag(
         1.0,
@@ -342,10 +367,18 @@ class Config:
     )
     wandb_project: str = flag("a3c", group="logging", help="with --track: the W&B project", metavar="NAME")
     wandb_entity: str | None = flag(
-        None, group="logging", help="with --track: the W&B entity (team or user; default: yours)", metavar="NAME"
+        None,
+        group="logging",
+        help="with --track: the W&B entity (team or user; default: yours; none: unset)",
+        metavar="NAME",
+        type=optional(str),
     )
     wandb_group: str | None = flag(
-        None, group="logging", help="with --track: the W&B group the run belongs to", metavar="NAME"
+        None,
+        group="logging",
+        help="with --track: the W&B group the run belongs to (none: unset)",
+        metavar="NAME",
+        type=optional(str),
     )
     resume: str | None = flag(
         None,
@@ -416,161 +449,7 @@ class Config:
         return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
 
     def validate(self) -> Config:
-        """Raise UserError naming the first out-of-range setting and its valid range; return self when all is well."""
-        checks: list[tuple[bool, str]] = [
-            (
-                self.workers == "auto" or (isinstance(self.workers, int) and self.workers >= 1),
-                f"--workers must be at least 1 (got {self.workers}), or auto",
-            ),
-            (self.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {self.envs_per_worker})"),
-            (self.total_steps >= 1, f"--total-steps must be at least 1 (got {self.total_steps})"),
-            seed_check(self.seed),
-            (self.n_steps >= 1, f"--n-steps must be at least 1 (got {self.n_steps})"),
-            (0.0 < self.gamma <= 1.0, f"--gamma must be in (0, 1] (got {self.gamma})"),
-            (0.0 <= self.gae_lambda <= 1.0, f"--gae-lambda must be in [0, 1] (got {self.gae_lambda})"),
-            (math.isfinite(self.lr) and self.lr > 0.0, f"--lr must be a positive number (got {self.lr})"),
-            (math.isfinite(self.ent_coef) and self.ent_coef >= 0.0, f"--ent-coef must be >= 0 (got {self.ent_coef})"),
-            (math.isfinite(self.vf_coef) and self.vf_coef >= 0.0, f"--vf-coef must be >= 0 (got {self.vf_coef})"),
-            (self.max_grad_norm > 0.0, f"--max-grad-norm must be > 0 (got {self.max_grad_norm})"),
-            (self.algo in ALGOS, f"--algo must be one of {', '.join(ALGOS)} (got {self.algo!r})"),
-            (self.n_epochs >= 1, f"--n-epochs must be at least 1 (got {self.n_epochs})"),
-            (self.minibatch_size >= 1, f"--minibatch-size must be at least 1 (got {self.minibatch_size})"),
-            (
-                math.isfinite(self.clip_range) and self.clip_range > 0.0,
-                f"--clip-range must be a positive number (got {self.clip_range})",
-            ),
-            (
-                self.clip_range_vf is None or (math.isfinite(self.clip_range_vf) and self.clip_range_vf > 0.0),
-                f"--clip-range-vf must be a positive number, or left out for no value clipping (got "
-                f"{self.clip_range_vf})",
-            ),
-            (self.max_policy_lag >= 0, f"--max-policy-lag must be >= 0 (0: no limit; got {self.max_policy_lag})"),
-            (
-                self.algo != "ppo" or self.lstm > 0 or self.minibatch_size <= self.n_steps * self.envs_per_worker,
-                f"--minibatch-size {self.minibatch_size} is more than a worker's rollout (--n-steps {self.n_steps} x "
-                f"--envs-per-worker {self.envs_per_worker} = {self.n_steps * self.envs_per_worker} samples) with "
-                "--algo ppo; give a longer --n-steps or a smaller --minibatch-size",
-            ),
-            (
-                self.lr_schedule in LR_SCHEDULES,
-                f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})",
-            ),
-            (
-                math.isfinite(self.clip_obs) and self.clip_obs > 0.0,
-                f"--clip-obs must be a positive number (got {self.clip_obs})",
-            ),
-            (
-                math.isfinite(self.clip_reward) and self.clip_reward > 0.0,
-                f"--clip-reward must be a positive number (got {self.clip_reward})",
-            ),
-            (
-                len(self.hidden_sizes) >= 1 and all(h >= 1 for h in self.hidden_sizes),
-                f"--hidden-sizes must be one or more positive integers (got {list(self.hidden_sizes)})",
-            ),
-            (self.lstm >= 0, f"--lstm takes a size >= 1, or 0 for none (got {self.lstm})"),
-            (math.isfinite(self.log_std_init), f"--log-std-init must be a finite number (got {self.log_std_init})"),
-            (
-                self.stop_at is None or math.isfinite(self.stop_at),
-                f"--stop-at must be a finite return (got {self.stop_at})",
-            ),
-            (self.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {self.checkpoint_every})"),
-            (self.eval_every >= 0, f"--eval-every must be >= 0 (0: no evaluation; got {self.eval_every})"),
-            (self.eval_episodes >= 0, f"--eval-episodes must be >= 0 (0: no evaluation; got {self.eval_episodes})"),
-            (
-                math.isfinite(self.checkpoint_every_s) and self.checkpoint_every_s >= 0.0,
-                f"--checkpoint-every-s must be a number of seconds >= 0 (got {self.checkpoint_every_s})",
-            ),
-            (self.keep_checkpoints >= 0, f"--keep-checkpoints must be >= 0 (got {self.keep_checkpoints})"),
-            (
-                math.isfinite(self.tb_episode_points_per_s) and self.tb_episode_points_per_s >= 0.0,
-                f"--tb-episode-points-per-s must be a number >= 0 (got {self.tb_episode_points_per_s})",
-            ),
-            (
-                self.tensorboard is None or 0 <= self.tensorboard <= 65535,
-                f"--tensorboard takes a port in 0..65535 (got {self.tensorboard})",
-            ),
-            (
-                math.isfinite(self.worker_timeout) and self.worker_timeout > 0.0,
-                f"--worker-timeout must be a positive number of seconds (got {self.worker_timeout})",
-            ),
-            (self.max_restarts >= 0, f"--max-restarts must be >= 0 (got {self.max_restarts})"),
-            (self.max_skipped_in_row >= 1, f"--max-skipped-in-row must be at least 1 (got {self.max_skipped_in_row})"),
-            (
-                self.optimizer in OPTIMIZERS,
-                f"--optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})",
-            ),
-            (
-                self.backend in BACKENDS,
-                f"--backend must be one of {', '.join(BACKENDS)} (got {self.backend!r})",
-            ),
-            (self.push_every >= 1, f"--push-every must be at least 1 (got {self.push_every})"),
-            (
-                self.env_backend in ENV_BACKENDS,
-                f"--env-backend must be one of {', '.join(ENV_BACKENDS)} (got {self.env_backend!r})",
-            ),
-            (
-                self.env_backend != "ale-vector" or self.env.split(":")[-1].startswith("ALE/"),
-                f"--env-backend ale-vector steps ALE games (ALE/Name-v5 ids), not {self.env}; drop it",
-            ),
-            (
-                self.push_every == 1 or self.backend == "ray",
-                f"--push-every {self.push_every} is for --backend ray (shared-memory and serial workers apply every "
-                "update at once); drop it or add --backend ray",
-            ),
-            (
-                self.ray_same_node in RAY_SAME_NODE,
-                f"--ray-same-node must be one of {', '.join(RAY_SAME_NODE)} (got {self.ray_same_node!r})",
-            ),
-            (
-                self.ray_same_node == "shared-memory" or self.backend == "ray",
-                f"--ray-same-node {self.ray_same_node} is for --backend ray; drop it or add --backend ray",
-            ),
-            (
-                math.isfinite(self.ray_cpus_per_worker) and self.ray_cpus_per_worker >= 0.0,
-                f"--ray-cpus-per-worker must be a number >= 0 (got {self.ray_cpus_per_worker})",
-            ),
-            *(
-                (
-                    self.track or getattr(self, name) == getattr(Config, name),
-                    f"--{name.replace('_', '-')} is for --track; add --track, or drop it",
-                )
-                for name in WANDB_SETTINGS
-            ),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(message)
-        methods = multiprocessing.get_all_start_methods()
-        if self.start_method is not None and self.start_method not in methods:
-            raise UserError(
-                f"--start-method {self.start_method} is not available here; use one of {', '.join(methods)}"
-            )
+        """Raise UserError naming the first out-of-range setting and its valid range, or a setting given where it
+        does nothing (a3c/spec/validation.py); return self when all is well."""
+        validation.check(self)
         return self
-
-
-def parse_scalar(text: str) -> Any:
-    """'3' -> 3, '0.5' -> 0.5, 'true'/'false' -> bool, 'none' -> None, anything else stays a string."""
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    if lowered in ("none", "null"):
-        return None
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text
-
-
-def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
-    """Parse ``key=value`` strings into typed keyword arguments for gymnasium.make."""
-    kwargs: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.isidentifier():
-            raise UserError(
-                f"--env-kwargs takes key=value pairs with a Python name as key (got {item!r}); e.g. latency=0.01"
-            )
-        kwargs[key] = parse_scalar(value)
-    return kwargs

@@ -1,58 +1,22 @@
-"""A worker's K environments stepped as one: the ``EnvBatch`` interface the rollout loop calls once a step, and its
-plain backend, ``GymEnvBatch`` (K envs made by ``make_env``, stepped in turn: the reference, for every env).
-
-A step takes the K envs' actions and returns ``BatchStep``: the K observations after it (a new episode's first where
-one ended: every env is reset as its episode ends, within the step), the env's own rewards (float64: returns are
-reported unscaled and unclipped), the terminated and truncated flags as the env gave them, and ``ended``, one
-``Ended`` per env whose learner episode ended at this step, with the episode's last observation (the bootstrap of a
-truncation) and whether the end was a lost life only (``LIFE_LOST``: Atari's game goes on, the observation too).
-
-``--env-backend ale-vector`` steps an Atari game's K envs in ale-py's C++ vector env instead
-(a3c.spec.atari_vector); ``make_env_batch`` picks the backend. Nothing else in a worker knows which one it has.
+"""A worker's K environments: the plain backend, ``GymEnvBatch`` (K envs made by ``make_env``, stepped in turn: the
+reference, for every env), and the registry of env backends that ``make_env_batch`` picks one from by
+``--env-backend`` (``ENV_BACKEND_MAKERS``: gymnasium, and ale-vector, ale-py's C++ vector env for an Atari game's K
+envs, a3c/spec/atari_vector.py). The interface they share, ``EnvBatch``, is a3c/spec/batch.py's; nothing else in a
+worker knows which backend it has. A new backend is a class of that interface and one entry here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from a3c.spec.atari_vector import AtariVectorBatch
+from a3c.spec.batch import BatchStep, Ended, EnvBatch
 from a3c.spec.environment import LIFE_LOST, make_env
 
-
-class Ended(NamedTuple):
-    """An env whose learner episode ended at a step: its index in the batch, the episode's last observation, and
-    whether the end was a lost life (the game, and the episode the worker reports, go on)."""
-
-    env: int
-    final_obs: Any
-    life_lost: bool
-
-
-class BatchStep(NamedTuple):
-    """What one step of K envs returns (the module docstring). ``terminated`` and ``truncated`` are read only where
-    ``ended`` is not empty (a list of bools or a bool array: whichever the backend has at hand)."""
-
-    obs: Any  # [K, *obs_shape]: a list of K arrays, or one array
-    rewards: np.ndarray  # [K] float64, the env's own
-    terminated: Sequence[bool] | np.ndarray  # [K]
-    truncated: Sequence[bool] | np.ndarray  # [K]
-    ended: list[Ended]
-
-
-class EnvBatch(Protocol):
-    """K envs as one (the module docstring)."""
-
-    num_envs: int
-
-    def reset(self, seeds: Sequence[int], action_seeds: Sequence[int]) -> Any:
-        """Reset env k with ``seeds[k]`` (its action space's sampler with ``action_seeds[k]``); the K observations."""
-        ...
-
-    def step(self, actions: Sequence[Any]) -> BatchStep: ...
-
-    def close(self) -> None: ...
+__all__ = ["ENV_BACKEND_MAKERS", "BatchStep", "Ended", "EnvBatch", "GymEnvBatch", "make_env_batch"]
 
 
 class GymEnvBatch:
@@ -92,11 +56,15 @@ class GymEnvBatch:
         self.envs = []
 
 
-def make_env_batch(env_id: str, env_kwargs: dict[str, Any] | None, num_envs: int, backend: str) -> EnvBatch:
-    """The K envs of a worker on ``backend`` (one of a3c.spec.config's ``ENV_BACKENDS``; Config.validate has
-    checked that ale-vector is given an ALE id)."""
-    if backend == "ale-vector":
-        from a3c.spec.atari_vector import AtariVectorBatch
+# --env-backend NAME -> the class that makes a worker's K envs from (env id, env kwargs, K); its keys are
+# a3c.spec.flags.ENV_BACKENDS (checked by a test)
+ENV_BACKEND_MAKERS: dict[str, Callable[[str, dict[str, Any] | None, int], EnvBatch]] = {
+    "gymnasium": GymEnvBatch,
+    "ale-vector": AtariVectorBatch,  # (ale-py is imported when one is made, not here)
+}
 
-        return AtariVectorBatch(env_id, env_kwargs, num_envs)
-    return GymEnvBatch(env_id, env_kwargs, num_envs)
+
+def make_env_batch(env_id: str, env_kwargs: dict[str, Any] | None, num_envs: int, backend: str) -> EnvBatch:
+    """The K envs of a worker on ``backend`` (a key of ``ENV_BACKEND_MAKERS``; Config.validate has checked that
+    ale-vector is given an ALE id)."""
+    return ENV_BACKEND_MAKERS[backend](env_id, env_kwargs, num_envs)

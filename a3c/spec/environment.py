@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
+import envs  # noqa: F401  (this project's envs: importing the package registers the `envs/` ids)
 from a3c.spec.atari import AtariFrames, atari_kwargs
 from a3c.spec.errors import UserError, install_extra
 
@@ -33,8 +37,10 @@ FLATTENED_LEAVES: tuple[type[gym.Space], ...] = (
 )
 
 
-def _register_project_envs() -> None:
-    importlib.import_module("envs")  # registers the `envs/` namespace on import
+def action_family(space: gym.Space) -> str:
+    """The action-space family whose plain defaults a run without a preset takes (a3c/spec/presets.toml's family
+    tables): ``continuous`` for Box actions (a Gaussian policy), ``discrete`` for Discrete and MultiDiscrete ones."""
+    return "continuous" if isinstance(space, gym.spaces.Box) else "discrete"
 
 
 def is_image(space: gym.spaces.Box) -> bool:
@@ -169,12 +175,36 @@ def _bound(values: np.ndarray) -> Any:
 
 
 def _close_ids(env_id: str) -> str:
+    here = _registered_here(env_id)
+    if here:  # the id of a user's module, typed without its module: the module:Id form imports it
+        return f"; did you mean {', '.join(here)}? (the module:Id form imports the module, which registers the id)"
     ids = [str(k) for k in gym.registry.keys()]
     close = difflib.get_close_matches(env_id, ids, n=3, cutoff=0.5)
     if not close:
         lowered = env_id.lower()
         close = [i for i in ids if lowered.split("/")[-1].split("-")[0] in i.lower()][:3]
     return f"; did you mean {', '.join(close)}?" if close else "; see gymnasium.pprint_registry() for the ids"
+
+
+MAX_SOURCE_BYTES = 1_000_000  # a Python file of the current directory larger than this is not searched for an id
+
+
+def _registered_here(env_id: str) -> list[str]:
+    """``module:ID`` for each Python file of the current directory that names ``env_id`` in quotes (as its
+    ``gymnasium.register`` call does): where a user's env id was typed without the module that registers it."""
+    if ":" in env_id or "/" in env_id:
+        return []
+    found = []
+    for path in sorted(Path.cwd().glob("*.py"))[:200]:
+        try:
+            if path.stat().st_size > MAX_SOURCE_BYTES:
+                continue
+            text = path.read_text(errors="ignore")
+        except OSError:
+            continue
+        if f'"{env_id}"' in text or f"'{env_id}'" in text:
+            found.append(f"{path.stem}:{env_id}")
+    return found
 
 
 LIFE_LOST = "a3c_life_lost"  # info key: a terminal that is a lost life, not the end of the game (training only)
@@ -185,19 +215,27 @@ def is_atari(env_id: str) -> bool:
 
 
 def env_module(env_id: str) -> str | None:
-    """The module a ``module:Name-v0`` id names (gymnasium.make imports it, running its code); None for other ids."""
-    return env_id.split(":", 1)[0] if ":" in env_id else None
+    """The module a ``module:Name-v0`` id names (gymnasium.make imports it, running its code), or the file a
+    ``path/to/file.py:Name-v0`` id names; None for other ids."""
+    return env_id.rpartition(":")[0] if ":" in env_id else None
 
 
-def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bool = True) -> gym.Env:
-    """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs).
-    ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
-    ``atari_wrappers``); Dict/Tuple observations are flattened."""
-    _register_project_envs()
-    user_kwargs = dict(env_kwargs or {})
-    kwargs = atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
-    module = env_module(env_id)
-    if module is not None:
+def _is_file(module: str) -> bool:
+    """Whether the module part of an env id is a path to a Python file (``./my_env.py``), not a module name."""
+    return module.endswith(".py") or "/" in module or "\\" in module
+
+
+FORMS = (
+    "give --env path/to/file.py:Name-v0 (a Python file that registers the id) or module:Name-v0 with the module on "
+    "sys.path (PYTHONPATH)"
+)
+
+
+def import_env_module(module: str) -> None:
+    """Import the module of a ``module:Name-v0`` id, or run the file of a ``file.py:Name-v0`` id as the module named
+    like the file (once a process: its ``gymnasium.register`` call then registers the id, and an entry point it
+    names as ``f"{__name__}:Class"`` imports it back); UserError for one that is missing or fails."""
+    if not _is_file(module):
         try:
             importlib.import_module(module)
         except ImportError as err:
@@ -208,12 +246,44 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
             raise UserError(
                 f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
             ) from None
+        return
+    path = Path(module).expanduser()
+    if not path.is_file():
+        raise UserError(f"env file {module}: no such file; {FORMS}")
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) == str(path.resolve()):
+        return  # (run once: a second run would register its ids again)
+    spec = importlib.util.spec_from_file_location(name, path.resolve())
+    if spec is None or spec.loader is None or not name.isidentifier():
+        raise UserError(f"env file {module} is not a Python module (file name: a Python name, .py); {FORMS}")
+    new = importlib.util.module_from_spec(spec)
+    sys.modules[name] = new
     try:
-        env = gym.make(env_id, **kwargs)
+        spec.loader.exec_module(new)
+    except Exception as err:  # the user's file itself fails (SyntaxError, an error at import time)
+        del sys.modules[name]
+        raise UserError(f"env file {module} fails on import ({type(err).__name__}: {err}); fix the file") from None
+
+
+def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bool = True) -> gym.Env:
+    """gymnasium.make with user errors turned into UserError (unknown id, module that does not import, bad kwargs).
+    ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
+    ``atari_wrappers``); Dict/Tuple observations are flattened."""
+    user_kwargs = dict(env_kwargs or {})
+    kwargs = atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
+    module = env_module(env_id)
+    make_id = env_id
+    if module is not None:
+        import_env_module(module)
+        if _is_file(module):  # (gymnasium would take the path for a module name: the id alone, registered now)
+            make_id = env_id.rpartition(":")[2]
+    try:
+        env = gym.make(make_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
         raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
     except gym.error.DependencyNotInstalled as err:
-        needs = _env_extra(env_id)
+        needs = _env_extra(make_id)
         if needs is None:
             raise UserError(f"cannot make env {env_id!r}: {err}") from None
         library, extra = needs
@@ -227,7 +297,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     except (TypeError, ValueError) as err:
         # gymnasium.make and the env's constructor raise these for a kwarg of the wrong name, type or range
         # (max_episode_steps="abc" or 0); anything the env raises without the user's kwargs is a bug, and raises
-        rejected = _rejected_kwargs(env_id, {k: v for k, v in kwargs.items() if k not in user_kwargs}, user_kwargs)
+        rejected = _rejected_kwargs(make_id, {k: v for k, v in kwargs.items() if k not in user_kwargs}, user_kwargs)
         if rejected is None:
             raise
         raise UserError(

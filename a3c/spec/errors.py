@@ -5,17 +5,52 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib.metadata
+import re
 import sys
 import typing
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 EXIT_USAGE = 2
 
 
+def installed_from_clone() -> bool:
+    """Whether this a3c runs from a clone of its repository (an editable install, or the source tree on the path):
+    its pyproject.toml beside the package. False for an installed wheel (site-packages holds no pyproject.toml)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        return 'name = "a3c"' in (root / "pyproject.toml").read_text()
+    except OSError:
+        return False
+
+
 def install_extra(extra: str) -> str:
-    """How to install one of the project's extras (pyproject.toml), spelled one way everywhere: from the clone
-    (a3c is not on PyPI)."""
-    return f'pip install -e ".[{extra}]" in the a3c clone'
+    """How to install one of the project's extras (pyproject.toml), in the form that fits how a3c was installed:
+    from a clone, the extra itself (``pip install -e ".[box2d]"``); from a wheel, what the extra holds, read from
+    the installed a3c's metadata (``pip install "gymnasium[box2d]"``: a3c is not on PyPI, so ``a3c[box2d]`` would not
+    resolve), or ``a3c[extra]`` where the metadata cannot be read."""
+    if installed_from_clone():
+        return f'pip install -e ".[{extra}]" in the a3c clone'
+    needs = _extra_requirements(extra)
+    if not needs:
+        return f'pip install "a3c[{extra}]"'
+    return "pip install " + " ".join(f'"{need}"' for need in needs) + f" (a3c's extra {extra})"
+
+
+def _extra_requirements(extra: str) -> list[str]:
+    """The requirements a3c's extra ``extra`` names in the installed distribution's metadata, e.g.
+    ['gymnasium[box2d]']; [] where a3c's metadata cannot be read."""
+    try:
+        requires = importlib.metadata.requires("a3c") or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    needs = []
+    for line in requires:
+        requirement, _, marker = line.partition(";")
+        if re.search(rf"""extra\s*==\s*["']{re.escape(extra)}["']""", marker):
+            needs.append(requirement.strip().replace(" ", ""))
+    return needs
 
 
 class UserError(ValueError):

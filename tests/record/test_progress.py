@@ -21,7 +21,7 @@ def test_the_bar_stops_at_total_steps_and_closes_with_the_sessions_steps_per_s()
     frames = _frames(out)
     assert bar.bar.n == 30_000
     assert all("/30.0k" in f for f in frames), frames  # every frame is the bar with its total: none without it
-    assert "sps=3,681" in frames[-1] and "ret100=214.0" in frames[-1], frames[-1]
+    assert "3,681 steps/s (the session's mean)" in frames[-1] and "ret100=214.0" in frames[-1], frames[-1]
 
 
 def test_a_resumed_bar_starts_where_the_run_is():
@@ -32,3 +32,19 @@ def test_a_resumed_bar_starts_where_the_run_is():
     assert bar.bar.n == 800
     bar.close()
     assert "ret100=-" in _frames(out)[-1]
+
+
+def test_the_bar_shows_one_rate_and_says_which():
+    """Before: tqdm's own rate and the postfix's beside it (``25.3kstep/s`` and ``sps=13,964``)."""
+    out = io.StringIO()
+    bar = ProgressBar(30_000, initial=0, file=out)
+    bar.update(15_000, 20.0)
+    assert bar.bar.postfix.endswith(" steps/s now, ret100=20.0"), bar.bar.postfix
+    bar.bar.refresh()
+    bar.close(steps_per_s=3_681.4)
+    frames = _frames(out)
+    assert any(" steps/s now" in f for f in frames), frames
+    for frame in frames:
+        assert re.search(r"\dstep/s|\?step/s", frame) is None, frame  # (tqdm's own rate: "25.3kstep/s", "?step/s")
+        assert frame.count("steps/s") <= 1, frame
+    assert "3,681 steps/s (the session's mean)" in frames[-1], frames[-1]

@@ -246,3 +246,22 @@ def test_episodes_csv_rows_are_compact_and_keep_what_the_worker_had(tmp_path):
     assert float(parsed["return"]) == ret and parsed["length"] == "1" and parsed["global_step"] == "41824"
     assert np.float32(float(parsed["loss"])) == np.float32(loss) and parsed["value_loss"] == "nan"
     assert parsed["wall_time"] == "23.919" and len(row) <= 80, row  # 120 before
+
+
+def test_the_default_run_directory_is_named_by_the_objective():
+    """Before: a PPO run went to runs/CartPole-v1__a3c__1__T (the experiment name's default was "a3c")."""
+    from a3c.record.run_dir import default_run_dir
+
+    assert default_run_dir(Config(algo="ppo", env="ALE/Pong-v5"), now=17).name == "ALE_Pong-v5__ppo__1__17"
+    assert default_run_dir(Config(env="CartPole-v1"), now=17).name == "CartPole-v1__a3c__1__17"
+    assert default_run_dir(Config(algo="ppo", exp_name="mine"), now=17).name == "CartPole-v1__mine__1__17"
+
+
+def test_a_budget_passed_says_why_the_run_went_past_it():
+    """Before: "reached --total-steps 212,992" for a requested 200,000."""
+    line = final_line({**BASE, "stop_reason": "total_steps", "total_steps": 212_992}, "r", budget=200_000)
+    assert line.startswith(
+        "a3c: reached --total-steps 200,000 (at 212,992: each worker ends the rollout and update it is in); "
+    )
+    exact = final_line({**BASE, "stop_reason": "total_steps", "total_steps": 200_000}, "r", budget=200_000)
+    assert exact.startswith("a3c: reached --total-steps 200,000; ")

@@ -58,7 +58,7 @@ def test_a3c_train_applies_the_envs_preset_as_the_command_line_does():
     given = resolve_settings(*api_settings(Config(env="envs/Memory-v0", n_steps=7), lstm=16)).config
     assert (given.lstm, given.hidden_sizes, given.n_steps) == (16, (64,), 7)  # what is given beats the preset
     plain = resolve_settings(*api_settings(env="envs/Memory-v0", preset="none")).config
-    assert (plain.preset, plain.lstm, plain.n_steps) == (None, 0, Config().n_steps)
+    assert (plain.preset, plain.lstm, plain.n_steps) == ("discrete", 0, Config().n_steps)  # A3C's plain defaults
 
 
 def test_a3c_train_refuses_what_is_not_a_setting():
@@ -102,7 +102,7 @@ def test_a_resume_reads_its_checkpoint_once_and_runs_the_checks_once(tmp_path, m
         "load_checkpoint",
         lambda path, real=resume_module.load_checkpoint: loads.append(path) or real(path),
     )
-    monkeypatch.setattr(resolve, "preflight", lambda config, real=resolve.preflight: checks.append(1) or real(config))
+    monkeypatch.setattr(resolve, "preflight", lambda *a, real=resolve.preflight: checks.append(1) or real(*a))
     monkeypatch.setattr(
         resolve, "check_resume_fits", lambda *a, real=resolve.check_resume_fits: compat.append(1) or real(*a)
     )
@@ -149,3 +149,21 @@ def test_only_envs_of_known_packages_are_preloaded(tmp_path, monkeypatch):
     assert resolve._env_module_to_preload("MyPreloadEnv-v0") == []
     assert resolve._env_module_to_preload("envs/Catch-v0") == ["envs.catch"]
     assert resolve._env_module_to_preload("NotRegistered-v0") == []
+
+
+def test_a_ppo_run_resumed_under_a3c_leaves_ppos_settings_and_a_typed_ppo_flag_is_refused(tmp_path):
+    """A resumed run inherits its checkpoint's settings: PPO's (from its plain defaults, away from the flags'
+    defaults) go back to the defaults when it goes on under --algo a3c, unless given again, which is refused."""
+    from procs import train_cmd
+
+    run = tmp_path / "run"
+    ppo = ["--algo", "ppo", "--n-steps", "64", "--total-steps", "300", "--workers", "1"]
+    done = subprocess.run(train_cmd(run, "--env", "envs/Classify-v0", *ppo), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    config, _, _ = parse_cli(["--resume", str(run), "--total-steps", "600"])
+    assert config.algo == "ppo" and config.clip_range_vf == 0.2 and config.minibatch_size == 128
+    config, sources, _ = parse_cli(["--resume", str(run), "--total-steps", "600", "--algo", "a3c"])
+    assert config.algo == "a3c" and (config.clip_range_vf, config.minibatch_size) == (None, Config().minibatch_size)
+    assert config.lr == 2.5e-4 and sources["lr"] == "checkpoint"  # (the rest stays the checkpoint's)
+    with pytest.raises(UserError, match="--n-epochs 4 is for --algo ppo"):
+        parse_cli(["--resume", str(run), "--total-steps", "600", "--algo", "a3c", "--n-epochs", "4"])

@@ -41,3 +41,15 @@ def test_make_env_batch_gives_the_gymnasium_backend_for_any_env():
     batch = make_env_batch("CartPole-v1", None, 2, "gymnasium")
     assert isinstance(batch, GymEnvBatch) and batch.num_envs == len(batch.envs) == 2
     batch.close()
+
+
+def test_every_env_backend_flag_has_a_maker_and_no_other():
+    """--env-backend's choices (a3c.spec.flags.ENV_BACKENDS) are the registry's keys: a backend is a class of the
+    EnvBatch interface (a3c/spec/batch.py) and one entry in ENV_BACKEND_MAKERS."""
+    from a3c.spec.env_batch import ENV_BACKEND_MAKERS
+    from a3c.spec.flags import ENV_BACKENDS
+
+    assert tuple(ENV_BACKEND_MAKERS) == ENV_BACKENDS
+    batch = make_env_batch("CartPole-v1", {}, 2, "gymnasium")
+    assert isinstance(batch, GymEnvBatch) and batch.num_envs == 2
+    batch.close()

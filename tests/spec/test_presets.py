@@ -10,16 +10,10 @@ import pytest
 from procs import train_cmd
 
 from a3c.spec.config import Config
+from a3c.spec.config_text import format_config
 from a3c.spec.errors import UserError
-from a3c.spec.presets import (
-    ATARI_PRESET,
-    PRESETS_FILE,
-    format_config,
-    load_presets,
-    preset_name,
-    resolve_config,
-    tomllib,
-)
+from a3c.spec.preset_choice import CPU, choose_table, resolve_config
+from a3c.spec.presets import ATARI_PRESET, FAMILIES, PRESETS_FILE, load_presets, table_base, tomllib
 from a3c.train import build_parser, parse_cli, parse_config
 
 
@@ -30,8 +24,9 @@ def test_every_shipped_preset_is_a_known_env_with_valid_settings():
     assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "envs/Memory-v0"} <= set(presets)
     extended = {table["extends"] for table in tomllib.loads(PRESETS_FILE.read_text()).values() if "extends" in table}
     assert extended == {"mujoco"}
+    families = {ATARI_PRESET, *extended, *FAMILIES}  # tables named for a family of ids, not for one id
     for name, settings in presets.items():
-        if name != ATARI_PRESET and name not in extended:  # presets named for a family of ids, not for one id
+        if table_base(name) not in families:
             gym.spec(name)  # a registered id (LunarLander needs box2d only to be made, not to be looked up)
         assert settings, f"preset {name} sets nothing"
         Config(**settings).validate()
@@ -41,7 +36,8 @@ def test_the_atari_preset_applies_to_every_ale_id_and_a_flag_still_wins():
     config, sources, _ = parse_cli(["--env", "ALE/Breakout-v5", "--lr", "1e-4"])
     assert config.preset == ATARI_PRESET and config.optimizer == "rmsprop" and sources["optimizer"] == "preset"
     assert config.lr == 1e-4 and sources["lr"] == "flag"
-    assert preset_name("CartPole-v1", None) == "CartPole-v1" and preset_name("ALE/Pong-v5", "none") is None
+    assert choose_table("CartPole-v1", None, None, None, lambda: "discrete").name == "CartPole-v1"
+    assert choose_table("ALE/Pong-v5", "none", None, None, lambda: "discrete").name == "discrete"
 
 
 def test_preset_applies_when_env_matches():
@@ -65,15 +61,16 @@ def test_a_flag_given_beats_the_preset_even_when_it_equals_the_default():
 
 
 def test_env_without_preset_and_preset_none_get_the_defaults():
+    """A3C's plain defaults (the tables discrete and continuous) are the flags' defaults."""
     defaults = Config(workers=2).to_dict()
     for argv in (["--env", "envs/Classify-v0"], ["--env", "Acrobot-v1", "--preset", "none"]):
         config, sources, _ = parse_cli([*argv, "--workers", "2"])
-        assert config.preset is None
+        assert config.preset == "discrete"
         got = config.to_dict()
         assert {k: v for k, v in got.items() if k not in ("env", "preset")} == {
             k: v for k, v in defaults.items() if k not in ("env", "preset")
         }
-        assert "preset" not in sources.values()
+        assert {name for name, source in sources.items() if source == "preset"} <= {"algo", "preset"}
 
 
 def test_preset_named_explicitly_applies_to_another_env():
@@ -176,12 +173,20 @@ def test_show_config_prints_sources_and_exits_without_training(tmp_path):
     assert not (tmp_path / "runs").exists()  # nothing trained, no run directory
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["bf16-cpu", "no-bf16-cpu"])
 @pytest.mark.parametrize("env", ["CartPole-v1", "Acrobot-v1", "Pendulum-v1", "ALE/Pong-v5"])
-def test_show_config_prints_flags_that_give_the_same_config_typed_back(env):
+def test_show_config_prints_flags_that_give_the_same_config_typed_back(env, native, monkeypatch):
     """--show-config's lines are a command line (switches as --x / --no-x, unset settings commented out): typed back,
-    they resolve to the same settings. Before: "--ortho-init true" (no such flag), "--start-method -"."""
+    they resolve to the same settings, on a CPU with bfloat16 instructions and on one without (the atari preset's
+    --bf16 holds only on the first). Before: "--ortho-init true" (no such flag), "--start-method -"; and on a CPU
+    without bfloat16 "--no-bf16    preset, off: this CPU has no bfloat16 instructions" (not a command line)."""
+    from a3c.spec import cpu
+
     pytest.importorskip("ale_py") if env.startswith("ALE/") else None
+    monkeypatch.setattr(cpu, "native_bf16", lambda: native)
     config, sources, _ = parse_cli(["--env", env])
+    if env.startswith("ALE/"):
+        assert config.bf16 is native
     argv = []
     for line in format_config(config, sources).splitlines():
         if not line.startswith("#"):
@@ -191,9 +196,9 @@ def test_show_config_prints_flags_that_give_the_same_config_typed_back(env):
 
 
 def test_the_preset_line_and_show_config_name_the_objective():
-    line, _ = _lines(["--env", "CartPole-v1", "--algo", "ppo", "--n-steps", "32"])
-    assert line.startswith("a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective ppo, sets")
-    config, sources, _ = parse_cli(["--env", "Acrobot-v1", "--algo", "ppo", "--n-steps", "16"])
+    line, _ = _lines(["--env", "CartPole-v1", "--algo", "a3c", "--n-steps", "32"])
+    assert line.startswith("a3c: preset CartPole-v1 (a3c/spec/presets.toml), objective a3c, sets")
+    config, sources, _ = parse_cli(["--env", "Acrobot-v1", "--algo", "ppo", "--n-steps", "32"])
     shown = format_config(config, sources)
     assert "# objective: PPO's clipped surrogate" in shown and "(--algo ppo, flag)" in shown
 
@@ -281,7 +286,7 @@ def test_a_resume_refuses_a_preset_file(tmp_path):
 
 # -- issue 27: a preset is never applied silently ---------------------------------------------------------------------
 def _lines(argv):
-    from a3c.spec.presets import preset_line, short_run_warning
+    from a3c.spec.config_text import preset_line, short_run_warning
 
     config, sources, _ = parse_cli(argv)
     return preset_line(config, sources), short_run_warning(config, sources)
@@ -298,7 +303,9 @@ def test_the_preset_line_names_the_preset_what_it_set_and_that_flags_win():
     assert line.endswith(
         "sets --total-steps 500000 --normalize-obs; the flags given win: --no-normalize-reward --ent-coef 0.01"
     )
-    assert _lines(["--env", "CartPole-v1", "--preset", "none"]) == (None, None)
+    line, warning = _lines(["--env", "CartPole-v1", "--preset", "none"])
+    assert line.startswith("a3c: --preset none: the plain defaults for a discrete action space, objective a3c")
+    assert warning is None
     assert _lines(["--env", "Acrobot-v1", "--total-steps", "1000"])[1] is None  # no schedule in that preset
 
 
@@ -349,20 +356,22 @@ def test_the_preset_line_and_its_warning_read_the_preset_file_the_run_uses(tmp_p
 
 @pytest.mark.parametrize("native", [True, False])
 def test_a_presets_bf16_holds_only_on_a_cpu_with_bfloat16_instructions(tmp_path, monkeypatch, native):
-    from a3c.spec import presets
+    from a3c.spec import config_text, cpu
 
-    monkeypatch.setattr(presets, "native_bf16", lambda: native)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: native)
     path = tmp_path / "p.toml"
     path.write_text('["ALE/Pong-v5"]\nbf16 = true\nn-steps = 20\n')
     config, sources, _ = parse_cli(["--env", "ALE/Pong-v5", "--preset-file", str(path)])
     assert config.bf16 is native and config.n_steps == 20
-    line = presets.preset_line(config, sources)
+    line = config_text.preset_line(config, sources)
     if native:
         assert sources["bf16"] == "preset" and "--bf16" in line and "bfloat16" not in line
     else:
-        assert sources["bf16"] == presets.CPU and "--bf16" not in line.split(";")[0]
+        assert sources["bf16"] == CPU and "--bf16" not in line.split(";")[0]
         assert "not its --bf16: this CPU has no bfloat16 instructions (float32 is faster here)" in line
-        assert presets.CPU in presets.format_config(config, sources)
+        shown = config_text.format_config(config, sources)
+        assert any(row.split() == ["--no-bf16", CPU] for row in shown.splitlines()), shown
+        assert "# --no-bf16: preset ALE/Pong-v5 sets --bf16; off here: this CPU has no bfloat16 instructions" in shown
     # a --bf16 typed is the user's, on any CPU
     typed, typed_sources, _ = parse_cli(["--env", "ALE/Pong-v5", "--preset-file", str(path), "--bf16"])
     assert typed.bf16 and typed_sources["bf16"] == "flag"

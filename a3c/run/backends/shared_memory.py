@@ -60,7 +60,7 @@ def create_shared_run(spec: EnvSpec, config: Config) -> tuple[SharedRun, torch.n
     params, _ = flatten_parameters(model, shared=True)
     run = SharedRun(
         params,
-        make_optimizer(config.optimizer, params, config.lr, slots=config.workers),
+        make_optimizer(config.optimizer, params, config.lr, slots=config.workers, eps=config.optimizer_eps),
         EpisodeBoard(config.workers),
         config.total_steps,
         obs_stats=SharedMoments(spec.obs_shape, config.workers) if config.normalize_obs else None,

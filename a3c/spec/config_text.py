@@ -1,0 +1,177 @@
+"""What a new run says about its settings: the start line (which table of the presets file applied and why, what it
+set, the flags given that beat it), the warning of a run much shorter than its preset's budget, and --show-config's
+listing (every setting as a flag a user could type back, with where its value came from)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from a3c.spec.config import Config
+from a3c.spec.flags import NONE, OBJECTIVES, PPO_ONLY_SETTINGS, VTRACE_SETTINGS
+from a3c.spec.preset_choice import CPU, DEFAULT, FLAG, PRESET, Choice, env_table_base
+from a3c.spec.presets import FAMILIES, PRESETS_FILE, flag_name, preset_table, table_base, table_objective
+
+SHORT_RUN_RATIO = 0.5  # a --total-steps below this fraction of the preset's moves its linear lr schedule's end
+SHIPPED = "a3c/spec/presets.toml"  # the shipped file, as the start line names it
+
+
+def choice_of(config: Config, sources: dict[str, str]) -> Choice | None:
+    """The table a new run took, and why, read back from its config (a3c.spec.preset_choice.choose_table made it): a
+    family table (the plain defaults) taken by --preset reads as --preset none. None for a run without a table (a
+    resumed run of an a3c before the family tables)."""
+    if config.preset is None:
+        return None
+    tables = preset_table(config.preset_file)
+    base = table_base(config.preset)
+    if config.preset_file is not None or base not in FAMILIES:
+        return Choice(config.preset, tables)
+    typed = sources.get("preset") == FLAG
+    passed_over = None if typed else env_table_base(config.env, tables)
+    return Choice(config.preset, tables, family=base, passed_over=passed_over, asked_none=typed)
+
+
+def preset_line(config: Config, sources: dict[str, str], choice: Choice | None = None) -> str | None:
+    """The line a new run prints about its table: which one and why (the plain defaults of the objective for the
+    env's action-space family where the env has no table of the run's objective), what it set, and the flags given
+    that beat it (flags win). ``choice``: the run's (a3c.spec.preset_choice.resolve_new_run), else read back from
+    ``config`` (``choice_of``). None for a run without a table."""
+    choice = choice or choice_of(config, sources)
+    if choice is None:
+        return None
+    settings = choice.settings
+    where = config.preset_file or SHIPPED
+    # (not --algo: the line names the objective, and the table was chosen for it where --algo was given)
+    applied = [_as_flag(name, value) for name, value in settings.items() if sources.get(name) == PRESET]
+    beaten = [_as_flag(name, getattr(config, name)) for name in settings if sources.get(name) == FLAG]
+    applied, beaten = ([text for text in texts if not text.startswith("--algo ")] for texts in (applied, beaten))
+    if choice.family is None:
+        line = (
+            f"a3c: preset {choice.name} ({where}), objective {config.algo}, sets {' '.join(applied) or 'nothing here'}"
+        )
+    else:
+        if choice.passed_over is not None:
+            objectives = sorted(
+                {
+                    table_objective(name, choice.tables)
+                    for name in choice.tables
+                    if table_base(name) == choice.passed_over
+                }
+            )
+            head = (
+                f"a3c: preset {choice.passed_over} is for objective {' and '.join(objectives)}: not applied; the plain "
+                f"defaults for objective {config.algo}, {choice.family} actions"
+            )
+        else:
+            asked = "--preset none" if choice.asked_none else "no preset"
+            head = f"a3c: {asked}: the plain defaults for a {choice.family} action space, objective {config.algo}"
+        table = f"table {choice.name} of {SHIPPED}"
+        line = f"{head} ({table}), sets {' '.join(applied)}" if applied else f"{head} ({table}: the flags' defaults)"
+    if sources.get("bf16") == CPU:
+        line += "; not its --bf16: this CPU has no bfloat16 instructions (float32 is faster here)"
+    if beaten:
+        return line + f"; the flags given win: {' '.join(beaten)}"
+    if choice.family is not None:
+        return line
+    return line + " (a flag given wins over it; --preset none: the plain defaults)"
+
+
+def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
+    """A warning when the run's --total-steps (given) is much shorter than the budget the preset was measured at
+    while the preset's linear lr schedule stays: the lr then decays to 0 at the new end, far faster than tuned."""
+    if config.preset is None or config.lr_schedule != "linear" or sources.get("lr_schedule") != PRESET:
+        return None
+    planned = preset_table(config.preset_file)[config.preset].get("total_steps")
+    if sources.get("total_steps") != FLAG or not isinstance(planned, int):
+        return None
+    if config.total_steps >= SHORT_RUN_RATIO * planned:
+        return None
+    return (
+        f"a3c: warning: --total-steps {config.total_steps:,} is {planned / config.total_steps:.3g}x shorter than the "
+        f"{planned:,} steps preset {config.preset} was measured at, and its --lr-schedule linear takes the lr to 0 at "
+        f"--total-steps: the run learns at a fraction of the tuned lr; give --lr-schedule constant, or more steps"
+    )
+
+
+def _as_flag(name: str, value: Any) -> str:
+    """A setting as the flag that gives it: --gsde / --no-gsde for a switch, else --name value."""
+    if isinstance(value, bool):
+        return flag_name(name) if value else "--no-" + flag_name(name)[2:]
+    return f"{flag_name(name)} {_show(value)}"
+
+
+def format_config(config: Config, sources: dict[str, str]) -> str:
+    """The resolved settings as flags a user could type, one per line, each with where its value came from (one
+    word: default, preset, flag, checkpoint, or cpu where a preset's --bf16 is off on this CPU); settings the run
+    does not use (PPO's under --algo a3c, V-trace's under --targets gae) and unset ones are commented out, so that
+    the lines typed back give the same settings."""
+    lines = [f"# python -m a3c.train: resolved config for --env {config.env}"]
+    choice = choice_of(config, sources)
+    where = config.preset_file or PRESETS_FILE
+    if choice is None:
+        lines.append("# resumed run: its checkpoint's config, with the flags given on top")
+    elif choice.family is None:
+        lines.append(f"# preset {choice.name} from {where}")
+    else:
+        line = preset_line(config, sources, choice) or ""
+        lines.append(f"# {line.removeprefix('a3c: ').split(' (table ')[0]}: table {choice.name} from {where}")
+    if config.resume is not None and choice is not None:
+        lines.append("# resumed run: its checkpoint's config, with the flags given on top")
+    if sources.get("bf16") == CPU:
+        lines.append(
+            f"# --no-bf16: preset {config.preset} sets --bf16; off here: this CPU has no bfloat16 instructions "
+            "(float32 is faster here)"
+        )
+    lines.append(f"# objective: {OBJECTIVES[config.algo]} (--algo {config.algo}, {sources.get('algo', DEFAULT)})")
+    unused = set(PPO_ONLY_SETTINGS if config.algo != "ppo" else ()) | set(
+        VTRACE_SETTINGS if config.targets != "vtrace" else ()
+    )
+    rows = []
+    for f in dataclasses.fields(Config):
+        if f.metadata.get("internal"):
+            continue
+        source = sources.get(f.name, DEFAULT)
+        flag, value = _typed(f.name, getattr(config, f.name), source)
+        if f.name in unused and not flag.startswith("#"):
+            flag, source = (
+                f"# {flag}",
+                f"{source}; not used: "
+                + ("--algo ppo only" if f.name in PPO_ONLY_SETTINGS else "--targets vtrace only"),
+            )
+        rows.append((flag, value, source))
+    width = max(len(r[0]) for r in rows), max(len(r[1]) for r in rows)
+    lines += [f"{a:<{width[0]}}  {b:<{width[1]}}  {c}" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def _typed(name: str, value: Any, source: str = DEFAULT) -> tuple[str, str]:
+    """A setting as a line of the command line that gives it (flag, value): a switch as --name / --no-name alone, an
+    optional number unset by a flag or a table as --name none (a table of the objective would set it again), any other
+    setting without a value (unset) commented out, so that the lines together are flags a user could type."""
+    if isinstance(value, bool):
+        return _as_flag(name, value), ""
+    if value is None and source != DEFAULT and _optional_number(name):
+        return flag_name(name), NONE
+    if value is None or value == {}:
+        return f"# {flag_name(name)}", "(not set)"
+    return flag_name(name), _show(value)
+
+
+def _optional_number(name: str) -> bool:
+    """Whether Config field ``name`` is an ``int | None`` or ``float | None`` (its flag takes ``none``)."""
+    hint = typing.get_type_hints(Config)[name]
+    args = set(typing.get_args(hint))
+    return type(None) in args and bool(args & {int, float})
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return " ".join(f"{k}={v}" for k, v in value.items()) or "-"
+    return str(value)

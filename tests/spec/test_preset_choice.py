@@ -1,0 +1,200 @@
+"""Which table of a3c/spec/presets.toml a new run takes (a3c/spec/preset_choice.py): a table belongs to one objective
+(its ``algo``), an env's table for another objective is passed over (and said so), and an env without a table for the
+run's objective takes the plain defaults of its objective and action-space family, which are tables too."""
+
+import pytest
+
+from a3c.spec.config import Config
+from a3c.spec.config_text import format_config, preset_line
+from a3c.spec.errors import UserError
+from a3c.spec.presets import load_presets, table_objective
+from a3c.train import parse_cli, parse_config
+
+# CleanRL's cleanrl/ppo.py per worker (4 envs x 128 steps, 4 minibatches of 128, 4 epochs), SB3's value weight 0.5
+# (a3c's --vf-coef 1.0: its value loss carries a 1/2), Adam's eps 1e-5
+PPO_DISCRETE = {
+    "algo": "ppo",
+    "envs_per_worker": 4,
+    "n_steps": 128,
+    "minibatch_size": 128,
+    "n_epochs": 4,
+    "lr": 2.5e-4,
+    "lr_schedule": "linear",
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "clip_range_vf": 0.2,
+    "ent_coef": 0.01,
+    "vf_coef": 1.0,
+    "max_grad_norm": 0.5,
+    "normalize_advantage": True,
+    "optimizer": "adam",
+    "optimizer_eps": 1e-5,
+}
+# CleanRL's ppo_continuous_action.py per worker (1 env x 1024 steps; 2 workers: its 2,048), minibatches of 64
+PPO_CONTINUOUS = {
+    **PPO_DISCRETE,
+    "envs_per_worker": 1,
+    "n_steps": 1024,
+    "minibatch_size": 64,
+    "n_epochs": 10,
+    "lr": 3e-4,
+    "ent_coef": 0.0,
+    "normalize_obs": True,
+    "normalize_reward": True,
+}
+CONTINUOUS_ENV = ["--env", "envs/Spaces-v0", "--env-kwargs", "action=box"]  # Box actions, no table of its own
+
+
+def _has(config: Config, settings: dict) -> bool:
+    return all(getattr(config, key) == value for key, value in settings.items())
+
+
+@pytest.mark.parametrize(
+    ("argv", "table", "settings"),
+    [
+        (["--env", "envs/Classify-v0", "--algo", "ppo"], "discrete@ppo", PPO_DISCRETE),
+        ([*CONTINUOUS_ENV, "--algo", "ppo"], "continuous@ppo", PPO_CONTINUOUS),
+        (["--env", "CartPole-v1", "--algo", "ppo"], "discrete@ppo", PPO_DISCRETE),  # CartPole's table is A3C's
+        (["--env", "Pendulum-v1", "--algo", "ppo"], "continuous@ppo", PPO_CONTINUOUS),  # Pendulum's too
+        (["--env", "CartPole-v1", "--preset", "none", "--algo", "ppo"], "discrete@ppo", PPO_DISCRETE),
+    ],
+)
+def test_ppo_without_a_table_of_its_own_trains_on_its_plain_defaults(argv, table, settings):
+    """Before: ``--algo ppo`` on an env without a PPO table failed on its own defaults ("--minibatch-size 64 is more
+    than a worker's rollout") or took the env's A3C table (Pendulum: RMSprop 7e-4, gSDE, n-steps 8)."""
+    config, sources, _ = parse_cli(argv)
+    assert config.preset == table and table_objective(table) == "ppo"
+    assert _has(config, settings), {k: getattr(config, k) for k in settings}
+    assert sources["n_steps"] == "preset" and not config.gsde
+
+
+def test_a3c_takes_the_plain_defaults_where_the_envs_table_is_ppos():
+    """Before: ``--env LunarLander-v3 --algo a3c`` applied the PPO table (n-steps 1024, minibatches, epochs) to A3C."""
+    pytest.importorskip("Box2D")
+    config, sources, _ = parse_cli(["--env", "LunarLander-v3", "--algo", "a3c"])
+    assert config.preset == "discrete" and config.algo == "a3c"
+    defaults = Config()
+    assert (config.n_steps, config.gamma, config.lr, config.n_epochs) == (
+        defaults.n_steps,
+        defaults.gamma,
+        defaults.lr,
+        defaults.n_epochs,
+    )
+    assert preset_line(config, sources) == (
+        "a3c: preset LunarLander-v3 is for objective ppo: not applied; the plain defaults for objective a3c, "
+        "discrete actions (table discrete of a3c/spec/presets.toml: the flags' defaults)"
+    )
+
+
+def test_the_atari_family_has_a_table_for_each_objective():
+    """Before: ``--env ALE/Pong-v5 --algo ppo`` took the A3C-tuned atari table (RMSprop 7e-4, 20-step rollouts)."""
+    pytest.importorskip("ale_py")
+    a3c_config = parse_config(["--env", "ALE/Pong-v5"])
+    assert a3c_config.preset == "atari" and a3c_config.optimizer == "rmsprop" and a3c_config.n_steps == 20
+    config = parse_config(["--env", "ALE/Pong-v5", "--algo", "ppo"])
+    assert config.preset == "atari@ppo" and config.algo == "ppo"
+    # CleanRL's ppo_atari.py: 8 envs x 128 steps, 4 minibatches, 4 epochs, lr 2.5e-4 linear, clip 0.1, ent 0.01
+    assert (config.envs_per_worker, config.n_steps, config.minibatch_size, config.n_epochs) == (8, 128, 256, 4)
+    assert (config.optimizer, config.lr, config.lr_schedule, config.clip_range) == ("adam", 2.5e-4, "linear", 0.1)
+    assert parse_config(["--env", "ALE/Pong-v5", "--preset", "atari", "--algo", "ppo"]).preset == "atari@ppo"
+
+
+def test_an_envs_own_objective_comes_with_its_table_when_no_algo_is_given():
+    pytest.importorskip("Box2D")
+    config, sources, _ = parse_cli(["--env", "LunarLander-v3"])
+    assert config.preset == "LunarLander-v3" and config.algo == "ppo" and sources["algo"] == "preset"
+    assert parse_config(["--env", "CartPole-v1"]).algo == "a3c"
+
+
+def test_every_table_says_its_objective_and_a_suffix_must_agree(tmp_path):
+    presets = load_presets()
+    for name in presets:
+        assert table_objective(name) in ("a3c", "ppo")
+        assert presets[name].get("algo", "a3c") == table_objective(name), name
+    assert {"discrete", "continuous", "discrete@ppo", "continuous@ppo"} <= set(presets)
+    path = tmp_path / "p.toml"
+    path.write_text('["X-v0@ppo"]\nalgo = "a3c"\n')
+    with pytest.raises(UserError, match=r"\[X-v0@ppo\] algo = 'a3c': a table named \.\.\.@ppo is for objective ppo"):
+        load_presets(path)
+
+
+def test_a_preset_named_for_another_objective_is_refused():
+    with pytest.raises(UserError, match="--preset CartPole-v1 is for objective a3c, not --algo ppo"):
+        parse_config(["--env", "CartPole-v1", "--preset", "CartPole-v1", "--algo", "ppo"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["--env", "envs/Classify-v0"],
+            "a3c: no preset: the plain defaults for a discrete action space, objective a3c (table discrete of "
+            "a3c/spec/presets.toml: the flags' defaults)",
+        ),
+        (
+            ["--env", "CartPole-v1", "--preset", "none"],
+            "a3c: --preset none: the plain defaults for a discrete action space, objective a3c (table discrete of "
+            "a3c/spec/presets.toml: the flags' defaults)",
+        ),
+        (
+            [*CONTINUOUS_ENV, "--algo", "ppo", "--n-epochs", "3"],
+            "a3c: no preset: the plain defaults for a continuous action space, objective ppo (table continuous@ppo "
+            "of a3c/spec/presets.toml), sets --envs-per-worker 1 --n-steps 1024",
+        ),
+        (
+            ["--env", "CartPole-v1", "--algo", "ppo"],
+            "a3c: preset CartPole-v1 is for objective a3c: not applied; the plain defaults for objective ppo, "
+            "discrete actions (table discrete@ppo of a3c/spec/presets.toml), sets --envs-per-worker 4",
+        ),
+    ],
+)
+def test_the_start_line_says_which_table_applied_and_why(argv, expected):
+    config, sources, _ = parse_cli(argv)
+    line = preset_line(config, sources)
+    assert line.startswith(expected), line
+    shown = format_config(config, sources)
+    assert f"table {config.preset} from " in shown and f"(--algo {config.algo}, " in shown
+
+
+OBJECTIVES = ("a3c", "ppo")
+
+
+def _tables_by_env():
+    """An env each table applies to (the table's own id, or one of its family's)."""
+    stand_ins = {
+        "atari": "ALE/Pong-v5",
+        "mujoco": "HalfCheetah-v5",
+        "discrete": "envs/Classify-v0",
+        "continuous": "envs/Spaces-v0",
+    }
+    names = {name.split("@")[0] for name in load_presets()}
+    return sorted((stand_ins.get(name, name), name) for name in names)
+
+
+NEEDS = {"ALE/": "ale_py", "LunarLander": "Box2D", "HalfCheetah": "mujoco", "Hopper": "mujoco", "Walker2d": "mujoco"}
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["bf16-cpu", "no-bf16-cpu"])
+@pytest.mark.parametrize("algo", OBJECTIVES)
+@pytest.mark.parametrize(("env", "name"), _tables_by_env())
+def test_every_table_under_both_objectives_resolves_and_types_back(env, name, algo, native, monkeypatch):
+    """The combination rule: every table with the default --workers auto, under each objective (its own table, or
+    the family defaults of the objective it is not for), on a CPU with bfloat16 instructions and on one without,
+    resolves, validates, and --show-config types back."""
+    from a3c.spec import cpu
+
+    for prefix, module in NEEDS.items():
+        if env.startswith(prefix):
+            pytest.importorskip(module)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: native)
+    argv = ["--env", env, "--algo", algo] + (["--env-kwargs", "action=box"] if name == "continuous" else [])
+    config, sources, _ = parse_cli(argv)
+    assert config.workers == "auto" and config.algo == algo
+    assert config.bf16 is (native and env.startswith("ALE/"))
+    assert table_objective(config.preset) == algo
+    typed = []
+    for line in format_config(config, sources).splitlines():
+        if not line.startswith("#"):
+            typed += line.split()[:-1]
+    assert parse_cli(typed)[0] == config
