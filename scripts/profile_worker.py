@@ -111,7 +111,12 @@ def main() -> None:
     spec = describe_env(cfg.env, cfg.env_kwargs)
     params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
     coordinator = SharedMemoryCoordinator(
-        SharedRun(params, make_optimizer(cfg.optimizer, params, cfg.lr, 1), EpisodeBoard(1), cfg.total_steps)
+        SharedRun(
+            params,
+            make_optimizer(cfg.optimizer, params, cfg.lr, 1, eps=cfg.optimizer_eps),
+            EpisodeBoard(1),
+            cfg.total_steps,
+        )
     )
     worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
     if args.phases:

@@ -282,8 +282,8 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
         # measurement is on start-up's critical path (CartPole: 2,000 steps in ~0.05 s instead of 0.4 s)
         while len(step_cpu) < MIN_ENV_STEPS or not _enough(len(step_cpu), time.perf_counter() - wall0):
             for env in envs:  # gymnasium's envs one at a time, reset at an episode's end (as a worker's default
-                              # backend; --env-backend ale-vector steps its envs in one C++ call, timed here through
-                              # gymnasium's env all the same)
+                # backend; --env-backend ale-vector steps its envs in one C++ call, timed here through
+                # gymnasium's env all the same)
                 t0 = time.thread_time()
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 if terminated or truncated:
@@ -327,7 +327,7 @@ def _time_model(config: Config, spec: EnvSpec) -> tuple[float, float]:
     T, K = config.n_steps, config.envs_per_worker
     model, dist = build_model(spec, config)
     params, grads = flatten_parameters(model)
-    optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1)
+    optimizer = make_optimizer(config.optimizer, params.detach().clone(), config.lr, slots=1, eps=config.optimizer_eps)
     learner = choose(config, model, dist).path.build(model, dist, config, grads)
     gradient_step = GradientStep(config)
     rng = np.random.default_rng(0)

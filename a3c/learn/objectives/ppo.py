@@ -219,7 +219,7 @@ class PPOUpdate(Learner):
         self.name, self.network, self.loss, self.dist, self.config = name, network, loss, dist, config
         self.act = network.act
         self.recurrent = bool(model.lstm)
-        self.estimator_name = getattr(config, "targets", "gae")
+        self.estimator_name = config.targets
         self.estimator = ESTIMATORS[self.estimator_name]
         self.dropped_samples = 0  # samples left out for non-finite targets, over the worker's life (counted)
         # the rollout in hand's targets, flat [T K] in t-major order (set by ``plan``)
@@ -283,8 +283,8 @@ class PPOUpdate(Learner):
             cfg.gamma,
             cfg.gae_lambda,
             log_rhos,
-            getattr(cfg, "vtrace_rho_bar", 1.0),
-            getattr(cfg, "vtrace_c_bar", 1.0),
+            cfg.vtrace_rho_bar,
+            cfg.vtrace_c_bar,
         )
         self.advantages, self.returns = advantages.reshape(-1), returns.reshape(-1)
 
