@@ -15,6 +15,9 @@ differs (discrete actions must be equal, continuous ones within 1e-5).
 
 from __future__ import annotations
 
+if not __package__:  # run as a file (python scripts/NAME.py): the repository's root on sys.path
+    import _root  # noqa: F401
+
 import argparse
 import json
 import sys

@@ -29,8 +29,10 @@ def test_export_then_compare_without_torch_or_a3c(tmp_path, capsys):
     saved = np.load(out / "cartpole.npz")
     assert saved["obs"].shape == (200, 4) and saved["actions"].shape == (200,)
 
-    # compare in a process where an import of torch or a3c fails
+    # compare in a process where an import of torch or a3c fails, the script's folder first on sys.path as when it
+    # runs as a file
     code = "import runpy, sys; sys.modules['torch'] = sys.modules['a3c'] = None; sys.argv = sys.argv[1:]; "
+    code += "sys.path.insert(0, str(__import__('pathlib').Path(sys.argv[0]).parent)); "
     code += "runpy.run_path(sys.argv[0], run_name='__main__')"
     done = subprocess.run(
         [sys.executable, "-c", code, str(SCRIPT), "compare", str(out)], capture_output=True, text=True

@@ -429,6 +429,6 @@ def test_a_ppo_run_records_its_objective_and_learns_cartpole(tmp_path):
         seed=3,
         run_dir=str(tmp_path / "ppo"),
     )
-    assert run.summary["algo"] == "ppo" and run.summary["update_path"] == "ppo+reference"
+    assert run.summary["algo"] == "ppo" and run.summary["update_path"] == "mlp+closed-form"
     assert json.loads((tmp_path / "ppo" / "config.json").read_text())["algo"] == "ppo"
     assert run.summary["updates"] > 0 and run.summary["mean_return_100"] > 60

@@ -169,7 +169,7 @@ def test_show_config_prints_sources_and_exits_without_training(tmp_path):
     assert lines["--gamma"] == ["0.99", "default"]
     assert lines["--preset"] == ["Acrobot-v1", "preset"]
     assert "preset Acrobot-v1 from" in out.stdout
-    assert "# objective: A3C's actor-critic loss, one gradient a rollout (--algo a3c, default)" in out.stdout
+    assert "# objective: A3C's actor-critic loss, one gradient a rollout (--algo a3c, preset)" in out.stdout
     assert not (tmp_path / "runs").exists()  # nothing trained, no run directory
 
 
