@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -22,7 +23,7 @@ from a3c.record.checkpoint import load_checkpoint, save_checkpoint
 from a3c.record.resume import check_compatible
 from a3c.record.rows import FIELD, Stat
 from a3c.run.board import BoardReader
-from a3c.run.worker import RANK_ENV
+from a3c.run.worker import RANK_ENV, Worker
 from a3c.spec.config import Config
 from a3c.spec.environment import LIFE_LOST
 from a3c.spec.seeding import WorkerSeeds
@@ -530,6 +531,43 @@ def test_one_nan_observation_leaves_its_samples_out_of_ppo_s_minibatches_not_the
     assert 8 <= dropped < 64  # at least the 8 NaN observations' samples, not all
     assert worker.stats[Stat.UPDATES] == store.optimizer.step_count() == 2 * ((64 - dropped) // 8)
     assert np.isfinite(store.params.numpy()).all()
+
+
+@pytest.mark.filterwarnings("ignore:.*not within the observation space")
+def test_the_dropped_counts_go_on_across_a_worker_s_restart_and_a_resume(monkeypatch):
+    """A restarted worker (the next incarnation of the rank, on the same stats row) goes on from the counts its
+    predecessor published, and a resumed run from its checkpoint's: the samples left out for non-finite targets and
+    the minibatches dropped by --max-policy-lag, like every other counter of the row."""
+    monkeypatch.setenv(RANK_ENV, "0")
+    settings = dict(
+        algo="ppo",
+        env="envs/Faulty-v0",
+        env_kwargs={"nan_at": 3, "nan_for": 1},
+        n_steps=8,
+        envs_per_worker=8,
+        minibatch_size=8,
+        n_epochs=2,
+        max_policy_lag=1,
+    )
+    worker, coordinator = make_worker(**settings)
+    worker.channel = OthersPush(worker.channel, coordinator.optimizer, 1)
+    worker.step()
+    samples, minibatches = worker.stats[Stat.DROPPED_SAMPLES], worker.stats[Stat.DROPPED_MINIBATCHES]
+    assert samples > 0 and minibatches > 0
+    restarted = Worker(
+        0, coordinator.channel(0), worker.config, worker_spec(worker), time.time(), WorkerSeeds(1, 0, 0, 1)
+    )
+    restarted.channel = OthersPush(restarted.channel, coordinator.optimizer, 1)
+    restarted.step()  # its first rollout: the NaN observation at each env's 3rd step again
+    assert restarted.stats[Stat.DROPPED_SAMPLES] == 2 * samples
+    assert restarted.stats[Stat.DROPPED_MINIBATCHES] == 2 * minibatches
+    # and across a resume: the checkpoint's stats rows restored, the counters kept
+    restarted.publish()
+    payload = coordinator.snapshot()
+    _, resumed = make_worker(**settings)
+    resumed.restore(payload)
+    row = resumed.channel(0).load_stats()
+    assert row[Stat.DROPPED_SAMPLES] == 2 * samples and row[Stat.DROPPED_MINIBATCHES] == 2 * minibatches
 
 
 def test_ppo_trains_an_lstm_and_every_action_family():
