@@ -4,8 +4,9 @@ entropy), and its learner (``PPOUpdate``) on a worker's rollout: the behaviour l
 returned, GAE lambda with the bootstrap at truncation, the plan (every sample once an epoch, shuffled, never a short
 minibatch: ``split``; an LSTM's minibatches of whole envs; samples with non-finite targets left out and counted), a
 minibatch's gradient at moved weights against autograd of the objective written sample by sample (advantages
-normalised over that minibatch alone, the value clip), the LSTM's minibatch unrolled from its start state, and the
-diagnostics (approx_kl, clip fraction, explained variance) against their definitions."""
+normalised over that minibatch alone, the value clip), the LSTM's minibatch unrolled from its start state, the
+diagnostics (approx_kl, clip fraction, explained variance) against their definitions, and V-trace's targets
+recomputed with each epoch's weights."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from worker_rig import make_worker, worker_spec
 
 from a3c.learn.distributions import Categorical
+from a3c.learn.estimators import ESTIMATORS, next_values, vtrace_loop
 from a3c.learn.losses import clipped_surrogate_loss
 from a3c.learn.model import build_model
 from a3c.learn.objectives.ppo import TERMS, PPOUpdate, explained_variance, ratio_diagnostics, split
@@ -419,3 +421,54 @@ def test_the_minibatch_terms_carry_the_rollout_s_explained_variance():
     terms = learner.gradient(worker.batch, plan[0])
     expected = 1.0 - np.var(learner.returns - learner.values) / np.var(learner.returns)
     assert TERMS[6] == "explained_variance" and math.isclose(terms[6], expected, rel_tol=1e-9)
+
+
+# -- --targets vtrace ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("path", ["mlp+closed-form", "reference"])
+def test_vtrace_targets_are_on_policy_at_first_and_follow_the_pulled_weights_each_epoch(path, monkeypatch):
+    """With V-trace the plan's targets (the acting weights: every log-ratio 0) are GAE's returns; each later epoch's
+    first minibatch recomputes them with the weights it pulled: V-trace with those weights' values and their
+    log-ratios to the acting policy (held to the loop version on a float64 copy of the model)."""
+    monkeypatch.setenv(PATH_ENV, path)
+    worker, _ = ppo_worker(n_epochs=2)
+    learner = learner_of(worker)
+    monkeypatch.setattr(learner, "estimator_name", "vtrace")
+    monkeypatch.setattr(learner, "estimator", ESTIMATORS["vtrace"])
+    plan = learner.plan(worker.batch, np.random.default_rng(0))
+    T, K = worker.rewards.shape
+    cfg = worker.config
+
+    def values_of(model):
+        with torch.no_grad():
+            values = model(worker.obs.reshape((T + 1) * K, -1).double())[1].reshape(T + 1, K).numpy()
+            final = model(worker.final_obs.reshape(T * K, -1).double())[1].reshape(T, K).numpy()
+        return values, final
+
+    values, final = values_of(model_copy(worker))
+    expected = hand_gae(worker, values, final, cfg.gamma, cfg.gae_lambda)
+    np.testing.assert_allclose(learner.returns.reshape(T, K), expected + values[:T], rtol=1e-5, atol=1e-5)
+    worker.params.add_(0.3 * torch.randn(worker.params.shape, generator=torch.Generator().manual_seed(0)))
+    learner.gradient(worker.batch, next(m for m in plan if m.epoch == 0))  # the same epoch: the targets stay
+    np.testing.assert_allclose(learner.returns.reshape(T, K), expected + values[:T], rtol=1e-5, atol=1e-5)
+    learner.gradient(worker.batch, next(m for m in plan if m.epoch == 1))
+    model = model_copy(worker)
+    values, final = values_of(model)
+    with torch.no_grad():
+        params = model(worker.obs[:T].reshape(T * K, -1).double())[0]
+    now = torch.log_softmax(params, -1).gather(-1, worker.actions.reshape(-1, 1).long()).squeeze(-1).numpy()
+    log_rhos = (now - learner.log_probs).reshape(T, K)
+    assert np.abs(log_rhos).max() > 0.05  # the weights moved: off-policy
+    terminated = worker.terminated.double().numpy()
+    truncated = worker.truncated.double().numpy()
+    advantages, targets = vtrace_loop(
+        worker.rewards.double().numpy(),
+        values[:T],
+        next_values(values, final, truncated),
+        terminated,
+        np.maximum(terminated, truncated),
+        cfg.gamma,
+        cfg.gae_lambda,
+        log_rhos,
+    )
+    np.testing.assert_allclose(learner.returns.reshape(T, K), targets, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(learner.advantages.reshape(T, K), advantages, rtol=1e-4, atol=1e-5)
