@@ -198,6 +198,9 @@ class Worker:
         self.unpublished_steps = 0
         self.stats = channel.load_stats()
         self.stats[Stat.READY] = 0.0
+        # the learner counts the samples it left out over its own life: the row's count goes on from the one this
+        # rank's previous incarnation (or a resumed checkpoint) left
+        self.dropped_samples_before = float(self.stats[Stat.DROPPED_SAMPLES])
         self.lag_interval = -1
         # The reset observations go where the first rollout() reads them from: obs[T], copied to obs[0] at its start.
         first = self.envs.reset([seeds.env(k) for k in range(K)], [seeds.action_space(k) for k in range(K)])
@@ -241,7 +244,7 @@ class Worker:
         learn_rollout(
             self.learner, self.batch, self.rng, self.gradient_step, self.grads_np, self, self.acted_at, max_lag
         )
-        self.stats[Stat.DROPPED_SAMPLES] = getattr(self.learner, "dropped_samples", 0)
+        self.stats[Stat.DROPPED_SAMPLES] = self.dropped_samples_before + getattr(self.learner, "dropped_samples", 0)
 
     def should_stop(self) -> bool:
         return self.channel.should_stop()

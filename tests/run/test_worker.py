@@ -1,12 +1,15 @@
 """The worker loop, run in this process (no other processes): what a rollout records, where episodes end by
-termination and by truncation, what reaches the board, and that an update moves the shared parameters. That the
-gradient it pushes is the A3C gradient, on every update path, is the conformance test's
-(tests/learn/update/test_paths.py)."""
+termination and by truncation, what reaches the board, and that an update moves the shared parameters; under
+--algo ppo, a pull before every minibatch, --max-policy-lag counting other workers' pushes only (and its drops
+counted), no short minibatch, samples with non-finite targets left out (not the whole rollout's updates skipped).
+That the gradient it pushes is its objective's, on every update path, is the conformance test's
+(tests/learn/update/test_paths.py); the learn loop's order with a fake exchange: tests/run/test_learn_loop.py."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -20,7 +23,7 @@ from a3c.record.checkpoint import load_checkpoint, save_checkpoint
 from a3c.record.resume import check_compatible
 from a3c.record.rows import FIELD, Stat
 from a3c.run.board import BoardReader
-from a3c.run.worker import RANK_ENV
+from a3c.run.worker import RANK_ENV, Worker
 from a3c.spec.config import Config
 from a3c.spec.environment import LIFE_LOST
 from a3c.spec.seeding import WorkerSeeds
@@ -436,17 +439,17 @@ def test_ppo_pushes_each_minibatch_gradient_with_a_pull_before_each():
     log = CallLog(worker.channel)
     worker.channel = log
     seen = []
-    gradient = worker.ppo.gradient
+    gradient = worker.learner.gradient
 
-    def recording(rollout, targets, index):
+    def recording(rollout, minibatch):
         seen.append(worker.params.clone())  # the weights this gradient is computed on
-        return gradient(rollout, targets, index)
+        return gradient(rollout, minibatch)
 
-    worker.ppo.gradient = recording
+    worker.learner.gradient = recording
     worker.step()
     kinds = [kind for kind, _ in log.calls]
-    assert kinds == ["pull"] + ["pull", "push"] * 6  # the rollout's pull, then 2 epochs x ceil(16 / 6) minibatches
-    assert store.optimizer.step_count() == 6 and worker.stats[Stat.UPDATES] == 6
+    assert kinds == ["pull"] + ["pull", "push"] * 4  # the rollout's pull, then 2 epochs x 16 // 6 minibatches
+    assert store.optimizer.step_count() == 4 and worker.stats[Stat.UPDATES] == 4
     pulls = [weights for kind, weights in log.calls if kind == "pull"][1:]
     for before, after in zip(pulls, pulls[1:], strict=False):
         assert not torch.equal(before, after)  # the push between moved the shared model
@@ -454,13 +457,117 @@ def test_ppo_pushes_each_minibatch_gradient_with_a_pull_before_each():
         assert torch.equal(used, pulled)
 
 
-def test_ppo_drops_the_rest_of_a_rollout_past_max_policy_lag():
-    """--max-policy-lag 2: the shared optimizer's count at the acting pull is 0; the minibatch pulls read 0, 1, 2 (this
-    worker's own pushes) and then 3, past the limit: 3 gradients pushed of the 6."""
-    worker, store = make_worker(algo="ppo", n_steps=8, envs_per_worker=2, minibatch_size=6, n_epochs=2)
-    worker.config.max_policy_lag = 2
+def test_ppo_with_one_worker_drops_nothing_at_any_max_policy_lag():
+    """--max-policy-lag counts the shared optimizer's steps that were not this worker's own pushes of the rollout:
+    alone, its lag is always 0, so --max-policy-lag 1 takes every minibatch (it used to count its own pushes and drop
+    the rest of the rollout after the second)."""
+    worker, store = make_worker(
+        algo="ppo", n_steps=8, envs_per_worker=4, minibatch_size=8, n_epochs=2, max_policy_lag=1
+    )
     worker.step()
-    assert store.optimizer.step_count() == 3
+    worker.step()
+    assert store.optimizer.step_count() == 2 * 2 * 4 and worker.stats[Stat.UPDATES] == 16
+    assert worker.stats[Stat.DROPPED_MINIBATCHES] == 0 and worker.stats[Stat.LAG_SUM] == 0
+
+
+class OthersPush(CallLog):
+    """A channel on which another worker pushes ``every`` optimizer steps before each of this worker's minibatch
+    pulls (the rollout's own pull excepted)."""
+
+    def __init__(self, inner, optimizer, every):
+        super().__init__(inner)
+        self.optimizer, self.every, self.pulls = optimizer, every, 0
+
+    def pull(self, dest):
+        if self.pulls:
+            for _ in range(self.every):
+                self.optimizer.step(torch.zeros_like(dest), 0, 0.0)  # (lr 0: the count moves, the weights do not)
+        self.pulls += 1
+        return super().pull(dest)
+
+
+def test_ppo_drops_the_rest_of_a_rollout_once_others_pushed_past_max_policy_lag():
+    """Another worker pushes 1 step before each minibatch pull: minibatch k's lag is k + 1 (others' steps since acting,
+    this worker's own k not counted), so --max-policy-lag 2 takes minibatches 0 and 1, drops the other 4 of the 6 at
+    the third's pull, and counts them."""
+    worker, store = make_worker(
+        algo="ppo", n_steps=8, envs_per_worker=4, minibatch_size=16, n_epochs=3, max_policy_lag=2
+    )
+    worker.channel = OthersPush(worker.channel, store.optimizer, 1)
+    worker.step()
+    assert worker.stats[Stat.UPDATES] == 2 and worker.stats[Stat.DROPPED_MINIBATCHES] == 4
+    assert store.optimizer.step_count() == 2 + 3  # this worker's 2, the others' 3 (before each of its 3 pulls)
+
+
+def test_a_ppo_rollout_of_one_sample_more_than_a_minibatch_takes_one_minibatch():
+    """65 samples, --minibatch-size 64: one minibatch of 65 an epoch, not [64, 1] (whose 1-sample minibatch pushed a
+    full step with a normalised advantage of 0)."""
+    worker, store = make_worker(
+        algo="ppo", n_steps=13, envs_per_worker=5, minibatch_size=64, n_epochs=2, normalize_advantage=True
+    )
+    worker.step()
+    assert store.optimizer.step_count() == 2 and worker.stats[Stat.UPDATES] == 2
+
+
+@pytest.mark.filterwarnings("ignore:.*not within the observation space")
+def test_one_nan_observation_leaves_its_samples_out_of_ppo_s_minibatches_not_the_rollout(monkeypatch):
+    """envs/Faulty-v0's NaN observation at each env's 3rd step: GAE carries the NaN back through the episode's earlier
+    steps, so nearly every minibatch held a non-finite sample and was skipped (and --max-skipped-in-row ended the run).
+    Those samples are left out of every minibatch and counted; every minibatch is pushed, none skipped."""
+    monkeypatch.setenv(RANK_ENV, "0")  # the worker sets it for its envs; undone after the test
+    worker, store = make_worker(
+        algo="ppo",
+        env="envs/Faulty-v0",
+        env_kwargs={"nan_at": 3, "nan_for": 1},
+        n_steps=8,
+        envs_per_worker=8,
+        minibatch_size=8,
+        n_epochs=2,
+    )
+    worker.step()
+    assert torch.isnan(worker.obs[3]).all()
+    assert worker.stats[Stat.SKIPPED] == 0 and worker.stats[Stat.SKIPPED_IN_ROW] == 0
+    dropped = worker.stats[Stat.DROPPED_SAMPLES]
+    assert 8 <= dropped < 64  # at least the 8 NaN observations' samples, not all
+    assert worker.stats[Stat.UPDATES] == store.optimizer.step_count() == 2 * ((64 - dropped) // 8)
+    assert np.isfinite(store.params.numpy()).all()
+
+
+@pytest.mark.filterwarnings("ignore:.*not within the observation space")
+def test_the_dropped_counts_go_on_across_a_worker_s_restart_and_a_resume(monkeypatch):
+    """A restarted worker (the next incarnation of the rank, on the same stats row) goes on from the counts its
+    predecessor published, and a resumed run from its checkpoint's: the samples left out for non-finite targets and
+    the minibatches dropped by --max-policy-lag, like every other counter of the row."""
+    monkeypatch.setenv(RANK_ENV, "0")
+    settings = dict(
+        algo="ppo",
+        env="envs/Faulty-v0",
+        env_kwargs={"nan_at": 3, "nan_for": 1},
+        n_steps=8,
+        envs_per_worker=8,
+        minibatch_size=8,
+        n_epochs=2,
+        max_policy_lag=1,
+    )
+    worker, coordinator = make_worker(**settings)
+    worker.channel = OthersPush(worker.channel, coordinator.optimizer, 1)
+    worker.step()
+    samples, minibatches = worker.stats[Stat.DROPPED_SAMPLES], worker.stats[Stat.DROPPED_MINIBATCHES]
+    assert samples > 0 and minibatches > 0
+    restarted = Worker(
+        0, coordinator.channel(0), worker.config, worker_spec(worker), time.time(), WorkerSeeds(1, 0, 0, 1)
+    )
+    restarted.channel = OthersPush(restarted.channel, coordinator.optimizer, 1)
+    restarted.step()  # its first rollout: the NaN observation at each env's 3rd step again
+    assert restarted.stats[Stat.DROPPED_SAMPLES] == 2 * samples
+    assert restarted.stats[Stat.DROPPED_MINIBATCHES] == 2 * minibatches
+    # and across a resume: the checkpoint's stats rows restored, the counters kept
+    restarted.publish()
+    payload = coordinator.snapshot()
+    _, resumed = make_worker(**settings)
+    resumed.restore(payload)
+    row = resumed.channel(0).load_stats()
+    assert row[Stat.DROPPED_SAMPLES] == 2 * samples and row[Stat.DROPPED_MINIBATCHES] == 2 * minibatches
 
 
 def test_ppo_trains_an_lstm_and_every_action_family():

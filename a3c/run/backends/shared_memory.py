@@ -34,7 +34,15 @@ from a3c.spec.seeding import model_init_seed
 
 STOP, INTERVAL = 0, 1  # slots of the control tensor; the main process is their only writer
 # per-worker stats that count over the whole run (restored on resume); the others are gauges of a live process
-CUMULATIVE_STATS = (Stat.UPDATES, Stat.SKIPPED, Stat.GRAD_NORM_SUM, Stat.LAG_SUM, Stat.NONFINITE_SAMPLES)
+CUMULATIVE_STATS = (
+    Stat.UPDATES,
+    Stat.SKIPPED,
+    Stat.GRAD_NORM_SUM,
+    Stat.LAG_SUM,
+    Stat.NONFINITE_SAMPLES,
+    Stat.DROPPED_MINIBATCHES,
+    Stat.DROPPED_SAMPLES,
+)
 
 
 @dataclass

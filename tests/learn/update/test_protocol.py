@@ -1,6 +1,5 @@
 """a3c.learn.update.protocol: the rollout buffers as a path reads them (tensors and numpy views of one memory), and a
-path
-covering a model exactly when both its parts do, with the reason of the part that does not."""
+path covering a model exactly when both its parts do, with the reason of the part that does not."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import torch
 
 from a3c.learn.distributions import Categorical
 from a3c.learn.model import build_model
+from a3c.learn.objectives.a3c import A3C
 from a3c.learn.update.closed_form import ClosedFormLoss
 from a3c.learn.update.kernel import KERNEL_ENV, KernelLoss
 from a3c.learn.update.mlp import MlpByHand
@@ -36,8 +36,8 @@ def model_of(action_space, **settings):
 
 def test_a_path_covers_a_model_where_both_its_parts_do(monkeypatch):
     monkeypatch.delenv(KERNEL_ENV, raising=False)
-    path = UpdatePath("mlp+kernel", MlpByHand, KernelLoss)
-    closed = UpdatePath("mlp+closed-form", MlpByHand, ClosedFormLoss)
+    path = UpdatePath("mlp+kernel", MlpByHand, KernelLoss, A3C)
+    closed = UpdatePath("mlp+closed-form", MlpByHand, ClosedFormLoss, A3C)
     discrete = model_of(gym.spaces.Discrete(3))
     box = model_of(gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
     lstm = model_of(gym.spaces.Discrete(3), lstm=4)

@@ -1,6 +1,5 @@
 """a3c.learn.update.step: the gradient's norm, the skip of a non-finite update, the clip to --max-grad-norm and the lr
-of the
-schedule at the run's progress, whatever the path and the backend."""
+of the schedule at the run's progress, whatever the path and the backend."""
 
 from __future__ import annotations
 
