@@ -45,9 +45,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from a3c.learn.model import ActorCritic, CnnTorso, State
-from a3c.learn.update.protocol import Minibatch, NetworkPass, Rollout, Unrolled
-from a3c.spec.config import Config
+from a3c.learn.model import ActorCritic, CnnTorso
+from a3c.learn.update.by_hand import PassByHand
 
 
 @dataclass
@@ -401,38 +400,10 @@ class CnnBackprop:
                 d_out = d_in
 
 
-class CnnByHand(NetworkPass):
-    """The update protocol's network pass (a3c.learn.update.protocol) by hand for the CNN (float32 or --bf16, any input
-    dtype): acting through ``CnnBackprop.policy`` (recorded for the update), the update through ``CnnBackprop``."""
+class CnnByHand(PassByHand):
+    """The update protocol's network pass by hand for the CNN, float32 or --bf16, any input dtype (CnnBackprop)."""
 
-    @classmethod
-    def supports(cls, config: Config, model: ActorCritic) -> str | None:
-        return CnnBackprop.covers(model)
-
-    def __init__(self, model: ActorCritic, config: Config, grads: torch.Tensor) -> None:
-        backprop = CnnBackprop.of(model)
-        assert backprop is not None, "a model this pass covers, its parameters' .grad views of the flat buffer"
-        # every layer's activations of the acting passes kept for the update (see the module docstring)
-        backprop.record(config.n_steps, config.envs_per_worker)
-        self.backprop, self._policy = backprop, backprop.policy
-
-    def act(self, rollout: Rollout, step: int, state: State) -> tuple[torch.Tensor, State]:
-        return self._policy(rollout.obs_np[step], step), state  # (no core: no state)
-
-    def unroll(self, rollout: Rollout) -> Unrolled:
-        final_obs = rollout.final_obs_np if rollout.any_truncated() else None
-        return Unrolled(*self.backprop.unroll(rollout.obs_np, final_obs))
-
-    def forward(self, rollout: Rollout, minibatch: Minibatch) -> Unrolled:
-        T, K = rollout.steps, rollout.envs
-        flat = rollout.obs_np[:T].reshape(T * K, *rollout.obs_np.shape[2:])
-        params, values, saved = self.backprop.forward(flat[minibatch.samples])
-        return Unrolled(params, values, None, saved)
-
-    def backward(
-        self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor
-    ) -> None:
-        self.backprop.backward(unrolled.saved, dparams, dvalues)  # (writes every parameter's gradient)
+    backprop = CnnBackprop
 
 
 def _bf16_copy(weight: torch.Tensor) -> torch.Tensor:

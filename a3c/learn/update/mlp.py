@@ -42,9 +42,9 @@ import torch
 from torch import nn
 
 from a3c.learn.distributions import GaussianHead
-from a3c.learn.model import ActorCritic, MlpTorso, State
-from a3c.learn.update.protocol import Minibatch, NetworkPass, Rollout, Unrolled, backward_from
-from a3c.spec.config import Config
+from a3c.learn.model import ActorCritic, MlpTorso
+from a3c.learn.update.by_hand import PassByHand
+from a3c.learn.update.protocol import backward_from
 
 
 @dataclass(frozen=True)
@@ -468,39 +468,7 @@ def _backward_np(layers: list[_Layer], outs: list[np.ndarray], d_out: np.ndarray
             d_out = dz @ layers[i].w
 
 
-class MlpByHand(NetworkPass):
-    """The update protocol's network pass (a3c.learn.update.protocol) by hand for MLP torsos without a core: acting
-    through
-    ``MlpBackprop.policy`` (recorded for the update), the update's forward and backward through ``MlpBackprop``."""
+class MlpByHand(PassByHand):
+    """The update protocol's network pass by hand for MLP torsos without a core (MlpBackprop)."""
 
-    @classmethod
-    def supports(cls, config: Config, model: ActorCritic) -> str | None:
-        return MlpBackprop.covers(model)
-
-    def __init__(self, model: ActorCritic, config: Config, grads: torch.Tensor) -> None:
-        backprop = MlpBackprop.of(model)
-        assert backprop is not None, "a model this pass covers, its parameters' .grad views of the flat buffer"
-        # the acting passes' activations and logits kept for the update, which then does not compute them again
-        # (the weights do not change between a rollout and its update: pulled before, pushed after)
-        backprop.record(config.n_steps, config.envs_per_worker)
-        self.backprop, self.grads, self._policy = backprop, grads, backprop.policy
-
-    def act(self, rollout: Rollout, step: int, state: State) -> tuple[torch.Tensor, State]:
-        return self._policy(rollout.obs_np[step], step), state  # (no core: no state)
-
-    def unroll(self, rollout: Rollout) -> Unrolled:
-        final_obs = rollout.final_obs_np if rollout.any_truncated() else None
-        return Unrolled(*self.backprop.unroll(rollout.obs_np, final_obs))
-
-    def forward(self, rollout: Rollout, minibatch: Minibatch) -> Unrolled:
-        T, K = rollout.steps, rollout.envs
-        flat = rollout.obs_np[:T].reshape(T * K, *rollout.obs_np.shape[2:])
-        params, values, saved = self.backprop.forward(flat[minibatch.samples])
-        return Unrolled(params, values, None, saved)
-
-    def backward(
-        self, unrolled: Unrolled, dparams: np.ndarray | torch.Tensor, dvalues: np.ndarray | torch.Tensor
-    ) -> None:
-        if not self.backprop.writes_all_grads:  # (a head under autograd accumulates: zeros first)
-            self.grads.zero_()
-        self.backprop.backward(unrolled.saved, dparams, dvalues)
+    backprop = MlpBackprop
