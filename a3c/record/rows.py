@@ -14,6 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
+from a3c.learn.objectives.ppo import TERMS as PPO_TERMS
+
 FIELDS: tuple[str, ...] = (
     "return",
     "length",
@@ -28,17 +30,10 @@ FIELD = {name: i for i, name in enumerate(FIELDS)}
 
 
 # What a worker's updates report, by name: every objective's learner returns a prefix-free subset of these, in its own
-# order (a3c.learn.objectives: A3C the first four, PPO all). A new term is a name appended here; its stats column,
+# order (a3c.learn.objectives: A3C the first four, PPO all). A new term is a name in its objective's TERMS; its stats
+# column,
 # TensorBoard tags (losses/<name>, workers/<rank>/<name>) and summary.json key follow from it.
-UPDATE_TERMS: tuple[str, ...] = (
-    "loss",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_fraction",
-    "explained_variance",
-)
+UPDATE_TERMS: tuple[str, ...] = PPO_TERMS  # (a superset of A3C's: the loss's four, then PPO's diagnostics)
 
 
 class Stat(IntEnum):
