@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from a3c.learn.objectives.ppo import TERMS as PPO_TERMS
+from a3c.learn.terms import PPO_TERMS
 
 FIELDS: tuple[str, ...] = (
     "return",

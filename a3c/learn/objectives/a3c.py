@@ -13,10 +13,11 @@ import torch
 
 from a3c.learn.distributions import Distribution
 from a3c.learn.model import ActorCritic
+from a3c.learn.terms import A3C_TERMS
 from a3c.learn.update.protocol import Learner, LossGradient, Minibatch, NetworkPass, Rollout, UpdatePath
 from a3c.spec.config import Config
 
-TERMS: tuple[str, ...] = ("loss", "policy_loss", "value_loss", "entropy")
+TERMS: tuple[str, ...] = A3C_TERMS
 WHOLE_ROLLOUT = [Minibatch()]  # the plan of every rollout: one minibatch of all its samples, no pull before it
 
 

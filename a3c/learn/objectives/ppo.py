@@ -37,16 +37,11 @@ from a3c.learn.distributions import Distribution
 from a3c.learn.estimators import ESTIMATORS, next_values
 from a3c.learn.losses import clipped_surrogate_loss, normalized_advantages, policy_term_grads
 from a3c.learn.model import ActorCritic
-from a3c.learn.objectives.a3c import TERMS as A3C_TERMS
+from a3c.learn.terms import PPO_TERMS
 from a3c.learn.update.protocol import Learner, Minibatch, NetworkPass, Rollout, Unrolled, UpdatePath
 from a3c.spec.config import Config
 
-TERMS: tuple[str, ...] = (
-    *A3C_TERMS,
-    "approx_kl",
-    "clip_fraction",
-    "explained_variance",
-)  # the loss's, then diagnostics
+TERMS: tuple[str, ...] = PPO_TERMS
 
 
 class Batch:
