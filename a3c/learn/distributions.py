@@ -319,6 +319,27 @@ class DiagGaussian(Distribution):
             dlog_std = dlog_std - ent_coef / batch
         return log_probs, entropies, torch.cat([dmean, dlog_std], dim=-1)
 
+    def policy_grad_np(
+        self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``policy_grad``'s formulas in numpy, where PPO's update calls them twice a minibatch on a few dozen rows
+        (each torch operation there costs several times its arithmetic); None with --clipped-log-prob (its log Phi
+        has no numpy function here: ``policy_grad`` computes that case in torch)."""
+        if self.clipped_log_prob:
+            return None
+        batch, dim = params.shape[0], self.dim
+        mean, log_std = params[:, :dim], params[:, dim:]
+        inv_std = np.exp(-log_std)
+        z = (actions.reshape(batch, -1) - mean) * inv_std
+        log_terms = -(0.5 * z * z + log_std) - _HALF_LOG_2PI
+        scaled_adv = (advantages / batch)[:, None]
+        dparams = np.empty_like(params)
+        np.multiply(-scaled_adv, z * inv_std, out=dparams[:, :dim])
+        np.multiply(-scaled_adv, z * z - 1.0, out=dparams[:, dim:])
+        dparams[:, dim:] -= ent_coef / batch
+        entropies = np.add.reduce(log_std, axis=-1) + dim * (0.5 + _HALF_LOG_2PI)
+        return np.add.reduce(log_terms, axis=-1), entropies, dparams
+
     def env_actions(self, actions: np.ndarray) -> list[Any]:
         flat = np.clip(actions.reshape(actions.shape[0], -1), self.low, self.high).astype(self.dtype)
         return list(flat.reshape(actions.shape))
@@ -378,6 +399,11 @@ class GSDEGaussian(DiagGaussian):
         self, params: torch.Tensor, actions: torch.Tensor, advantages: torch.Tensor, ent_coef: float
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         return None  # no closed form here: the loss differentiates log_prob_entropy (see the class docstring)
+
+    def policy_grad_np(
+        self, params: np.ndarray, actions: np.ndarray, advantages: np.ndarray, ent_coef: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        return None  # (not DiagGaussian's: gSDE's log-probability is not the independent Gaussian's)
 
     def make_head(self, width: int) -> nn.Module:
         if width != self.width:

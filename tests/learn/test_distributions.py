@@ -229,3 +229,22 @@ def test_gsde_on_a_discrete_env_is_a_user_error():
 
     with pytest.raises(UserError, match="--gsde is for continuous"):
         preflight(Config(env="CartPole-v1", gsde=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_gaussians_numpy_policy_gradient_is_its_torch_one(dtype):
+    """PPO's update calls the numpy form twice a minibatch; it is the torch closed form (and so autograd's) in numbers,
+    in the params' dtype; --clipped-log-prob and gSDE have none (None: the torch form or autograd serves them)."""
+    dist = gaussian()
+    params, actions = gaussian_params().to(dtype), torch.randn(7, 3, generator=torch.Generator().manual_seed(5))
+    advantages = torch.randn(7, generator=torch.Generator().manual_seed(6)).to(dtype)
+    closed = dist.policy_grad_np(params.numpy(), actions.to(dtype).numpy(), advantages.numpy(), 0.03)
+    assert closed is not None
+    expected = dist.policy_grad(params, actions.to(dtype), advantages, 0.03)
+    tolerance = {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-5, "atol": 1e-6}
+    for ours, theirs in zip(closed, expected, strict=True):
+        assert ours.dtype == params.numpy().dtype
+        np.testing.assert_allclose(ours, theirs.numpy(), **tolerance)
+    assert clipped_gaussian().policy_grad_np(params.numpy(), actions.to(dtype).numpy(), advantages.numpy(), 0.0) is None
+    gsde = make_distribution(gym.spaces.Box(-1.0, 1.0, (2,), np.float32), gsde_width=4)
+    assert gsde.policy_grad_np(np.zeros((3, gsde.param_dim)), np.zeros((3, 2)), np.zeros(3), 0.0) is None
