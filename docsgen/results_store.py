@@ -8,7 +8,8 @@ A page asks for a table with a marker line, filters optional (comma-separated va
     <!-- bench-table: store ../data/results.jsonl view=seeds env=Hopper-v5 -->
 
 The default view is env x arm: the final 100-episode training mean (mean ± std over seeds), the seeds, the seeds that
-reached the threshold, the median wall time and steps/s; ``view=seeds`` shows each run. Of runs stored more than once
+reached the threshold, the median wall time and steps/s; ``view=seeds`` shows each run; ``view=ratio`` the steps/s of
+two arms seed by seed and their ratio (a speed target's table). Of runs stored more than once
 (the same env, arm, seed and budget on several commits) the last stored counts. ``figure`` draws returns against
 env steps and against wall time per env, an arm a line (the mean over its seeds) and a band (their range); the
 command is ``python -m scripts.bench figure``. hooks.py calls ``expand``.
@@ -26,7 +27,7 @@ from scripts.benchmark.store import Store, latest
 
 MARKER = re.compile(r"^<!-- bench-table: store (?P<file>\S+\.jsonl)(?P<filters>(?: [a-z]+=\S+)*) -->$", re.M)
 FILTERS = ("env", "arm", "budget", "view")
-VIEWS = ("arms", "seeds")
+VIEWS = ("arms", "seeds", "ratio")
 
 
 def _n(x: float | None, digits: int = 0) -> str:
@@ -118,7 +119,32 @@ def by_seed(rows: list[dict[str, Any]]) -> str:
     return _table([*header, "steps/s", "sessions", "commit"], out)
 
 
-VIEW: dict[str, Callable[[list[dict[str, Any]]], str]] = {"arms": by_arm, "seeds": by_seed}
+def by_ratio(rows: list[dict[str, Any]]) -> str:
+    """Speed, pair by pair: per env, budget and seed, the steps/s of the first arm stored over the second's (runs made
+    one after the other by the driver, seed by seed, so a pair shares the machine's state), and their median."""
+    out = []
+    pairs: dict[tuple[str, int], dict[str, dict[int, dict[str, Any]]]] = {}
+    for (env, budget, arm), runs in _groups(rows).items():
+        pairs.setdefault((env, budget), {})[arm] = {r["seed"]: r for r in runs}
+    for (env, budget), arms in pairs.items():
+        if len(arms) != 2:
+            raise ValueError(f"bench-table store: view=ratio needs two arms of {env}, not {len(arms)} (filter arm=A,B)")
+        (first, ours), (second, theirs) = arms.items()
+        ratios = []
+        for seed in sorted(set(ours) & set(theirs)):
+            a, b = ours[seed]["steps_per_s"], theirs[seed]["steps_per_s"]
+            if a is None or not b:
+                continue
+            ratios.append(a / b)
+            out.append(
+                [f"{env} ({_budget(budget)})", str(seed), f"{first}: {_n(a)}", f"{second}: {_n(b)}", f"{a / b:.2f}x"]
+            )
+        if ratios:
+            out.append([f"{env} ({_budget(budget)})", "median", "", "", f"**{statistics.median(ratios):.2f}x**"])
+    return _table(["env (steps)", "seed", "steps/s", "steps/s", "ratio"], out)
+
+
+VIEW: dict[str, Callable[[list[dict[str, Any]]], str]] = {"arms": by_arm, "seeds": by_seed, "ratio": by_ratio}
 
 
 def made_by(rows: list[dict[str, Any]]) -> str:

@@ -69,6 +69,21 @@ def test_the_arm_table_is_the_store_s_numbers(tmp_path):
     assert lines[3] == "| CartPole-v1 (10k) | sb3-a2c | **50.0** ± 0.0 | 1 | 0/1 (>= 150) | 99 | 10 |"
 
 
+def test_the_ratio_view_pairs_two_arms_seed_by_seed(tmp_path):
+    """A speed target's table: each seed the two arms share, the first's steps/s over the second's, and the median;
+    a pair of arms is required."""
+    store = a_store(tmp_path)
+    store.append(row(arm="sb3-a2c", seed=2, budget=10_000, steps_per_s=40.0, curve=[[0, 0.0, 0.0]]))
+    table = results_store.by_ratio(results_store.select(store.rows(), env=["CartPole-v1"]))
+    lines = table.splitlines()
+    assert lines[2] == "| CartPole-v1 (10k) | 1 | a3c: 1,000 | sb3-a2c: 10 | 100.00x |"
+    assert lines[3] == "| CartPole-v1 (10k) | 2 | a3c: 2,000 | sb3-a2c: 40 | 50.00x |"
+    assert lines[4] == "| CartPole-v1 (10k) | median |  |  | **75.00x** |" and len(lines) == 5  # seed 3: no pair
+    with pytest.raises(ValueError, match="view=ratio needs two arms of CartPole-v1, not 1"):
+        results_store.by_ratio(results_store.select(store.rows(), env=["CartPole-v1"], arm=["a3c"]))
+    assert "ratio" in results_store.parse_filters("view=ratio")["view"]
+
+
 def test_a_rerun_replaces_the_older_row(tmp_path):
     store = a_store(tmp_path)
     store.append(
