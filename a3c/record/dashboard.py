@@ -13,8 +13,9 @@ thread so that the tick never waits for matplotlib, to plots/loss_history.png an
 ``plots/loss_history``; and at the end of the run the hparams summary (the resolved configuration and the final
 metrics) into the run's own event file, so that TensorBoard shows it for the run itself and not for a sub-run.
 
-Policy lag (global optimizer steps between a worker pulling the weights and its gradient being applied) is measured
-by the worker on every update: ``perf/policy_lag`` is the mean over the updates since the last tick and
+Policy lag (the global optimizer steps other workers took between the weights that acted and a gradient being
+applied: a3c.learn.update.loop; for A3C those between the rollout's pull and its push, for PPO's minibatches also
+those since the rollout acted) is measured by the worker on every update: ``perf/policy_lag`` is the mean over the updates since the last tick and
 ``perf/policy_lag_max`` the largest, taken from the per-worker maxima of the logging interval that is ending (the
 trainer advances the interval right after each tick, see ``Dashboard.__init__``).
 """

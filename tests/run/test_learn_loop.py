@@ -194,6 +194,30 @@ def test_other_workers_steps_past_max_policy_lag_drop_the_rest_of_the_plan(limit
         assert exchange.dropped_counts == []
 
 
+def test_the_recorded_lag_is_others_steps_since_the_rollout_acted():
+    """What perf/policy_lag shows (and --max-policy-lag limits): the optimizer steps other workers took between the
+    weights that acted and the minibatch's push, this worker's own pushes of the rollout not counted. Others push 3
+    before each pull after the rollout's, and 2 more between each pull and its push: by minibatch k's push they took
+    5 (k + 1), where the push alone sees 2 (its pull-to-push, which is all an A3C update, taken on the weights that
+    acted, has)."""
+    grads = np.zeros(GRADS, dtype=np.float32)
+    exchange = FakeExchange(version=10, others=3)
+    exchange.pulls = 1  # (the rollout's pull was the first)
+    push = exchange.push
+
+    def push_after_others(pulled_at, lr):
+        exchange.version += 2
+        return push(pulled_at, lr)
+
+    exchange.push = push_after_others
+    assert run_loop(FakeLearner(grads, 4), exchange, grads, acted_at=10) == 4
+    assert [lag for _, _, lag in exchange.recorded] == [5 * (k + 1) for k in range(4)]
+    a3c_exchange = FakeExchange(version=10)
+    a3c_exchange.push = lambda pulled_at, lr: 2  # an A3C plan: no pull; the push's own lag is the policy lag
+    assert run_loop(FakeLearner(grads, 1, pull=False), a3c_exchange, grads, acted_at=10) == 1
+    assert [lag for _, _, lag in a3c_exchange.recorded] == [2]
+
+
 def test_no_max_policy_lag_drops_nothing_however_far_others_moved():
     grads = np.zeros(GRADS, dtype=np.float32)
     exchange = FakeExchange(version=10, others=50)

@@ -16,7 +16,9 @@ policy version is more than the limit behind the learner's is left out, measured
 it, so the learner's own steps on that batch never count): here, the shared optimizer's steps since the rollout's
 policy acted that were *not* this worker's own pushes of this rollout, measured before every minibatch (others push
 while a worker goes through its epochs, which Sample Factory's single learner has no counterpart of). With one worker
-it is always 0: synchronous PPO, nothing dropped. The minibatches not taken are counted (``dropped``).
+it is always 0: synchronous PPO, nothing dropped. The minibatches not taken are counted (``dropped``). The lag each
+pushed minibatch records (``perf/policy_lag``) is the same count at its push: the steps other workers took since the
+weights that acted (A3C's: those between its rollout's pull and its push).
 """
 
 from __future__ import annotations
@@ -89,7 +91,9 @@ def learn_rollout(
         if grad_norm is None:  # a non-finite update would poison the shared model for every worker: skip it
             exchange.skipped()
             continue
-        lag = exchange.push(pulled_at, step.lr(exchange.global_step()))
+        # the policy lag of this gradient: the steps others took between the weights that acted and the push (its
+        # pull-to-push lag, which the push returns, plus theirs between acting and its pull; not this worker's own)
+        lag = exchange.push(pulled_at, step.lr(exchange.global_step())) + pulled_at - acted_at - pushed
         pushed += 1
         exchange.record(terms, grad_norm, lag)
     return pushed
