@@ -15,9 +15,9 @@ metrics) into the run's own event file, so that TensorBoard shows it for the run
 
 Policy lag (the global optimizer steps other workers took between the weights that acted and a gradient being
 applied: a3c.learn.update.loop; for A3C those between the rollout's pull and its push, for PPO's minibatches also
-those since the rollout acted) is measured by the worker on every update: ``perf/policy_lag`` is the mean over the updates since the last tick and
-``perf/policy_lag_max`` the largest, taken from the per-worker maxima of the logging interval that is ending (the
-trainer advances the interval right after each tick, see ``Dashboard.__init__``).
+those since the rollout acted) is measured by the worker on every update: ``perf/policy_lag`` is the mean over the
+updates since the last tick and ``perf/policy_lag_max`` the largest, taken from the per-worker maxima of the logging
+interval that is ending (the trainer advances the interval right after each tick, see ``Dashboard.__init__``).
 """
 
 from __future__ import annotations
