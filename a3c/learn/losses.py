@@ -267,6 +267,18 @@ def policy_term_grads(
     return _numpy(closed_t[0]), _numpy(closed_t[1]), _numpy(closed_t[2])
 
 
+def action_log_probs(
+    dist: Distribution, params: torch.Tensor | np.ndarray, actions: torch.Tensor | np.ndarray
+) -> np.ndarray:
+    """log pi(a|s) [B] in the params' dtype: the distribution's numpy form where it has one, else
+    ``policy_term_grads``'s first output (which computes a gradient beside it)."""
+    z, a = _numpy(params), _numpy(actions)
+    log_probs = dist.log_prob_np(z, a)
+    if log_probs is not None:
+        return log_probs
+    return policy_term_grads(dist, z, a, np.zeros(z.shape[0], dtype=z.dtype), 0.0)[0]
+
+
 def _numpy(x: torch.Tensor | np.ndarray) -> np.ndarray:
     """A CPU tensor's numpy view (detached first where it carries a graph: detach costs a microsecond a call); an
     array as it is."""

@@ -248,3 +248,37 @@ def test_the_gaussians_numpy_policy_gradient_is_its_torch_one(dtype):
     assert clipped_gaussian().policy_grad_np(params.numpy(), actions.to(dtype).numpy(), advantages.numpy(), 0.0) is None
     gsde = make_distribution(gym.spaces.Box(-1.0, 1.0, (2,), np.float32), gsde_width=4)
     assert gsde.policy_grad_np(np.zeros((3, gsde.param_dim)), np.zeros((3, 2)), np.zeros(3), 0.0) is None
+
+
+@pytest.mark.parametrize("kind", ["categorical", "gaussian", "gaussian-float32"])
+def test_the_numpy_log_prob_is_log_prob_entropy_s(kind):
+    """PPO's ratio takes log pi(a|s) alone in numpy (a3c.learn.losses.action_log_probs): the same numbers as the torch
+    log-probability the reference differentiates; --clipped-log-prob and gSDE have none (the fallback serves)."""
+    g = torch.Generator().manual_seed(7)
+    if kind == "categorical":
+        dist, params, actions = Categorical(5), torch.randn(9, 5, generator=g).double(), torch.randint(0, 5, (9,))
+    else:
+        dist, params, actions = gaussian(), gaussian_params(batch=9).double(), torch.randn(9, 3, generator=g).double()
+    if kind == "gaussian-float32":
+        params, actions = params.float(), actions.float()
+    ours = dist.log_prob_np(params.numpy(), actions.numpy())
+    expected = dist.log_prob_entropy(params, actions)[0].numpy()
+    assert ours is not None and ours.dtype == params.numpy().dtype
+    tolerance = 1e-12 if params.dtype == torch.float64 else 1e-5
+    np.testing.assert_allclose(ours, expected, rtol=tolerance, atol=tolerance)
+    assert clipped_gaussian().log_prob_np(gaussian_params().numpy(), np.zeros((7, 3))) is None
+    gsde = make_distribution(gym.spaces.Box(-1.0, 1.0, (2,), np.float32), gsde_width=4)
+    assert gsde.log_prob_np(np.zeros((3, gsde.param_dim)), np.zeros((3, 2))) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True, width=32), min_size=6, max_size=6),
+    st.sampled_from([(-1.0, 1.0), (-np.inf, 2.0), (0.0, np.inf), (-np.inf, np.inf)]),
+)
+def test_the_env_actions_are_np_clip_s_nan_and_infinities_too(values, bounds):
+    """env_actions clips by two ufuncs (np.clip's wrapper is slow on every step): np.clip's numbers, NaN kept."""
+    low, high = bounds
+    dist = make_distribution(gym.spaces.Box(low, high, (2,), np.float32))
+    actions = np.array(values, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(np.stack(dist.env_actions(actions)), np.clip(actions, low, high).astype(np.float32))

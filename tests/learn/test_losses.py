@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from a3c.learn.distributions import Categorical
 from a3c.learn.losses import (
+    action_log_probs,
     actor_critic_loss,
     actor_critic_loss_grads,
     gae_advantages,
@@ -315,3 +316,13 @@ def test_normalized_advantages_of_equal_samples_are_zeros_not_nan():
     """A rollout whose advantages are all equal (std 0): the 1e-8 keeps the result finite, zeros."""
     out = normalized_advantages(np.full((5, 8), 0.25, np.float32))
     assert np.array_equal(out, np.zeros((5, 8), np.float32))
+
+
+def test_action_log_probs_takes_the_numpy_form_or_falls_back_to_the_gradient_s():
+    """One log pi(a|s) whichever way it is computed: the distribution's numpy form (Categorical), or, where a family
+    has none (NoClosedForm: autograd), the first output of policy_term_grads."""
+    g = torch.Generator().manual_seed(8)
+    logits, actions = torch.randn(6, 4, generator=g, dtype=torch.float64), torch.randint(0, 4, (6,), generator=g)
+    expected = torch.log_softmax(logits, -1).gather(-1, actions[:, None])[:, 0].numpy()
+    for dist in (Categorical(4), NoClosedForm(4)):
+        np.testing.assert_allclose(action_log_probs(dist, logits, actions), expected, rtol=1e-12, atol=1e-12)

@@ -35,7 +35,7 @@ import torch
 
 from a3c.learn.distributions import Distribution
 from a3c.learn.estimators import ESTIMATORS, next_values
-from a3c.learn.losses import clipped_surrogate_loss, normalized_advantages, policy_term_grads
+from a3c.learn.losses import action_log_probs, clipped_surrogate_loss, normalized_advantages, policy_term_grads
 from a3c.learn.model import ActorCritic
 from a3c.learn.terms import PPO_TERMS
 from a3c.learn.update.protocol import Learner, Minibatch, NetworkPass, Rollout, Unrolled, UpdatePath
@@ -140,8 +140,7 @@ class ClosedFormSurrogate(SurrogateGradient):
         cfg, dist = self.config, self.dist
         size = values.shape[0]
         adv = batch.advantages.astype(values.dtype, copy=False)
-        zeros = np.zeros(size, dtype=values.dtype)
-        log_probs = policy_term_grads(dist, params, batch.actions, zeros, 0.0)[0]  # log pi(a|s) now
+        log_probs = action_log_probs(dist, params, batch.actions)  # log pi(a|s) now
         ratio = np.exp(log_probs.astype(np.float64) - batch.log_probs)
         clip = cfg.clip_range
         clipped_ratio = np.clip(ratio, 1.0 - clip, 1.0 + clip)
@@ -230,9 +229,8 @@ class PPOUpdate(Learner):
             unrolled = self.network.unroll(rollout)  # the weights that acted: a fast path's record is reused
         params = _numpy(unrolled.params)[: T * K]
         actions = rollout.actions_np.reshape(T * K, *self.dist.action_shape)
-        zeros = np.zeros(T * K, dtype=params.dtype)
         self.actions = actions
-        self.log_probs = policy_term_grads(self.dist, params, actions, zeros, 0.0)[0].astype(np.float64)
+        self.log_probs = action_log_probs(self.dist, params, actions).astype(np.float64)
         self.targets(rollout, unrolled, None)
         self.targets_epoch = 0
         self.values = unrolled.values[:T].astype(np.float64).reshape(-1)
@@ -303,8 +301,7 @@ class PPOUpdate(Learner):
         with torch.no_grad():
             unrolled = self.network.unroll(rollout)
         params = _numpy(unrolled.params)[: T * K]
-        zeros = np.zeros(T * K, dtype=params.dtype)
-        now = policy_term_grads(self.dist, params, self.actions, zeros, 0.0)[0].astype(np.float64)
+        now = action_log_probs(self.dist, params, self.actions).astype(np.float64)
         log_rhos = np.nan_to_num((now - self.log_probs).reshape(T, K), nan=0.0, posinf=0.0, neginf=0.0)
         self.targets(rollout, unrolled, log_rhos)
 
