@@ -289,7 +289,7 @@ class ObsNormalizer(_Applier):
         """Normalise without counting (a final observation at truncation, seen once already by the env's step).
         Non-finite entries come out NaN, never clipped (see the module docstring); ``finite``: whether the caller
         already knows that every entry is finite (None: check here)."""
-        out = np.clip((obs - self.mean) / self.std, -self.clip, self.clip).astype(np.float32)
+        out = _clip((obs - self.mean) / self.std, self.clip).astype(np.float32)
         if finite is None:
             finite = bool(np.isfinite(obs).all())
         if not finite:
@@ -325,9 +325,16 @@ class RewardScaler(_Applier):
         the episode ended, and every return of that episode would be left out)."""
         self.returns = self.returns * self.gamma + rewards
         finite = self._observe(self.returns)
-        scaled = np.clip(rewards / self.std, -self.clip, self.clip).astype(np.float32)
+        scaled = _clip(rewards / self.std, self.clip).astype(np.float32)
         if not finite:
             self.returns[~np.isfinite(self.returns)] = 0.0
             scaled[~np.isfinite(rewards)] = np.nan  # np.clip would turn +-inf into +-clip
         self.returns[np.asarray(dones, dtype=bool)] = 0.0
         return scaled
+
+
+def _clip(x: np.ndarray, bound: float) -> np.ndarray:
+    """np.clip(x, -bound, bound) (NaN stays NaN, +-inf becomes +-bound) by two ufuncs, in place on ``x`` (a temporary
+    of the caller's): np.clip's Python wrapper costs ~10 us, twice on every env step with normalisation on."""
+    np.maximum(x, -bound, out=x)
+    return np.minimum(x, bound, out=x)

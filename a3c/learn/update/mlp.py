@@ -229,9 +229,12 @@ class MlpBackprop:
     def _gaussian(self, features: np.ndarray) -> np.ndarray:
         """GaussianHead's output by hand: [mean = features W^T + b, log_std for every row], [B, 2 A]."""
         assert self.gauss_np is not None and self.log_std_np is not None
-        mean = features @ self.gauss_np.w_t
+        dim = self.log_std_np.shape[-1]
+        out = np.empty((features.shape[0], 2 * dim), dtype=features.dtype)  # (np.concatenate and broadcast_to: 36 us)
+        mean = np.matmul(features, self.gauss_np.w_t, out=out[:, :dim])
         mean += self.gauss_np.b
-        return np.concatenate((mean, np.broadcast_to(self.log_std_np, mean.shape)), axis=1)
+        out[:, dim:] = self.log_std_np
+        return out
 
     def inputs(self, obs: torch.Tensor | np.ndarray, rows: int | None = None) -> np.ndarray:
         """MlpTorso.inputs in numpy: the observations (a tensor or an array; ``rows`` of them, flattened from
