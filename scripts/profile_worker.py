@@ -3,9 +3,13 @@ a fixed number of env steps, then prints the time per phase of the loop (env.ste
 sampling, loss + backward, optimizer step, weight pull) and the top functions.
 
     python -m scripts.profile_worker --envs-per-worker 8 --n-steps 5 --steps 40000
+    python -m scripts.profile_worker --env Hopper-v5 --preset env --steps 30720 --breakdown   # as a run of it acts
     python -m scripts.profile_worker --phases     # no profiler: the median time of each phase of the loop
     python -m scripts.profile_worker --env ALE/Pong-v5 --envs-per-worker 4 --n-steps 20 --steps 12000 --phases --bf16
     python -m scripts.profile_worker --env ALE/Pong-v5 --envs-per-worker 4 --n-steps 20 --steps 16000 --breakdown --bf16
+
+The settings are a3c.train's for ``--env ENV --preset NAME`` and the flags given (``--preset none`` unless given: the
+objective's plain defaults); the process runs with one thread in every native pool, as a worker does.
 
 ``--phases`` times pull, rollout, update and publish with the clock (after 300 untimed iterations) and prints the
 median of each in microseconds: the way to compare two checkouts (run it from each with ``PYTHONPATH``, in turn,
@@ -33,16 +37,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from a3c.learn.model import build_model, flatten_parameters
 from a3c.learn.optim import make_optimizer
 from a3c.run.backends.shared_memory import SharedMemoryCoordinator, SharedRun
 from a3c.run.board import EpisodeBoard
+from a3c.run.threads import limit_native_threads
 from a3c.run.worker import Worker
-from a3c.spec.config import Config
 from a3c.spec.environment import describe_env
 from a3c.spec.seeding import WorkerSeeds
+from a3c.train import parse_cli
 from scripts._common import markdown_table
 
 # phase name -> (file suffix, function name) whose cumulative time makes that phase; where several functions match
@@ -82,8 +85,8 @@ def _matches(key: tuple[str, int, str], functions: list[tuple[str, str]]) -> boo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole-v1")
-    parser.add_argument("--envs-per-worker", type=int, default=8)
-    parser.add_argument("--n-steps", type=int, default=5)
+    parser.add_argument("--envs-per-worker", type=int, help="a3c.train's (default: the table's)")
+    parser.add_argument("--n-steps", type=int, help="a3c.train's (default: the table's)")
     parser.add_argument("--steps", type=int, default=40_000)
     parser.add_argument("--top", type=int, default=15)
     parser.add_argument("--phases", action="store_true", help="time the loop's phases without the profiler")
@@ -91,23 +94,28 @@ def main() -> None:
     parser.add_argument(
         "--breakdown", action="store_true", help="time each part of the loop with the clock (the module docstring)"
     )
-    parser.add_argument("--env-backend", default="gymnasium", help="a3c.train's --env-backend")
-    parser.add_argument("--algo", default="a3c", choices=["a3c", "ppo"], help="a3c.train's --algo (the objective)")
-    parser.add_argument("--minibatch-size", type=int, default=64, help="with --algo ppo")
-    parser.add_argument("--n-epochs", type=int, default=4, help="with --algo ppo")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    cfg = Config(
-        env=args.env,
-        workers=1,
-        envs_per_worker=args.envs_per_worker,
-        n_steps=args.n_steps,
-        total_steps=args.steps,
-        bf16=args.bf16,
-        env_backend=args.env_backend,
-        algo=args.algo,
-        **({"minibatch_size": args.minibatch_size, "n_epochs": args.n_epochs} if args.algo == "ppo" else {}),
+    parser.add_argument("--env-backend", help="a3c.train's --env-backend")
+    parser.add_argument("--algo", choices=["a3c", "ppo"], help="a3c.train's --algo (the objective)")
+    parser.add_argument("--minibatch-size", type=int, help="with --algo ppo")
+    parser.add_argument("--n-epochs", type=int, help="with --algo ppo")
+    parser.add_argument(
+        "--preset",
+        default="none",
+        help="a3c.train's --preset: the table the settings start from (default none: the objective's plain defaults; "
+        "env: the env's own table, as a run of it takes it, normalisation and all)",
     )
+    args = parser.parse_args()
+    limit_native_threads()  # one thread in every native pool, as in a worker (a3c.run.threads)
+    # the profiler runs the worker to the budget; --phases and --breakdown time their iterations after untimed ones,
+    # every one a whole update (past the budget the learn loop stops after a rollout's first minibatch)
+    budget = args.steps if not (args.phases or args.breakdown) else 1000 * args.steps
+    argv = ["--env", args.env, "--workers", "1", "--total-steps", str(budget)]
+    argv += [] if args.preset == "env" else ["--preset", args.preset]
+    for name in ("envs_per_worker", "n_steps", "env_backend", "algo", "minibatch_size", "n_epochs"):
+        if getattr(args, name) is not None:
+            argv += ["--" + name.replace("_", "-"), str(getattr(args, name))]
+    argv += ["--bf16"] if args.bf16 else []
+    cfg = parse_cli(argv)[0]
     spec = describe_env(cfg.env, cfg.env_kwargs)
     params, _ = flatten_parameters(build_model(spec, cfg)[0], shared=True)
     coordinator = SharedMemoryCoordinator(
@@ -120,10 +128,10 @@ def main() -> None:
     )
     worker = Worker(0, coordinator.channel(0), cfg, spec, time.time(), WorkerSeeds(cfg.seed, 0, 0, 0))
     if args.phases:
-        time_phases(worker, args.steps // (args.envs_per_worker * args.n_steps))
+        time_phases(worker, args.steps // (cfg.envs_per_worker * cfg.n_steps))
         return
     if args.breakdown:
-        time_parts(worker, args.steps // (args.envs_per_worker * args.n_steps))
+        time_parts(worker, args.steps // (cfg.envs_per_worker * cfg.n_steps))
         return
     profiler = cProfile.Profile()
     start = time.perf_counter()
@@ -139,7 +147,7 @@ def main() -> None:
         rows.append([phase, cum, f"{cum / total:.0%}"])
     print(
         f"{args.steps} env steps in {wall:.2f} s under the profiler ({args.steps / wall:,.0f} steps/s; "
-        f"K={args.envs_per_worker}, n={args.n_steps})\n"
+        f"K={cfg.envs_per_worker}, n={cfg.n_steps})\n"
     )
     print(markdown_table(["phase", "cumulative s", "share"], rows))
     print("\n(update includes the optimizer step; phases overlap where one calls another)\n")
