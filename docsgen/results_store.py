@@ -121,7 +121,8 @@ def by_seed(rows: list[dict[str, Any]]) -> str:
 
 def by_ratio(rows: list[dict[str, Any]]) -> str:
     """Speed, pair by pair: per env, budget and seed, the steps/s of the first arm stored over the second's (runs made
-    one after the other by the driver, seed by seed, so a pair shares the machine's state), and their median."""
+    one after the other by the driver, seed by seed, so a pair shares the machine's state), and the median of the
+    pairs made from each commit (the first arm's)."""
     out = []
     pairs: dict[tuple[str, int], dict[str, dict[int, dict[str, Any]]]] = {}
     for (env, budget, arm), runs in _groups(rows).items():
@@ -130,18 +131,17 @@ def by_ratio(rows: list[dict[str, Any]]) -> str:
         if len(arms) != 2:
             raise ValueError(f"bench-table store: view=ratio needs two arms of {env}, not {len(arms)} (filter arm=A,B)")
         (first, ours), (second, theirs) = arms.items()
-        ratios = []
+        label = f"{env} ({_budget(budget)})"
+        ratios: dict[str, list[float]] = {}
         for seed in sorted(set(ours) & set(theirs)):
-            a, b = ours[seed]["steps_per_s"], theirs[seed]["steps_per_s"]
+            a, b, commit = ours[seed]["steps_per_s"], theirs[seed]["steps_per_s"], ours[seed]["commit"]
             if a is None or not b:
                 continue
-            ratios.append(a / b)
-            out.append(
-                [f"{env} ({_budget(budget)})", str(seed), f"{first}: {_n(a)}", f"{second}: {_n(b)}", f"{a / b:.2f}x"]
-            )
-        if ratios:
-            out.append([f"{env} ({_budget(budget)})", "median", "", "", f"**{statistics.median(ratios):.2f}x**"])
-    return _table(["env (steps)", "seed", "steps/s", "steps/s", "ratio"], out)
+            ratios.setdefault(commit, []).append(a / b)
+            out.append([label, str(seed), commit, f"{first}: {_n(a)}", f"{second}: {_n(b)}", f"{a / b:.2f}x"])
+        for commit, values in ratios.items():
+            out.append([label, "median", commit, "", "", f"**{statistics.median(values):.2f}x**"])
+    return _table(["env (steps)", "seed", "commit", "steps/s", "steps/s", "ratio"], out)
 
 
 VIEW: dict[str, Callable[[list[dict[str, Any]]], str]] = {"arms": by_arm, "seeds": by_seed, "ratio": by_ratio}

@@ -70,15 +70,20 @@ def test_the_arm_table_is_the_store_s_numbers(tmp_path):
 
 
 def test_the_ratio_view_pairs_two_arms_seed_by_seed(tmp_path):
-    """A speed target's table: each seed the two arms share, the first's steps/s over the second's, and the median;
-    a pair of arms is required."""
+    """A speed target's table: each seed the two arms share, the first's steps/s over the second's, and the median of
+    each commit's pairs (a change measured before and after in one table); a pair of arms is required."""
     store = a_store(tmp_path)
     store.append(row(arm="sb3-a2c", seed=2, budget=10_000, steps_per_s=40.0, curve=[[0, 0.0, 0.0]]))
+    store.append(row(arm="a3c", seed=4, budget=10_000, steps_per_s=900.0, curve=[[0, 0.0, 0.0]], commit="bbb"))
+    store.append(row(arm="sb3-a2c", seed=4, budget=10_000, steps_per_s=30.0, curve=[[0, 0.0, 0.0]]))
     table = results_store.by_ratio(results_store.select(store.rows(), env=["CartPole-v1"]))
     lines = table.splitlines()
-    assert lines[2] == "| CartPole-v1 (10k) | 1 | a3c: 1,000 | sb3-a2c: 10 | 100.00x |"
-    assert lines[3] == "| CartPole-v1 (10k) | 2 | a3c: 2,000 | sb3-a2c: 40 | 50.00x |"
-    assert lines[4] == "| CartPole-v1 (10k) | median |  |  | **75.00x** |" and len(lines) == 5  # seed 3: no pair
+    commit = store.rows()[0]["commit"]
+    assert lines[2] == f"| CartPole-v1 (10k) | 1 | {commit} | a3c: 1,000 | sb3-a2c: 10 | 100.00x |"
+    assert lines[3] == f"| CartPole-v1 (10k) | 2 | {commit} | a3c: 2,000 | sb3-a2c: 40 | 50.00x |"
+    assert lines[4] == "| CartPole-v1 (10k) | 4 | bbb | a3c: 900 | sb3-a2c: 30 | 30.00x |"  # seed 3: no pair
+    assert lines[5] == f"| CartPole-v1 (10k) | median | {commit} |  |  | **75.00x** |"  # the pairs of each commit
+    assert lines[6] == "| CartPole-v1 (10k) | median | bbb |  |  | **30.00x** |" and len(lines) == 7
     with pytest.raises(ValueError, match="view=ratio needs two arms of CartPole-v1, not 1"):
         results_store.by_ratio(results_store.select(store.rows(), env=["CartPole-v1"], arm=["a3c"]))
     assert "ratio" in results_store.parse_filters("view=ratio")["view"]
