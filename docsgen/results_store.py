@@ -119,9 +119,10 @@ def by_seed(rows: list[dict[str, Any]]) -> str:
     return _table([*header, "steps/s", "sessions", "commit"], out)
 
 
-def by_ratio(rows: list[dict[str, Any]]) -> str:
-    """Speed, pair by pair: per env, budget and seed, the steps/s of the first arm stored over the second's (runs made
-    one after the other by the driver, seed by seed, so a pair shares the machine's state), and the median of the
+def by_ratio(rows: list[dict[str, Any]], order: list[str] | None = None) -> str:
+    """Speed, pair by pair: per env, budget and seed, the steps/s of the first arm over the second's (``order``, the
+    marker's arm=A,B, else the order they were first stored in; runs made one after the other by the driver, seed by
+    seed, so that a pair shared the machine's state: a rerun of one arm alone breaks that), and the median of the
     pairs made from each commit (the first arm's)."""
     out = []
     pairs: dict[tuple[str, int], dict[str, dict[int, dict[str, Any]]]] = {}
@@ -130,7 +131,8 @@ def by_ratio(rows: list[dict[str, Any]]) -> str:
     for (env, budget), arms in pairs.items():
         if len(arms) != 2:
             raise ValueError(f"bench-table store: view=ratio needs two arms of {env}, not {len(arms)} (filter arm=A,B)")
-        (first, ours), (second, theirs) = arms.items()
+        names = sorted(arms, key=lambda arm: order.index(arm)) if order else list(arms)
+        (first, ours), (second, theirs) = ((name, arms[name]) for name in names)
         label = f"{env} ({_budget(budget)})"
         ratios: dict[str, list[float]] = {}
         for seed in sorted(set(ours) & set(theirs)):
@@ -173,7 +175,8 @@ def render(path: Path, filters: dict[str, list[str]]) -> str:
     rows = select(Store(path).rows(), filters.get("env"), filters.get("arm"), budget)
     if not rows:
         raise ValueError(f"bench-table store: no run of {path} matches {filters}")
-    table = VIEW[filters.get("view", ["arms"])[0]](rows)
+    view = filters.get("view", ["arms"])[0]
+    table = by_ratio(rows, filters.get("arm")) if view == "ratio" else VIEW[view](rows)
     return "\n\n".join(p for p in (table, made_by(rows)) if p)
 
 

@@ -335,6 +335,8 @@ class RewardScaler(_Applier):
 
 def _clip(x: np.ndarray, bound: float) -> np.ndarray:
     """np.clip(x, -bound, bound) (NaN stays NaN, +-inf becomes +-bound) by two ufuncs, in place on ``x`` (a temporary
-    of the caller's): np.clip's Python wrapper costs ~10 us, twice on every env step with normalisation on."""
+    of the caller's, or a numpy scalar: a 0-d observation's): np.clip's Python wrapper costs ~10 us, twice on every env
+    step with normalisation on."""
+    x = np.asarray(x)  # (a numpy scalar as a 0-d array: ufuncs write into arrays only)
     np.maximum(x, -bound, out=x)
     return np.minimum(x, bound, out=x)

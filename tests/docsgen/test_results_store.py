@@ -84,6 +84,8 @@ def test_the_ratio_view_pairs_two_arms_seed_by_seed(tmp_path):
     assert lines[4] == "| CartPole-v1 (10k) | 4 | bbb | a3c: 900 | sb3-a2c: 30 | 30.00x |"  # seed 3: no pair
     assert lines[5] == f"| CartPole-v1 (10k) | median | {commit} |  |  | **75.00x** |"  # the pairs of each commit
     assert lines[6] == "| CartPole-v1 (10k) | median | bbb |  |  | **30.00x** |" and len(lines) == 7
+    flipped = results_store.by_ratio(results_store.select(store.rows(), env=["CartPole-v1"]), ["sb3-a2c", "a3c"])
+    assert flipped.splitlines()[2] == f"| CartPole-v1 (10k) | 1 | {commit} | sb3-a2c: 10 | a3c: 1,000 | 0.01x |"
     with pytest.raises(ValueError, match="view=ratio needs two arms of CartPole-v1, not 1"):
         results_store.by_ratio(results_store.select(store.rows(), env=["CartPole-v1"], arm=["a3c"]))
     assert "ratio" in results_store.parse_filters("view=ratio")["view"]

@@ -272,6 +272,19 @@ def test_non_finite_rows_are_left_out_counted_and_come_out_nan(batches, sync_aft
     assert all(torch.isfinite(value).all() for value in state.values())
 
 
+def test_a_scalar_observation_s_final_value_is_normalised_and_clipped():
+    """A Box(()) observation: ``apply`` on one 0-d final observation (the bootstrap at truncation) gives what np.clip
+    gives, +-inf clipped to NaN's rule (non-finite comes out NaN), where the ufunc clip once wrote into a numpy scalar
+    and raised."""
+    shared = SharedMoments((), slots=1)
+    norm = ObsNormalizer(shared, slot=0, clip=2.0)
+    norm(np.array([1.0, 3.0, 5.0]))
+    norm.sync()
+    expected = np.clip((np.float64(100.0) - 3.0) / np.sqrt(np.var([1.0, 3.0, 5.0]) + EPS), -2.0, 2.0)
+    assert float(norm.apply(np.float32(100.0))) == pytest.approx(expected) == 2.0
+    assert np.isnan(norm.apply(np.float32(np.inf)))
+
+
 def test_a_nan_observation_before_any_statistics_leaves_the_view_empty():
     shared = SharedMoments((2,), slots=1)
     worker = ObsNormalizer(shared, slot=0, clip=10.0)

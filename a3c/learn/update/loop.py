@@ -18,7 +18,8 @@ policy acted that were *not* this worker's own pushes of this rollout, measured 
 while a worker goes through its epochs, which Sample Factory's single learner has no counterpart of). With one worker
 it is always 0: synchronous PPO, nothing dropped. The minibatches not taken are counted (``dropped``). The lag each
 pushed minibatch records (``perf/policy_lag``) is the same count at its push: the steps other workers took since the
-weights that acted (A3C's: those between its rollout's pull and its push).
+weights that acted (A3C's: those between its rollout's pull and its push). On Ray the push's own part is the previous
+push's (its reply arrives one push late, a3c.run.backends.ray.channel), so there the count is approximate by a push.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def learn_rollout(
             continue
         # the policy lag of this gradient: the steps others took between the weights that acted and the push (its
         # pull-to-push lag, which the push returns, plus theirs between acting and its pull; not this worker's own)
-        lag = exchange.push(pulled_at, step.lr(exchange.global_step())) + pulled_at - acted_at - pushed
+        # (Ray's pipelined push answers with the previous push's lag, one push late: never below 0 here)
+        lag = max(0, exchange.push(pulled_at, step.lr(exchange.global_step())) + pulled_at - acted_at - pushed)
         pushed += 1
         exchange.record(terms, grad_norm, lag)
     return pushed
