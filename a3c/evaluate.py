@@ -128,18 +128,17 @@ def evaluate(
     from a3c.record.agent import (
         agent_from_payload,
         check_env_fits,
-        checkpoint_path,
         eval_sampler,
         eval_seeds,
         make_eval_envs,
+        run_checkpoint,
         run_episodes,
     )
-    from a3c.record.checkpoint import load_checkpoint
 
-    file = checkpoint_path(path, best)
+    file, payload = run_checkpoint(path, best)
     # the envs are made below (a module: env id imports its module, as training did), so an old checkpoint without
     # stored spaces may be described by making its env
-    agent = agent_from_payload(load_checkpoint(file), file, may_make_env=True)
+    agent = agent_from_payload(payload, file, may_make_env=True)
     config = agent.config
     n = episodes if episodes is not None else (config.eval_episodes or 10)
     seed = config.seed if seed is None else seed

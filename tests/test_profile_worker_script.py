@@ -47,3 +47,20 @@ def test_an_atari_envs_time_is_split_into_the_emulator_screens_resize_and_rest(o
     for part in ("emulator (ALE's act)", "screens (ALE's getScreenGrayscale)", "resize (OpenCV)"):
         assert shares[part] > 0
     assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_the_script_s_breakdown_times_whole_updates_with_a3c_train_s_settings(monkeypatch, capsys):
+    """main() builds a3c.train's config (--preset none: the objective's plain defaults, PPO's here) and times its
+    iterations after the warm-up ones: every timed rollout's update runs whole (the budget used to end with the
+    warm-up, after which the learn loop took one minibatch a rollout and the update's parts read ~0)."""
+    argv = ["profile_worker", "--env", "CartPole-v1", "--algo", "ppo", "--n-steps", "16", "--envs-per-worker", "2"]
+    argv += ["--minibatch-size", "8", "--n-epochs", "2", "--steps", "640", "--breakdown"]
+    monkeypatch.setattr("sys.argv", argv)
+    profile_worker.main()
+    rows = {
+        line.split("|")[1].strip(): float(line.split("|")[2].replace(",", ""))
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("| ") and not line.startswith("| part")
+    }
+    # 2 epochs x 4 minibatches a 32-sample rollout: the update's forward costs more than acting's per agent step
+    assert rows["update forward"] > 0.5 * rows["acting forward"] and rows["loss gradient"] > 0

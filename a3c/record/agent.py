@@ -18,6 +18,7 @@ the identity and 1.0.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import torch
 from a3c.learn.distributions import Categorical, Distribution
 from a3c.learn.model import ActorCritic, build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
-from a3c.record.checkpoint import BEST, LATEST, check_trained_spaces, load_checkpoint, saved_settings
+from a3c.record.checkpoint import BEST, LATEST, check_trained_spaces, load_checkpoint, resumable, saved_settings
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
@@ -327,12 +328,35 @@ def check_env_fits(agent: Agent, env: gym.Env) -> None:
 
 
 def load(path: str | Path, best: bool = False, seed: int | None = None) -> Agent:
-    """The agent of a run directory (its checkpoints/latest.pt; best.pt with ``best=True``) or of a checkpoint file.
+    """The agent of a run directory (its newest intact checkpoint: ``run_checkpoint``; best.pt with ``best=True``) or
+    of a checkpoint file.
 
     ``seed`` seeds the sampler of ``act(obs, deterministic=False)``. Raises ValueError (a3c.spec.errors.UserError) with
     the fix for a path that holds no usable checkpoint."""
+    file, payload = run_checkpoint(path, best)
+    return agent_from_payload(payload, file, seed)
+
+
+def run_checkpoint(path: str | Path, best: bool = False) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint a path names, loaded, and its file: a file as given; a run directory's best.pt with ``best``;
+    else the run's newest intact checkpoint, as --resume takes it (a3c.record.resume.newest_intact: latest.pt, or a
+    newer step-N.pt where latest.pt is older, damaged or missing after a failed write), with a line on stderr naming
+    what was passed over and why."""
+    from a3c.record.resume import newest_intact  # (the resume machinery: imported where a run directory is read)
+
+    run = Path(path)
+    if not best and run.is_dir() and resumable(run / "checkpoints"):
+        file, payload, passed = newest_intact(run / "checkpoints", load_checkpoint)
+        if passed:
+            step = payload["global_step"]
+            print(
+                f"a3c: loading checkpoints/{file.name} (step {step:,}), the newest intact checkpoint: "
+                + "; ".join(passed),
+                file=sys.stderr,
+            )
+        return file, payload
     file = checkpoint_path(path, best)
-    return agent_from_payload(load_checkpoint(file), file, seed)
+    return file, load_checkpoint(file)
 
 
 # -- episodes ------------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,21 +77,25 @@ def load_resume(run_dir: str | Path) -> dict[str, Any]:
     return payload
 
 
-def newest_intact(directory: Path) -> tuple[Path, dict[str, Any], list[str]]:
-    """The newest checkpoint in ``directory`` that loads and is complete (``checked_checkpoint``): (its path, its
-    payload, why each newer candidate was passed over). The candidates are latest.pt and the step-N.pt files; step-N.pt
+def newest_intact(
+    directory: Path, load: Callable[[Path], dict[str, Any]] | None = None
+) -> tuple[Path, dict[str, Any], list[str]]:
+    """The newest checkpoint in ``directory`` that loads and is complete (``load``, by default ``checked_checkpoint``:
+    complete for a resume; a3c.load takes any that loads): (its path, its payload, why each newer candidate was passed
+    over). The candidates are latest.pt and the step-N.pt files; step-N.pt
     is written before latest.pt, so a write that fails on a full disk can leave latest.pt older than the newest step
     file (or missing, or, written by something other than a3c's atomic writer, damaged). latest.pt is read first;
     then each step-N.pt newer than it, newest first, until one is intact (older ones cannot be newer than latest.pt,
     and are read only if latest.pt is not intact). UserError of latest.pt (or of the newest step file, without one)
     when none is intact."""
+    load = load or checked_checkpoint
     latest = directory / LATEST
     passed: list[str] = []
     first_error: UserError | None = None
     best: tuple[Path, dict[str, Any]] | None = None
     if latest.is_file():
         try:
-            best = (latest, checked_checkpoint(latest))
+            best = (latest, load(latest))
         except UserError as err:
             first_error = err
             passed.append(f"checkpoints/{LATEST} {_why(err, latest)}")
@@ -101,7 +106,7 @@ def newest_intact(directory: Path) -> tuple[Path, dict[str, Any], list[str]]:
         if step <= floor:
             break
         try:
-            payload = checked_checkpoint(path)
+            payload = load(path)
         except UserError as err:
             first_error = first_error or err
             passed.append(f"checkpoints/{path.name} {_why(err, path)}")

@@ -55,6 +55,28 @@ def test_load_round_trip_act_and_value(tmp_path):
     assert np.array_equal(sampled, a3c.load(path, seed=5).act(np.repeat(obs[:1], 200, axis=0), deterministic=False))
 
 
+def test_load_takes_the_newest_intact_checkpoint_as_resume_does(tmp_path, capsys):
+    """A run whose latest.pt is damaged (or older than a step file, as a write failing on a full disk leaves it):
+    a3c.load takes the newest intact step-N.pt and says on stderr what it passed over; it used to read latest.pt
+    alone and refuse the run (or hand back the older weights)."""
+    run = tmp_path / "run"
+    _, older = _checkpoint(run, seed=1, name="step-100.pt", global_step=100)
+    _, newer = _checkpoint(run, seed=2, name="step-200.pt", global_step=200)
+    _checkpoint(run, seed=3, name="latest.pt", global_step=150)  # older than step-200.pt
+    obs = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    with torch.no_grad():
+        expected = newer(torch.from_numpy(obs))[1].numpy()
+    agent = a3c.load(run)
+    assert agent.global_step == 200 and np.allclose(agent.value(obs), expected, atol=1e-6)
+    assert "loading checkpoints/step-200.pt (step 200)" in capsys.readouterr().err
+    (run / "checkpoints" / "latest.pt").write_bytes(b"not a checkpoint")
+    (run / "checkpoints" / "step-200.pt").write_bytes(b"damaged too")
+    agent = a3c.load(run)
+    assert agent.global_step == 100
+    err = capsys.readouterr().err
+    assert "loading checkpoints/step-100.pt" in err and "latest.pt" in err and "step-200.pt" in err
+
+
 def test_act_rejects_observations_of_another_shape(tmp_path):
     path, _ = _checkpoint(tmp_path / "run")
     agent = a3c.load(path)
