@@ -150,8 +150,15 @@ VIEW: dict[str, Callable[[list[dict[str, Any]]], str]] = {"arms": by_arm, "seeds
 
 
 def made_by(rows: list[dict[str, Any]]) -> str:
-    commands = list(dict.fromkeys(r["bench_command"] for r in rows if r.get("bench_command")))
+    """The driver commands that stored ``rows``, as a reader would type them in a clone: the store as its path in the
+    repository, without the machine's --work-dir (where the run directories happened to live)."""
+    commands = list(dict.fromkeys(_portable(r["bench_command"]) for r in rows if r.get("bench_command")))
     return ("Made by " + "; ".join(f"`{c}`" for c in commands) + ".") if commands else ""
+
+
+def _portable(command: str) -> str:
+    command = re.sub(r" --work-dir \S+", "", command)
+    return re.sub(r"--store \S*?(docs/data/\S+)", r"--store \1", command)
 
 
 def parse_filters(text: str) -> dict[str, list[str]]:

@@ -146,3 +146,11 @@ def test_the_figure_has_steps_and_wall_time_per_env_and_a_line_per_arm(tmp_path)
     x, mean, low, high = results_store._band([[(0.0, 0.0), (10.0, 10.0)], [(0.0, 0.0), (5.0, 20.0)]], points=3)
     assert list(x) == [0.0, 5.0, 10.0] and list(mean) == [0.0, 12.5, 15.0]  # a run that ended holds its last value
     assert list(low) == [0.0, 5.0, 10.0] and list(high) == [0.0, 20.0, 20.0]
+
+
+def test_the_made_by_line_is_a_command_for_a_clone():
+    """A row stored from a machine's own paths: the page shows the store as its repository path and no --work-dir."""
+    rows = [
+        row(bench_command="python -m scripts.bench run --env X --store /home/u/a3c/docs/data/t.jsonl --work-dir /tmp/r")
+    ]
+    assert results_store.made_by(rows) == "Made by `python -m scripts.bench run --env X --store docs/data/t.jsonl`."
