@@ -19,22 +19,25 @@ REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo's), else what platform knows of it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict[str, Any]:
     import gymnasium
     import numpy
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     return {
         "cores": os.cpu_count(),
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "gymnasium": gymnasium.__version__,

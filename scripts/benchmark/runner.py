@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from scripts._common import cpu_name
 from scripts.benchmark import curves
 from scripts.benchmark.arms import Arm, command, shown
 from scripts.benchmark.store import REPO, Store
@@ -122,17 +123,9 @@ def sessions(folder: Path) -> list[dict[str, Any]]:
 
 
 def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     return {
         "cores": os.cpu_count(),
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "python": platform.python_version(),
         "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }

@@ -19,7 +19,7 @@ import a3c
 from a3c.record import policy_export
 from a3c.record.agent import Agent
 from a3c.spec.config import Config
-from a3c.spec.environment import make_env
+from scripts.onnx_check import played as played_observations
 
 N_OBS = 1000
 
@@ -39,22 +39,6 @@ def run_exported(path, fmt: str, obs: np.ndarray, state: np.ndarray | None = Non
     return [out.numpy() for out in module(*args)]
 
 
-def played_observations(agent: Agent, count: int, seed: int = 0) -> np.ndarray:
-    """``count`` observations of the agent's env as the agent meets them (sampled actions, new episodes as they end)."""
-    env = make_env(agent.config.env, agent.config.env_kwargs, training=False)
-    rng = np.random.default_rng(seed)
-    obs, _ = env.reset(seed=seed)
-    seen = []
-    for _ in range(count):
-        seen.append(np.asarray(obs))
-        action, _ = agent.predict(obs)
-        obs, _, terminated, truncated, _ = env.step(action if np.ndim(action) else int(action))
-        if terminated or truncated:
-            obs, _ = env.reset(seed=int(rng.integers(2**31)))
-    env.close()
-    return np.stack(seen)
-
-
 @pytest.fixture(scope="module")
 def cartpole(tmp_path_factory):
     return trained(tmp_path_factory, "cartpole-export", env="CartPole-v1", total_steps=5000)
@@ -69,7 +53,7 @@ def pendulum(tmp_path_factory):
 
 def observations(agent: Agent) -> np.ndarray:
     """1,000 observations: 900 played, and 100 of them pushed far out (x 40), where the normalisation clips."""
-    played = played_observations(agent, N_OBS - 100)
+    played = played_observations(agent, N_OBS - 100)  # (scripts/onnx_check.py's: what it compares on)
     far = played[:100] * 40.0
     return np.concatenate([played, far]).astype(agent.observation_space.dtype)
 
