@@ -3,13 +3,15 @@ given, with where each value came from (``--show-config`` prints that). A resume
 keeps its checkpoint's config (a3c/run/resolve.py).
 
 A table belongs to one objective (a3c/spec/presets.py). The run's objective is --algo where given; where not, the
-objective of the table named like --env (an ALE/ game: ``atari``), else a3c. The table taken:
+objective of the table named like --env (an ALE/ game: ``atari``), else that of the plain defaults of the env's
+action-space family (the table named ``discrete`` or ``continuous``: each family's default objective is data, chosen by
+measurement, presets.toml says on what). The table taken:
 
 - ``--preset NAME``: NAME, or NAME@OBJ for --algo OBJ; a NAME for another objective only is a UserError;
 - else the table named like --env for the run's objective (``ID`` or ``ID@OBJ``);
 - else, and for ``--preset none``: the plain defaults of the objective for the env's action-space family (tables
-  ``discrete``, ``continuous``, ``discrete@ppo``, ``continuous@ppo``). An env whose table is for another objective
-  gets these, and the start line says the table was passed over.
+  ``discrete`` and ``continuous``, each for its family's default objective, and ``FAMILY@OBJ`` for the other). An env
+  whose table is for another objective gets these, and the start line says the table was passed over.
 
 A --preset-file is meant to be used: a run that takes none of its tables is a UserError.
 """
@@ -140,12 +142,14 @@ def choose_table(
 def _plain_defaults(
     objective: str | None, family: Callable[[], str], passed_over: str | None = None, asked_none: bool = False
 ) -> Choice:
-    """The plain defaults of ``objective`` (None: a3c) for the env's action-space family: presets.toml's table."""
+    """The plain defaults of ``objective`` for the env's action-space family: presets.toml's table (``objective`` None:
+    the family's own table, whose objective is the family's default)."""
     kind = family()
     assert kind in FAMILIES, kind
+    tables = preset_table(None)
     return Choice(
-        family_table(kind, objective or DEFAULT_OBJECTIVE),
-        preset_table(None),
+        family_table(kind, objective, tables),
+        tables,
         family=kind,
         passed_over=passed_over,
         asked_none=asked_none,

@@ -27,11 +27,11 @@ else:  # Python 3.10: the same parser, from PyPI (a dependency on 3.10 only)
 
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
 NO_PRESET = "none"  # --preset none: the plain defaults of the objective, even for an env that has a preset
-DEFAULT_OBJECTIVE = "a3c"  # the objective of a table that names none, and of a run that names none
+DEFAULT_OBJECTIVE = "a3c"  # the objective of a table that names none
 OBJECTIVE_SEP = "@"  # a table NAME@ppo: table NAME's version for --algo ppo
 ATARI_PRESET = "atari"  # the tables of every ALE/* id that has none of its own (atari, atari@ppo)
 # the tables of the plain defaults, one per action-space family (a3c.spec.environment.action_family) and objective:
-# FAMILY for a3c, FAMILY@ppo for ppo
+# FAMILY is the family's own objective's (the one a run without --algo takes), FAMILY@OBJ the other's
 FAMILIES = ("discrete", "continuous")
 
 # Settings that say which run this is or where it goes, not how it learns: a preset may not set them.
@@ -60,9 +60,17 @@ def table_base(name: str) -> str:
     return name.partition(OBJECTIVE_SEP)[0]
 
 
-def family_table(family: str, objective: str) -> str:
-    """The table of the plain defaults for ``family`` (FAMILIES) under ``objective``: FAMILY for a3c, FAMILY@OBJ."""
-    return family if objective == DEFAULT_OBJECTIVE else f"{family}{OBJECTIVE_SEP}{objective}"
+def family_table(family: str, objective: str | None, tables: dict[str, dict[str, Any]]) -> str:
+    """The table of the plain defaults for ``family`` (FAMILIES) under ``objective``: the table named FAMILY where it
+    is that objective's (``objective`` None: FAMILY whatever its objective, the family's default), else FAMILY@OBJ.
+    UserError where ``tables`` has neither (a presets file without the family's tables)."""
+    if objective is None or (family in tables and table_objective(family, tables) == objective):
+        name = family
+    else:
+        name = f"{family}{OBJECTIVE_SEP}{objective}"
+    if name not in tables:
+        raise UserError(f"the presets file has no table [{toml_key(name)}] (the plain defaults); restore it")
+    return name
 
 
 @functools.cache

@@ -1,6 +1,8 @@
-"""Held-out envs the benchmarks name by ``scripts.benchmark.heldout_envs:ID`` (gymnasium imports this module, which
-registers them): gymnasium's toy-text tasks whose bare Discrete observation a3c does not take, one-hot encoded by
-gymnasium's FlattenObservation, as a3c's own error message advises. Same dynamics, rewards and time limits."""
+"""Envs without a presets.toml table that the benchmarks name by ``scripts.benchmark.heldout_envs:ID`` (gymnasium
+imports this module, which registers them): gymnasium's toy-text tasks whose bare Discrete observation a3c does not
+take, one-hot encoded by gymnasium's FlattenObservation, as a3c's own error message advises. Same dynamics, rewards and
+time limits. TaxiOneHot-v4 is held out (the learning queue's block 5 judges the plain defaults on it);
+FrozenLakeOneHot-v1 is one of the envs the plain defaults' objective was chosen on (presets.toml says which)."""
 
 from __future__ import annotations
 
@@ -13,3 +15,4 @@ def _one_hot(env_id: str, **kwargs: object) -> gym.Env:
 
 
 gym.register(id="TaxiOneHot-v4", entry_point=_one_hot, kwargs={"env_id": "Taxi-v4"}, reward_threshold=8.0)
+gym.register(id="FrozenLakeOneHot-v1", entry_point=_one_hot, kwargs={"env_id": "FrozenLake-v1"}, reward_threshold=0.70)

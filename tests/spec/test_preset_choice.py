@@ -87,6 +87,38 @@ def test_a3c_takes_the_plain_defaults_where_the_envs_table_is_ppos():
     )
 
 
+def _family_default_ppo(monkeypatch, family: str) -> None:
+    """presets.toml's tables with ``family``'s plain-named table PPO's (FAMILY@a3c A3C's): the family's default
+    objective made PPO, as the file itself would write it."""
+    from a3c.spec import presets
+
+    tables = dict(load_presets())
+    tables[family], tables[f"{family}@a3c"] = tables.pop(f"{family}@ppo"), tables[family]
+    monkeypatch.setattr(presets, "load_presets", lambda: tables)
+
+
+def test_a_familys_default_objective_is_its_plain_tables():
+    """Before: the plain defaults' table was FAMILY for a3c and FAMILY@OBJ otherwise, so a family whose default is
+    PPO (its plain-named table PPO's) gave ``--algo a3c`` PPO's table: "--n-epochs ... with --algo ppo only"."""
+    shipped = {name: table_objective(name) for name in ("discrete", "continuous")}
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        _family_default_ppo(monkeypatch, "continuous")
+        config, sources, _ = parse_cli(CONTINUOUS_ENV)
+        assert (config.preset, config.algo, sources["algo"]) == ("continuous", "ppo", "preset")
+        assert _has(config, PPO_CONTINUOUS)
+        assert preset_line(config, sources).startswith(
+            "a3c: no preset: the plain defaults for a continuous action space, objective ppo (table continuous of"
+        )
+        a3c_config = parse_config([*CONTINUOUS_ENV, "--algo", "a3c"])
+        assert (a3c_config.preset, a3c_config.algo, a3c_config.n_epochs) == ("continuous@a3c", "a3c", Config().n_epochs)
+        assert parse_config([*CONTINUOUS_ENV, "--algo", "ppo"]).preset == "continuous"
+        assert parse_config(["--env", "envs/Classify-v0"]).preset == "discrete"  # the other family keeps its own
+    finally:
+        monkeypatch.undo()
+    assert {name: table_objective(name) for name in ("discrete", "continuous")} == shipped
+
+
 def test_the_atari_family_has_a_table_for_each_objective():
     """Before: ``--env ALE/Pong-v5 --algo ppo`` took the A3C-tuned atari table (RMSprop 7e-4, 20-step rollouts)."""
     pytest.importorskip("ale_py")
