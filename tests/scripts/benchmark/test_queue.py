@@ -110,3 +110,21 @@ def test_the_queue_holds_the_must_shows():
                     if r.env == env and target in " ".join(r.arm.flags) and r.arm.effective_flags()[-3] == workers
                 }
                 assert len(seeds) == 3, (env, target, workers)
+
+
+@pytest.mark.parametrize(("env", "needs"), [("LunarLander-v3", "Box2D"), ("Hopper-v5", "mujoco")])
+def test_the_staleness_lag_limit_is_one_update_of_the_envs_preset(env, needs):
+    """--max-policy-lag counts the other workers' optimizer steps since a rollout acted; at 2 workers every rollout
+    already waits out about one update of the other, so the limit arm is one update (minibatches x epochs) of the
+    env's preset. Before: 4 steps, which would have dropped every minibatch."""
+    pytest.importorskip(needs)
+    from a3c.train import parse_config
+
+    config = parse_config(["--env", env])
+    update = config.envs_per_worker * config.n_steps // config.minibatch_size * config.n_epochs
+    runs = [r for r in queue.load(ROOT / "benchmarks" / "queue.toml") if r.group.startswith("6 staleness")]
+    limits = set()
+    for run in runs:
+        if run.env == env and "--max-policy-lag" in run.arm.flags:
+            limits.add(int(run.arm.flags[run.arm.flags.index("--max-policy-lag") + 1]))
+    assert limits == {update}
