@@ -6,6 +6,7 @@ stored run skipped, a stopped one resumed from its checkpoint by the same comman
     python -m scripts.bench run --env CartPole-v1 --arm a3c= sb3-a2c --seeds 1 2 --budget 30000
     python -m scripts.bench table --env CartPole-v1                      # the table the docs generate
     python -m scripts.bench figure --env CartPole-v1 --out cartpole.png  # returns against steps and wall time
+    python -m scripts.bench adopt RUN_DIR --arm NAME=FLAGS --log LOG     # a run a3c.train made by hand, stored
 
 An arm is ``NAME=FLAGS`` (a3c.train's flags; ``a3c=`` is the env's preset) or a peer: sb3-a2c, sb3-ppo (rl-zoo3's
 settings), sb3-ppo-cleanrl (CleanRL's). One run at a time by default (--jobs: more), each a3c arm with --workers 2
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
-from scripts.benchmark.runner import Children, Run, execute, state
+from scripts.benchmark.runner import Children, Run, evaluate, execute, row_of, state
 from scripts.benchmark.store import DEFAULT_STORE, REPO, Store, StoreError, code_commit, commit_store
 
 DEFAULT_WORK_DIR = REPO / "runs" / "bench"
@@ -70,6 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--commit-results", action="store_true", help="git commit the store (that file alone) after each stored run"
     )
+
+    adopt = sub.add_parser("adopt", help="store a finished run that a3c.train made outside the driver")
+    adopt.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run's directory (it has ended)")
+    adopt.add_argument(
+        "--arm", required=True, metavar="NAME=FLAGS", help="its name and the a3c.train flags it was started with"
+    )
+    adopt.add_argument("--log", type=Path, help="its output, every session's (for each session's training time)")
+    adopt.add_argument(
+        "--code", type=Path, default=REPO, help="the checkout whose code ran it, for the row's commit (default: this)"
+    )
+    adopt.add_argument("--evaluate", type=int, default=0, metavar="EPISODES", help="a3c.evaluate its final and best")
+    adopt.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
+    adopt.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where its driver folder goes")
 
     for name, what in (("table", "print the store's table"), ("figure", "draw the store's curves into a PNG")):
         p = sub.add_parser(name, help=what)
@@ -178,6 +192,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_adopt(args: argparse.Namespace) -> int:
+    from scripts.benchmark import adopt
+
+    arm = arms_.parse_arm(args.arm, workers=None, evaluate=args.evaluate)
+    if arm.peer is not None:
+        raise queue_.QueueError(f"--arm {args.arm}: adopt takes an a3c run (NAME=FLAGS)")
+    commit = code_commit(args.code)
+    run, folder = adopt.adopt(args.run_dir, arm, args.work_dir, commit, args.log)
+    store = Store(args.store)
+    if store.find(run.env, arm.name, run.seed, run.budget, commit) is not None:
+        raise queue_.QueueError(f"{run.env} {arm.name} seed {run.seed} is stored already for commit {commit}")
+    if args.evaluate:
+        children = Children()
+        children.install()
+        for best in (False, True):
+            evaluate(run, folder, children, None, best=best)
+    bench_command = shlex.join(["python", "-m", "scripts.bench", *sys.argv[1:]])
+    row = row_of(run, folder, commit, bench_command)
+    row["arm_spec"] = {"kind": "a3c", "flags": list(arm.flags), "evaluate": args.evaluate, "adopted": True}
+    store.append(row)
+    print(
+        f"stored {run.env} {arm.name} seed {run.seed}: final {row['final_mean_100']:.1f}, {row['sessions']} "
+        f"session(s), commit {commit}"
+    )
+    return 0
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     from docsgen import results_store
 
@@ -205,7 +246,8 @@ def cmd_figure(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "table": cmd_table, "figure": cmd_figure}[args.command](args)
+        commands = {"run": cmd_run, "adopt": cmd_adopt, "table": cmd_table, "figure": cmd_figure}
+        return commands[args.command](args)
     except (queue_.QueueError, arms_.ArmError, StoreError) as err:
         print(f"python -m scripts.bench: error: {err}", file=sys.stderr)
         return 2

@@ -201,6 +201,8 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
             evaluation = read_json(folder / "eval.json") or {}
             extra["eval_mean_return"] = evaluation.get("mean_return")
             extra["eval_episodes"] = run.arm.evaluate
+        if (folder / "eval_best.json").exists():  # an adopted run's best checkpoint, evaluated alike (adopt.py)
+            extra["eval_best_mean_return"] = (read_json(folder / "eval_best.json") or {}).get("mean_return")
         spec = run.arm.spec()
     else:
         train_s, steps = summary["training_time_s"], summary["total_steps"]
@@ -239,18 +241,11 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
     }
 
 
-def _evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None) -> None:
-    """a3c.evaluate on the run's final checkpoint (the arm's ``evaluate`` episodes) into FOLDER/eval.json."""
-    argv = [
-        sys.executable,
-        "-m",
-        "a3c.evaluate",
-        str(folder / "run"),
-        "--episodes",
-        str(run.arm.evaluate),
-        "--json",
-        str(folder / "eval.json"),
-    ]
+def evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None, best: bool = False) -> None:
+    """a3c.evaluate on the run's final checkpoint (``best``: its checkpoints/best.pt) for the arm's ``evaluate``
+    episodes, into FOLDER/eval.json (eval_best.json)."""
+    argv = [sys.executable, "-m", "a3c.evaluate", str(folder / "run"), "--episodes", str(run.arm.evaluate)]
+    argv += ["--best", "--json", str(folder / "eval_best.json")] if best else ["--json", str(folder / "eval.json")]
     children.wait(children.start(argv, out))
 
 
@@ -299,7 +294,7 @@ def _execute(
         if not finished(summary, run.budget):
             return ("stopped" if children.stopping is not None else f"failed (exit {code})"), None
         if run.arm.evaluate:
-            _evaluate(run, folder, children, out)
+            evaluate(run, folder, children, out)
     row = row_of(run, folder, commit, bench_command)
     store.append(row)
     return "stored", row

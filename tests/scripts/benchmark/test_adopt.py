@@ -1,0 +1,116 @@
+"""A run a3c.train made outside the driver, stored as the driver would have (scripts/benchmark/adopt.py): its
+sessions read from its output, its flags held to its config, and a run that has not ended refused."""
+
+import json
+
+import pytest
+
+from a3c.record.run_dir import final_line
+from scripts import bench
+from scripts.benchmark import adopt
+from scripts.benchmark.queue import QueueError
+from scripts.benchmark.store import Store
+
+
+def _summary(total, resumed=None, train=10.0, reason="total_steps", wall=None):
+    return {
+        "total_steps": total,
+        "resumed_from_step": resumed,
+        "wall_time_s": wall or train + 1.0,
+        "session_wall_time_s": train + 1.0,
+        "steps_per_s": (total - (resumed or 0)) / train,
+        "training_time_s": train,
+        "episodes": 10,
+        "mean_return_100": 9.5,
+        "stop_reason": reason,
+        "final_checkpoint_step": total,
+    }
+
+
+def _log(tmp_path):
+    """An output as the resumer leaves it: a first session killed (no end line), one stopped, one that ended."""
+    stopped = final_line(_summary(3_000, resumed=1_000, train=20.0, reason="interrupted"), tmp_path)
+    ended = final_line(_summary(5_120, resumed=3_000, train=30.0, wall=80.0), tmp_path, budget=5_000)
+    return "\n".join(
+        [
+            "a3c: preset ...",
+            f"a3c: run directory {tmp_path}",
+            "a3c: eval at step 500: ...",
+            "=== resume Sat Dec  5 11:11:00 UTC 2026 ===",
+            stopped,
+            "=== resume Sat Dec  5 12:00:00 UTC 2026 ===",
+            "a3c: eval at step 4,000: ...",
+            ended,
+        ]
+    )
+
+
+def test_each_session_of_the_output_with_the_steps_and_time_its_end_line_gives(tmp_path):
+    sessions = adopt.sessions_from_log(_log(tmp_path), "python -m a3c.train ...")
+    assert [s["summary"] for s in sessions][0] is None  # killed: counted, without steps or time
+    assert [(s["summary"]["resumed_from_step"], s["summary"]["total_steps"]) for s in sessions[1:]] == [
+        (1_000, 3_000),
+        (3_000, 5_120),
+    ]
+    assert [s["summary"]["training_time_s"] for s in sessions[1:]] == [20.0, 30.0]
+    one = final_line(_summary(2_048, train=4.0), tmp_path, budget=2_000)
+    only = adopt.sessions_from_log(f"a3c: run directory {tmp_path}\n{one}\n", "cmd")
+    assert only[0]["summary"]["total_steps"] == 2_048 and only[0]["summary"]["resumed_from_step"] is None
+    with pytest.raises(QueueError, match="no session"):
+        adopt.sessions_from_log("nothing here\n", "cmd")
+
+
+def _run_dir(tmp_path, env="CartPole-v1", reason="total_steps", total=5_120, **config):
+    from a3c.train import parse_config
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    made = parse_config(
+        ["--env", env, "--seed", "7", "--total-steps", "5000", "--n-steps", "16", *config.pop("argv", [])]
+    )
+    data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in made.__dict__.items()}
+    data.update(run_dir=str(run), workers=2, **config)
+    (run / "config.json").write_text(json.dumps(data))
+    (run / "summary.json").write_text(
+        json.dumps({**_summary(total, resumed=3_000, train=30.0, wall=80.0), "stop_reason": reason})
+    )
+    lines = ["worker,index,return,length,loss,policy_loss,value_loss,entropy,global_step,wall_time"]
+    lines += [f"0,{i},{i},{10},0,0,0,0,{(i + 1) * 40},{i * 0.5}" for i in range(120)]
+    (run / "episodes.csv").write_text("\n".join(lines) + "\n")
+    return run
+
+
+def test_adopt_stores_the_row_the_driver_would_have(tmp_path, capsys):
+    run = _run_dir(tmp_path)
+    log = tmp_path / "run.log"
+    log.write_text(_log(run))
+    store = tmp_path / "store.jsonl"
+    argv = ["adopt", str(run), "--arm", "n16=--n-steps 16", "--log", str(log), "--store", str(store)]
+    assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 0
+    (row,) = Store(store).rows()
+    assert (row["env"], row["arm"], row["seed"], row["budget"]) == ("CartPole-v1", "n16", 7, 5_000)
+    assert row["sessions"] == 3 and row["wall_s"] == 80.0
+    assert row["train_s"] == 50.0 and row["steps_per_s"] == pytest.approx((2_000 + 2_120) / 50.0)
+    assert row["arm_spec"] == {"kind": "a3c", "flags": ["--n-steps", "16"], "evaluate": 0, "adopted": True}
+    assert row["command"].startswith("python -m a3c.train --env CartPole-v1 --seed 7 --total-steps 5000 --n-steps 16")
+    assert row["final_mean_100"] == pytest.approx(sum(range(20, 120)) / 100)
+    # the same run again: refused, the store unchanged
+    assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 2
+    assert "stored already" in capsys.readouterr().err and len(Store(store).rows()) == 1
+
+
+def test_adopt_refuses_flags_that_do_not_give_the_runs_settings(tmp_path, capsys):
+    run = _run_dir(tmp_path)
+    argv = ["adopt", str(run), "--arm", "n8=--n-steps 8", "--store", str(tmp_path / "s.jsonl")]
+    assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 2
+    err = capsys.readouterr().err
+    assert "n_steps 16 in the run, 8 from the flags" in err and err.count("\n") == 1
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_adopt_refuses_a_run_that_has_not_ended(tmp_path, capsys):
+    run = _run_dir(tmp_path, reason="interrupted", total=3_000)
+    argv = ["adopt", str(run), "--arm", "n16=--n-steps 16", "--store", str(tmp_path / "s.jsonl")]
+    assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 2
+    assert f"go on with python -m a3c.train --resume {run.resolve()}" in capsys.readouterr().err
+
