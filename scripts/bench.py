@@ -195,22 +195,38 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_adopt(args: argparse.Namespace) -> int:
     from scripts.benchmark import adopt
 
-    arm = arms_.parse_arm(args.arm, workers=None, evaluate=args.evaluate)
+    try:
+        arm = arms_.parse_arm(args.arm, workers=None, evaluate=args.evaluate)
+    except ValueError as err:  # shlex: an unclosed quote
+        raise arms_.ArmError(f"--arm {args.arm}: {err}") from None
     if arm.peer is not None:
         raise queue_.QueueError(f"--arm {args.arm}: adopt takes an a3c run (NAME=FLAGS)")
-    commit = code_commit(args.code)
-    run, folder = adopt.adopt(args.run_dir, arm, args.work_dir, commit, args.log)
-    store = Store(args.store)
+    missing = arms_.unknown_flags(arm, arms_.a3c_flags())
+    if missing:
+        raise arms_.ArmError(f"--arm {args.arm}: a3c.train has no {' '.join(missing)}")
+    run, entries = adopt.prepare(args.run_dir, arm, args.log)
+    commit, store = code_commit(args.code), Store(args.store)
     if store.find(run.env, arm.name, run.seed, run.budget, commit) is not None:
         raise queue_.QueueError(f"{run.env} {arm.name} seed {run.seed} is stored already for commit {commit}")
+    spec = {"kind": "a3c", "flags": list(arm.flags), "evaluate": args.evaluate, "adopted": True}
+    for row in store.rows():
+        if row["arm"] == arm.name and row["arm_spec"] != spec:
+            raise queue_.QueueError(
+                f"arm {arm.name!r} is stored as {row['arm_spec']} and adopted as {spec}: give the arm a new name"
+            )
+    folder = adopt.make_folder(run, args.run_dir, entries, args.work_dir.resolve(), commit)
     if args.evaluate:
         children = Children()
         children.install()
         for best in (False, True):
-            evaluate(run, folder, children, None, best=best)
+            code = evaluate(run, folder, children, None, best=best)
+            if children.stopping is not None:
+                print("stopped: nothing stored; the same command evaluates and stores it", flush=True)
+                return 128 + children.stopping
+            if code != 0:
+                raise queue_.QueueError(f"a3c.evaluate exited {code} on {'best' if best else 'final'}; nothing stored")
     bench_command = shlex.join(["python", "-m", "scripts.bench", *sys.argv[1:]])
-    row = row_of(run, folder, commit, bench_command)
-    row["arm_spec"] = {"kind": "a3c", "flags": list(arm.flags), "evaluate": args.evaluate, "adopted": True}
+    row = {**row_of(run, folder, commit, bench_command), "arm_spec": spec}
     store.append(row)
     print(
         f"stored {run.env} {arm.name} seed {run.seed}: final {row['final_mean_100']:.1f}, {row['sessions']} "

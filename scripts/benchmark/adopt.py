@@ -10,12 +10,13 @@ the settings the run has), so that the row's arm says what ran. The run must hav
 total_steps or solved).
 
 A run resumed by hand has no sessions.jsonl: ``sessions_from_log`` reads its sessions from its output (--log, every
-session's appended), where a3c prints as each session ends its steps and training time ("this session: steps A -> B
+session's appended): each begins with a3c's "a3c: run directory PATH" (the first) or "a3c: resuming PATH at step N"
+line, and a session that ended or was stopped printed its steps and training time last ("this session: steps A -> B
 (N steps) in X s (training Y s at Z steps/s)", or for a run of one session "N steps in X s (training Y s at Z
 steps/s)"). A session that was killed rather than stopped printed no such line: it counts in the row's ``sessions``
-and not in its steps/s, which is over the sessions that said theirs. Without --log the run counts as one session with
-its summary's training time. The adopted folder (the driver's layout: ``run`` a link to RUN_DIR, sessions.jsonl,
-the evaluations) goes under --work-dir.
+and not in its steps/s, which is over the sessions that said theirs (nor does one whose line gives no training
+time). Without --log the run counts as one session with its summary's training time. The adopted folder (the
+driver's layout: ``run`` a link to RUN_DIR, sessions.jsonl, the evaluations) goes under --work-dir.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from scripts.benchmark.arms import Arm, shown
 from scripts.benchmark.queue import QueueError
 from scripts.benchmark.runner import FINISHED, Run, machine, read_json
 
-SESSION_START = re.compile(r"^(?:a3c: run directory |=== resume )", re.M)
+SESSION_START = re.compile(r"^a3c: (?:run directory |resuming )", re.M)
 # the last line of a session that ended by itself or was stopped (a3c.record.run_dir.final_line)
 SESSION_END = re.compile(
     r"^a3c: .*?(?:this session: steps (?P<start>[\d,]+) -> (?P<end>[\d,]+) \([\d,]+ steps\)|(?P<steps>[\d,]+) steps)"
@@ -38,6 +39,7 @@ SESSION_END = re.compile(
     re.M,
 )
 # settings that say where a run goes or how it is watched, not what it learns: not held to the flags
+# (and start_method, which config.json holds resolved: compared only where the flags give it)
 NOT_COMPARED = frozenset({"run_dir", "resume", "tensorboard", "exp_name", "checkpoint_every", "checkpoint_every_s"})
 
 
@@ -46,8 +48,8 @@ def _int(text: str) -> int:
 
 
 def sessions_from_log(text: str, config_command: str) -> list[dict[str, Any]]:
-    """The sessions of a run's output ``text``: one entry per start (the first session's "a3c: run directory" line
-    and each "=== resume" marker the resumer wrote), each with the summary its end line gives (None where none)."""
+    """The sessions of a run's output ``text``: one entry per start (the first session's "a3c: run directory" line,
+    each resumed one's "a3c: resuming"), each with the summary its end line gives (None where none)."""
     starts = [m.start() for m in SESSION_START.finditer(text)]
     if not starts:
         raise QueueError("the log holds no session of an a3c run (no 'a3c: run directory' line)")
@@ -72,19 +74,28 @@ def sessions_from_log(text: str, config_command: str) -> list[dict[str, Any]]:
 
 def check_flags(config: dict[str, Any], flags: tuple[str, ...]) -> None:
     """QueueError naming each setting where a3c.train given ``flags`` for the run's env, seed and budget would
-    resolve otherwise than the run's ``config`` (a setting this a3c no longer has, or did not yet have, is not
-    compared; nor are where the run went and --workers auto's count, resolved at the start)."""
+    resolve otherwise than the run's ``config``. Not compared: a setting this a3c no longer has or did not yet have;
+    where the run went; what the program resolves at the start (the fields a flag never sets: --workers auto's
+    count, the frames' background level; the start method, unless the flags give it); --bf16 where a preset's was
+    turned off for a CPU without bfloat16 instructions (the machine that adopts it need not be the one that ran it).
+    This checkout's presets and defaults resolve the flags: adopt a run where they are the code's that ran it."""
+    from a3c.spec.config import Config
     from a3c.spec.errors import UserError
-    from a3c.train import parse_config
+    from a3c.spec.preset_choice import CPU, PRESET
+    from a3c.train import parse_cli
 
     argv = ["--env", config["env"], "--seed", str(config["seed"]), "--total-steps", str(config["total_steps"])]
     try:
-        resolved = dataclasses.asdict(parse_config([*argv, *flags]))
+        made, sources, _ = parse_cli([*argv, *flags])
     except UserError as err:
         raise QueueError(f"the arm's flags: {err}") from None
+    internal = {f.name for f in dataclasses.fields(Config) if f.metadata.get("internal")}
+    skip = NOT_COMPARED | internal | ({"start_method"} if "--start-method" not in flags else set())
     differ = []
-    for name, value in resolved.items():
-        if name in NOT_COMPARED or name not in config or (name == "workers" and value == "auto"):
+    for name, value in dataclasses.asdict(made).items():
+        if name in skip or name not in config or (name == "workers" and value == "auto"):
+            continue
+        if name == "bf16" and sources.get(name) in (CPU, PRESET):  # the preset's, on or off by the CPU that ran it
             continue
         ran = config[name]
         if isinstance(value, tuple):
@@ -104,10 +115,10 @@ def started_with(arm: Arm, config: dict[str, Any], run_dir: Path) -> list[str]:
     return ["python", "-m", "a3c.train", *where, *arm.flags, "--run-dir", str(run_dir)]
 
 
-def adopt(run_dir: Path, arm: Arm, work_dir: Path, commit: str, log: Path | None) -> tuple[Run, Path]:
-    """The driver's folder for the finished run at ``run_dir`` (made under ``work_dir`` for the code's ``commit``),
-    and its Run: the run's env, seed and budget from its config.json. QueueError for a run that has not ended, or
-    flags that disagree with it."""
+def prepare(run_dir: Path, arm: Arm, log: Path | None) -> tuple[Run, list[dict[str, Any]]]:
+    """The Run of the finished run at ``run_dir`` (its env, seed and budget from its config.json) and its sessions,
+    every check made and nothing written: QueueError for a run that has not ended, flags that disagree with it, or a
+    log that cannot be read."""
     run_dir = run_dir.resolve()
     config = read_json(run_dir / "config.json")
     if config is None:
@@ -122,18 +133,33 @@ def adopt(run_dir: Path, arm: Arm, work_dir: Path, commit: str, log: Path | None
             f"{summary.get('total_steps', 0):,} of {budget:,}); go on with python -m a3c.train --resume {run_dir}"
         )
     check_flags(config, arm.flags)
-    run = Run(config["env"], arm, int(config["seed"]), budget)
-    folder = run.folder(work_dir, commit)
-    folder.mkdir(parents=True, exist_ok=True)
-    link = folder / "run"
-    if link.is_symlink() or link.exists():
-        link.unlink()
-    link.symlink_to(run_dir, target_is_directory=True)
     first = shown(started_with(arm, config, run_dir))
-    if log is not None:
-        entries = sessions_from_log(log.read_text(errors="replace"), first)
-    else:
+    if log is None:
         entries = [{"command": first, "exit_code": 0, "summary": summary, "machine": machine()}]
+    else:
+        try:
+            text = log.read_text(errors="replace")
+        except OSError as err:
+            reason = err.strerror or err
+            raise QueueError(f"--log {log}: cannot read it ({reason}); give the run's output file") from None
+        entries = sessions_from_log(text, first)
+    return Run(config["env"], arm, int(config["seed"]), budget), entries
+
+
+def make_folder(run: Run, run_dir: Path, entries: list[dict[str, Any]], work_dir: Path, commit: str) -> Path:
+    """The driver's folder for the adopted run under ``work_dir`` (for the code's ``commit``): ``run`` a link to
+    ``run_dir``, its sessions.jsonl, no evaluation left from before. QueueError where the folder holds a run of the
+    driver's own (a real directory, not a link)."""
+    folder = run.folder(work_dir, commit)
+    link = folder / "run"
+    if link.exists() and not link.is_symlink():
+        raise QueueError(f"{folder} holds a run of the driver's own; store that one with python -m scripts.bench run")
+    folder.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink():
+        link.unlink()
+    link.symlink_to(run_dir.resolve(), target_is_directory=True)
+    for stale in ("eval.json", "eval_best.json"):
+        (folder / stale).unlink(missing_ok=True)
     with open(folder / "sessions.jsonl", "w") as f:
         f.writelines(json.dumps(entry) + "\n" for entry in entries)
-    return run, folder
+    return folder

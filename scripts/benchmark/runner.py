@@ -241,12 +241,12 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
     }
 
 
-def evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None, best: bool = False) -> None:
+def evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None, best: bool = False) -> int:
     """a3c.evaluate on the run's final checkpoint (``best``: its checkpoints/best.pt) for the arm's ``evaluate``
-    episodes, into FOLDER/eval.json (eval_best.json)."""
+    episodes, into FOLDER/eval.json (eval_best.json); its exit code."""
     argv = [sys.executable, "-m", "a3c.evaluate", str(folder / "run"), "--episodes", str(run.arm.evaluate)]
     argv += ["--best", "--json", str(folder / "eval_best.json")] if best else ["--json", str(folder / "eval.json")]
-    children.wait(children.start(argv, out))
+    return children.wait(children.start(argv, out))
 
 
 def execute(

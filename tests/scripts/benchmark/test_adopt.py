@@ -1,6 +1,7 @@
 """A run a3c.train made outside the driver, stored as the driver would have (scripts/benchmark/adopt.py): its
 sessions read from its output, its flags held to its config, and a run that has not ended refused."""
 
+import dataclasses
 import json
 
 import pytest
@@ -28,7 +29,8 @@ def _summary(total, resumed=None, train=10.0, reason="total_steps", wall=None):
 
 
 def _log(tmp_path):
-    """An output as the resumer leaves it: a first session killed (no end line), one stopped, one that ended."""
+    """An output as a3c leaves it, sessions appended: a first session killed (no end line), one stopped, one that
+    ended; a3c's own lines mark each start (a resumer's marker lines are ignored)."""
     stopped = final_line(_summary(3_000, resumed=1_000, train=20.0, reason="interrupted"), tmp_path)
     ended = final_line(_summary(5_120, resumed=3_000, train=30.0, wall=80.0), tmp_path, budget=5_000)
     return "\n".join(
@@ -37,8 +39,9 @@ def _log(tmp_path):
             f"a3c: run directory {tmp_path}",
             "a3c: eval at step 500: ...",
             "=== resume Sat Dec  5 11:11:00 UTC 2026 ===",
+            f"a3c: resuming {tmp_path} at step 1,000 with 2 workers",
             stopped,
-            "=== resume Sat Dec  5 12:00:00 UTC 2026 ===",
+            f"a3c: resuming {tmp_path} at step 3,000 with 2 workers",
             "a3c: eval at step 4,000: ...",
             ended,
         ]
@@ -60,20 +63,19 @@ def test_each_session_of_the_output_with_the_steps_and_time_its_end_line_gives(t
         adopt.sessions_from_log("nothing here\n", "cmd")
 
 
-def _run_dir(tmp_path, env="CartPole-v1", reason="total_steps", total=5_120, **config):
+def _run_dir(tmp_path, reason="total_steps", total=5_120):
+    """A run directory as a3c.train writes it: config.json by RunDirectory.write_config from a resolved run (the
+    start method resolved, --workers auto's count and how it was chosen, the fields the start-up fills in)."""
+    from a3c.record.run_dir import RunDirectory
     from a3c.train import parse_config
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
-    made = parse_config(
-        ["--env", env, "--seed", "7", "--total-steps", "5000", "--n-steps", "16", *config.pop("argv", [])]
-    )
-    data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in made.__dict__.items()}
-    data.update(run_dir=str(run), workers=2, **config)
-    (run / "config.json").write_text(json.dumps(data))
-    (run / "summary.json").write_text(
-        json.dumps({**_summary(total, resumed=3_000, train=30.0, wall=80.0), "stop_reason": reason})
-    )
+    made = parse_config(["--env", "CartPole-v1", "--seed", "7", "--total-steps", "5000", "--n-steps", "16"])
+    made = dataclasses.replace(made, workers=2, workers_auto={"workers": 2, "why": "one per core"}, input_scale=1.0)
+    RunDirectory(run).write_config(made)
+    summary = {**_summary(total, resumed=3_000, train=30.0, wall=80.0), "stop_reason": reason}
+    (run / "summary.json").write_text(json.dumps(summary))
     lines = ["worker,index,return,length,loss,policy_loss,value_loss,entropy,global_step,wall_time"]
     lines += [f"0,{i},{i},{10},0,0,0,0,{(i + 1) * 40},{i * 0.5}" for i in range(120)]
     (run / "episodes.csv").write_text("\n".join(lines) + "\n")
@@ -114,3 +116,31 @@ def test_adopt_refuses_a_run_that_has_not_ended(tmp_path, capsys):
     assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 2
     assert f"go on with python -m a3c.train --resume {run.resolve()}" in capsys.readouterr().err
 
+
+def test_adopt_says_in_one_line_what_it_cannot_take(tmp_path, capsys):
+    run = _run_dir(tmp_path)
+    store = tmp_path / "s.jsonl"
+    base = ["adopt", str(run), "--store", str(store), "--work-dir", str(tmp_path / "work")]
+    cases = [
+        (["--arm", "x=--n-steps 16", "--log", str(tmp_path / "missing.log")], "cannot read it"),
+        (["--arm", "x=--n-steps '16"], "closing quotation"),
+        (["--arm", "x=--n-steps 16 --no-such-flag"], "a3c.train has no --no-such-flag"),
+        (["--arm", "sb3-ppo"], "adopt takes an a3c run"),
+    ]
+    for extra, said in cases:
+        assert bench.main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+    assert not store.exists() and not (tmp_path / "work").exists()  # nothing written before the checks
+
+
+def test_adopt_leaves_a_driver_run_of_the_same_key_alone(tmp_path, capsys):
+    run = _run_dir(tmp_path)
+    argv = ["adopt", str(run), "--arm", "n16=--n-steps 16", "--store", str(tmp_path / "s.jsonl")]
+    assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 0
+    (folder,) = (tmp_path / "work").iterdir()
+    assert (folder / "run").is_symlink() and (folder / "run").resolve() == run.resolve()
+    (folder / "run").unlink()
+    (folder / "run").mkdir()  # the driver's own run of this key
+    assert bench.main([*argv[:-1], str(tmp_path / "other.jsonl"), "--work-dir", str(tmp_path / "work")]) == 2
+    assert "holds a run of the driver's own" in capsys.readouterr().err
