@@ -24,6 +24,8 @@ def choice_of(config: Config, sources: dict[str, str]) -> Choice | None:
     if config.preset is None:
         return None
     tables = preset_table(config.preset_file)
+    if config.preset not in tables or table_objective(config.preset, tables) != config.algo:
+        return None  # a resumed run's table renamed or rewritten since (the run keeps its own config)
     base = table_base(config.preset)
     if config.preset_file is not None or base not in FAMILIES:
         return Choice(config.preset, tables)

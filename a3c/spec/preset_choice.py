@@ -78,11 +78,15 @@ def env_table_base(env: str, tables: dict[str, dict[str, Any]]) -> str | None:
 
 
 def for_objective(base: str, objective: str | None, tables: dict[str, dict[str, Any]]) -> str | None:
-    """The table named ``base`` for ``objective`` (None: the objective of the plain-named table, else a3c's): BASE
-    itself where it is that objective's, else BASE@OBJECTIVE; None where there is neither."""
+    """The table named ``base`` for ``objective`` (None: the plain-named table's objective, else the objective of
+    BASE's one table, else a3c's): BASE itself where it is that objective's, else BASE@OBJECTIVE; None where there is
+    neither."""
     if objective is None:
         if base in tables:
             return base
+        named = [name for name in tables if table_base(name) == base]
+        if len(named) == 1:  # only BASE@OBJ: a table for that objective alone
+            return named[0]
         objective = DEFAULT_OBJECTIVE
     if base in tables and table_objective(base, tables) == objective:
         return base
@@ -130,8 +134,9 @@ def choose_table(
     if own is not None:
         return Choice(own, tables)
     if file is not None:
-        what = "no preset" if env_base is None else f"no table for --algo {objective} of those"
-        wanted = toml_key(env if env_base is None else f"{env_base}{OBJECTIVE_SEP}{objective}")
+        algo = objective or DEFAULT_OBJECTIVE
+        what = "no preset" if env_base is None else f"no table for --algo {algo} of those"
+        wanted = toml_key(env if env_base is None else f"{env_base}{OBJECTIVE_SEP}{algo}")
         raise UserError(
             f"--preset-file {file} has {what} for --env {env} (its presets: {', '.join(sorted(tables))}); name one "
             f"with --preset NAME, or add a table [{wanted}] to it"

@@ -2,6 +2,8 @@
 (its ``algo``), an env's table for another objective is passed over (and said so), and an env without a table for the
 run's objective takes the plain defaults of its objective and action-space family, which are tables too."""
 
+import dataclasses
+
 import pytest
 
 from a3c.spec.config import Config
@@ -117,6 +119,28 @@ def test_a_familys_default_objective_is_its_plain_tables():
     finally:
         monkeypatch.undo()
     assert {name: table_objective(name) for name in ("discrete", "continuous")} == shipped
+
+
+def test_an_envs_only_table_gives_its_objective_when_no_algo_is_given(tmp_path):
+    """Before: a file whose only table for the env was ``ID@ppo`` took a3c as the run's objective and refused the
+    run: "has no table for --algo None of those"."""
+    file = tmp_path / "mine.toml"
+    file.write_text('["CartPole-v1@ppo"]\nn-epochs = 3\nn-steps = 128\n')
+    config = parse_config(["--env", "CartPole-v1", "--preset-file", str(file)])
+    assert (config.preset, config.algo, config.n_epochs) == ("CartPole-v1@ppo", "ppo", 3)
+    with pytest.raises(UserError, match=r"no table for --algo a3c of those.*\[\"CartPole-v1@a3c\"\]"):
+        parse_config(["--env", "CartPole-v1", "--preset-file", str(file), "--algo", "a3c"])
+
+
+def test_a_resumed_runs_table_gone_or_rewritten_since_is_not_described():
+    """A run keeps its own config; where presets.toml has since renamed its table, or given the name to the other
+    objective, the start line and --show-config describe no table rather than the wrong one (before: KeyError)."""
+    config, sources, _ = parse_cli(CONTINUOUS_ENV)
+    gone = dataclasses.replace(config, preset="continuous@sgd")
+    assert preset_line(gone, sources) is None
+    assert "table continuous@sgd" not in format_config(gone, sources)
+    other = dataclasses.replace(config, preset="continuous@ppo" if config.algo == "a3c" else "continuous@a3c")
+    assert preset_line(other, sources) is None
 
 
 def test_the_atari_family_has_a_table_for_each_objective():
