@@ -99,7 +99,8 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
         check_resume_fits(resume, spec, config)
     else:
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
-    config = resolve_workers(config, spec)  # --workers auto: measured now, while the fork server starts
+    # --workers auto: measured now, while the fork server starts; a resumed run weighs the steps it has left
+    config = resolve_workers(config, spec, steps_done=0 if resume is None else int(resume["global_step"]))
     if resume is None:  # a new run's frames: their background level, which the CNN takes off (a resume keeps its own)
         config = resolve_input_shift(config, spec)
         if config.input_shift:

@@ -170,8 +170,8 @@ def choose(
     else:
         if binding == "budget":
             held = (
-                f"the run's budget: {total_steps:,} steps at ~{rate:,.0f} steps/s a worker repay no more start-ups "
-                f"of {start_s:.2g} s each (another worker would save less time than its start-up costs)"
+                f"the run's budget: {total_steps:,} steps to run at ~{rate:,.0f} steps/s a worker repay no more "
+                f"start-ups of {start_s:.2g} s each (another worker would save less time than its start-up costs)"
             )
         elif binding == "ceiling":
             held = f"the ceiling of {MAX_WORKERS_PER_CORE} workers a core"
@@ -394,14 +394,16 @@ class _TimedExchange:
         return first + second * (minibatches - 1)
 
 
-def auto_choice(config: Config, spec: EnvSpec, cores: int | None = None) -> Choice:
-    """Measure and choose (config.workers is ignored)."""
+def auto_choice(config: Config, spec: EnvSpec, cores: int | None = None, steps_done: int = 0) -> Choice:
+    """Measure and choose (config.workers is ignored), for the steps the run has left: --total-steps less
+    ``steps_done`` (a resumed run's step: only what is left repays the workers' start-ups)."""
     timings, env_mb = measure(config, spec)
     start_method = "spawn" if config.backend == "ray" else config.resolved_start_method()  # (Ray's: new processes)
     cap = memory_cap(start_method, env_mb)
     cores = cores or usable_cores()
     start_s = start_up_s(start_method, cores)
-    return choose(timings, cores, config.n_steps, config.envs_per_worker, cap, config.total_steps, start_s)
+    left = max(1, config.total_steps - steps_done)
+    return choose(timings, cores, config.n_steps, config.envs_per_worker, cap, left, start_s)
 
 
 def hint(workers: int, choice: Choice) -> str | None:
@@ -422,12 +424,15 @@ def hint(workers: int, choice: Choice) -> str | None:
     return None
 
 
-def resolve_workers(config: Config, spec: EnvSpec, log: Callable[[str], None] | None = None) -> Config:
+def resolve_workers(
+    config: Config, spec: EnvSpec, log: Callable[[str], None] | None = None, steps_done: int = 0
+) -> Config:
     """``--workers auto``: the config with the measured count and ``workers_auto`` (the choice and its reason) set,
-    the choice printed as one line. A user-given count is kept; one above what helps gets a one-line hint."""
+    the choice printed as one line; ``steps_done``: a resumed run's step (its budget is what is left). A user-given
+    count is kept; one above what helps gets a one-line hint."""
     log = log or (lambda line: print(line, file=sys.stderr))
     if config.workers == "auto":
-        choice = auto_choice(config, spec)
+        choice = auto_choice(config, spec, steps_done=steps_done)
         if config.backend == "serial":  # one process: the count worker processes would get, taking turns here
             log(
                 f"a3c: --workers auto: {choice.workers} worker{'s' if choice.workers != 1 else ''} taking turns in "

@@ -95,6 +95,23 @@ def test_auto_weighs_the_run_s_total_steps_and_the_start_method(monkeypatch):
     assert longer.workers > choice.workers
 
 
+def test_a_resumed_run_weighs_the_steps_it_has_left(monkeypatch):
+    """--workers auto on a resumed run: only the steps left repay the workers' start-ups (before: the whole
+    --total-steps, so a run resumed near its end took the count of a fresh one)."""
+    monkeypatch.setattr(workers_auto, "measure", lambda config, spec: (SLOW, 0.0))
+    config = Config(env="envs/SlowCartPole-v1", env_kwargs={"latency": 0.01}, total_steps=3_000_000)
+    fresh = workers_auto.auto_choice(config, preflight(config), cores=2)
+    near_end = workers_auto.auto_choice(config, preflight(config), cores=2, steps_done=2_970_000)
+    assert near_end.workers < fresh.workers and "30,000 steps to run" in near_end.reason
+    assert (
+        near_end.workers
+        == workers_auto.auto_choice(dataclasses.replace(config, total_steps=30_000), preflight(config), cores=2).workers
+    )
+    lines = []
+    resolved = resolve_workers(config, preflight(config), log=lines.append, steps_done=2_970_000)
+    assert resolved.workers == near_end.workers and "30,000 steps to run" in lines[0]
+
+
 def test_a_fixed_ceiling_per_core_holds_whatever_the_env_asks_for():
     asleep = Timings(1e-5, 1.0, ACT, UPDATE)  # a second a step: the env alone would ask for thousands a core
     choice = choose(asleep, cores=2, n_steps=5, envs_per_worker=8, cap=10**6, total_steps=10**9, start_s=0.1)
@@ -157,7 +174,7 @@ def test_hint_only_well_above_what_helps():
     assert hint(16, io_bound) is None  # 16 workers do help a slow env
 
 
-def _fake_choice(config, spec, cores=None):
+def _fake_choice(config, spec, cores=None, steps_done=0):
     return choose(Timings(5e-5, 0.0, ACT, UPDATE), cores or 2, config.n_steps, config.envs_per_worker, cap=1000)
 
 
