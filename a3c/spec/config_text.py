@@ -97,9 +97,12 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
 
 
 def _as_flag(name: str, value: Any) -> str:
-    """A setting as the flag that gives it: --gsde / --no-gsde for a switch, else --name value."""
+    """A setting as the flag that gives it: --gsde / --no-gsde for a switch, --name none for an optional number
+    unset, else --name value."""
     if isinstance(value, bool):
         return flag_name(name) if value else "--no-" + flag_name(name)[2:]
+    if value is None and _optional_number(name):
+        return f"{flag_name(name)} none"
     return f"{flag_name(name)} {_show(value)}"
 
 

@@ -143,6 +143,14 @@ def test_a_resumed_runs_table_gone_or_rewritten_since_is_not_described():
     assert preset_line(other, sources) is None
 
 
+def test_the_start_line_types_an_unset_optional_number_as_none():
+    """Before: "the flags given win: --clip-range-vf -", which the command line does not take back."""
+    config, sources, _ = parse_cli([*CONTINUOUS_ENV, "--algo", "ppo", "--clip-range-vf", "none"])
+    line = preset_line(config, sources)
+    assert line.endswith("the flags given win: --clip-range-vf none"), line
+    assert parse_config([*CONTINUOUS_ENV, "--algo", "ppo", *line.rpartition(": ")[2].split()]) == config
+
+
 def test_the_atari_family_has_a_table_for_each_objective():
     """Before: ``--env ALE/Pong-v5 --algo ppo`` took the A3C-tuned atari table (RMSprop 7e-4, 20-step rollouts)."""
     pytest.importorskip("ale_py")
