@@ -68,8 +68,9 @@ class Config:
         group="run",
         help="a table of hyperparameters from a3c/spec/presets.toml, each for one objective (--algo): by default the "
         "one named like --env for the run's objective (an ALE/ game: atari), else the plain defaults of the objective "
-        "for the env's action space (the tables discrete, continuous, discrete@ppo, continuous@ppo); 'none': those "
-        "plain defaults, even where --env has a table. NAME@ppo is NAME's table for --algo ppo. Flags given override "
+        "for the env's action space (the tables discrete and continuous, each for its family's default objective: "
+        "a3c for discrete actions, ppo for continuous; discrete@ppo and continuous@a3c for the other); 'none': those "
+        "plain defaults, even where --env has a table. NAME@OBJ is NAME's table for --algo OBJ. Flags given override "
         "the table. config.json records the one applied",
     )
     workers: int | str = flag(

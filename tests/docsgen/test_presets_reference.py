@@ -52,8 +52,9 @@ def test_each_table_shows_its_own_settings_as_toml_and_its_comments():
     assert '```toml\n[LunarLander-v3]\ntotal-steps = 1000000\nalgo = "ppo"\n' in lunar
     assert "rl-zoo3's PPO settings for LunarLander-v2" in lunar  # its comment, the why
     assert "rl-zoo3's PPO settings" not in sections["CartPole-v1"]
-    cheetah = sections["HalfCheetah-v5"]
+    cheetah = sections["HalfCheetah-v5@a3c"]
     assert 'extends = "mujoco"' in cheetah and "Extends [`mujoco`](#preset-mujoco)" in cheetah
+    assert "rl-zoo3's tuned PPO settings for HalfCheetah-v3" in sections["HalfCheetah-v5"]
     assert "tuned A2C for the PyBullet versions" in sections["mujoco"]  # the block above its header is its own
     assert "tuned A2C for the PyBullet versions" not in sections["LunarLanderContinuous-v3"]
 

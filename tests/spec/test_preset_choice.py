@@ -56,9 +56,10 @@ def _has(config: Config, settings: dict) -> bool:
     ("argv", "table", "settings"),
     [
         (["--env", "envs/Classify-v0", "--algo", "ppo"], "discrete@ppo", PPO_DISCRETE),
-        ([*CONTINUOUS_ENV, "--algo", "ppo"], "continuous@ppo", PPO_CONTINUOUS),
+        ([*CONTINUOUS_ENV, "--algo", "ppo"], "continuous", PPO_CONTINUOUS),
+        (CONTINUOUS_ENV, "continuous", PPO_CONTINUOUS),  # continuous actions' default objective is PPO
         (["--env", "CartPole-v1", "--algo", "ppo"], "discrete@ppo", PPO_DISCRETE),  # CartPole's table is A3C's
-        (["--env", "Pendulum-v1", "--algo", "ppo"], "continuous@ppo", PPO_CONTINUOUS),  # Pendulum's too
+        (["--env", "Pendulum-v1", "--algo", "ppo"], "continuous", PPO_CONTINUOUS),  # Pendulum's too
         (["--env", "CartPole-v1", "--preset", "none", "--algo", "ppo"], "discrete@ppo", PPO_DISCRETE),
     ],
 )
@@ -89,36 +90,45 @@ def test_a3c_takes_the_plain_defaults_where_the_envs_table_is_ppos():
     )
 
 
-def _family_default_ppo(monkeypatch, family: str) -> None:
-    """presets.toml's tables with ``family``'s plain-named table PPO's (FAMILY@a3c A3C's): the family's default
-    objective made PPO, as the file itself would write it."""
+def _swap_family_default(monkeypatch, family: str) -> tuple[str, str]:
+    """presets.toml's tables with ``family``'s default objective made the other one (the plain-named table and
+    FAMILY@OTHER swapped, as the file itself would write it); (the new default objective, the old)."""
     from a3c.spec import presets
 
     tables = dict(load_presets())
-    tables[family], tables[f"{family}@a3c"] = tables.pop(f"{family}@ppo"), tables[family]
+    old = table_objective(family)
+    (other_name,) = [name for name in tables if name.startswith(f"{family}@")]
+    new = table_objective(other_name)
+    tables[family], tables[f"{family}@{old}"] = tables.pop(other_name), tables[family]
     monkeypatch.setattr(presets, "load_presets", lambda: tables)
+    return new, old
 
 
-def test_a_familys_default_objective_is_its_plain_tables():
+@pytest.mark.parametrize(
+    ("family", "argv"), [("discrete", ["--env", "envs/Classify-v0"]), ("continuous", CONTINUOUS_ENV)]
+)
+def test_a_familys_default_objective_is_its_plain_tables(family, argv):
     """Before: the plain defaults' table was FAMILY for a3c and FAMILY@OBJ otherwise, so a family whose default is
     PPO (its plain-named table PPO's) gave ``--algo a3c`` PPO's table: "--n-epochs ... with --algo ppo only"."""
     shipped = {name: table_objective(name) for name in ("discrete", "continuous")}
+    other_family = next(f for f in shipped if f != family)
+    other_argv = CONTINUOUS_ENV if family == "discrete" else ["--env", "envs/Classify-v0"]
     monkeypatch = pytest.MonkeyPatch()
     try:
-        _family_default_ppo(monkeypatch, "continuous")
-        config, sources, _ = parse_cli(CONTINUOUS_ENV)
-        assert (config.preset, config.algo, sources["algo"]) == ("continuous", "ppo", "preset")
-        assert _has(config, PPO_CONTINUOUS)
+        new, old = _swap_family_default(monkeypatch, family)
+        config, sources, _ = parse_cli(argv)
+        assert (config.preset, config.algo, sources["algo"]) == (family, new, "preset")
         assert preset_line(config, sources).startswith(
-            "a3c: no preset: the plain defaults for a continuous action space, objective ppo (table continuous of"
+            f"a3c: no preset: the plain defaults for a {family} action space, objective {new} (table {family} of"
         )
-        a3c_config = parse_config([*CONTINUOUS_ENV, "--algo", "a3c"])
-        assert (a3c_config.preset, a3c_config.algo, a3c_config.n_epochs) == ("continuous@a3c", "a3c", Config().n_epochs)
-        assert parse_config([*CONTINUOUS_ENV, "--algo", "ppo"]).preset == "continuous"
-        assert parse_config(["--env", "envs/Classify-v0"]).preset == "discrete"  # the other family keeps its own
+        before = parse_config([*argv, "--algo", old])
+        assert (before.preset, before.algo) == (f"{family}@{old}", old)
+        assert parse_config([*argv, "--algo", new]).preset == family
+        assert parse_config(other_argv).preset == other_family  # the other family keeps its own
     finally:
         monkeypatch.undo()
     assert {name: table_objective(name) for name in ("discrete", "continuous")} == shipped
+    assert shipped == {"discrete": "a3c", "continuous": "ppo"}  # the defaults presets.toml chose (and says why)
 
 
 def test_an_envs_only_table_gives_its_objective_when_no_algo_is_given(tmp_path):
@@ -176,7 +186,7 @@ def test_every_table_says_its_objective_and_a_suffix_must_agree(tmp_path):
     for name in presets:
         assert table_objective(name) in ("a3c", "ppo")
         assert presets[name].get("algo", "a3c") == table_objective(name), name
-    assert {"discrete", "continuous", "discrete@ppo", "continuous@ppo"} <= set(presets)
+    assert {"discrete", "continuous", "discrete@ppo", "continuous@a3c"} <= set(presets)
     path = tmp_path / "p.toml"
     path.write_text('["X-v0@ppo"]\nalgo = "a3c"\n')
     with pytest.raises(UserError, match=r"\[X-v0@ppo\] algo = 'a3c': a table named \.\.\.@ppo is for objective ppo"):
@@ -203,7 +213,7 @@ def test_a_preset_named_for_another_objective_is_refused():
         ),
         (
             [*CONTINUOUS_ENV, "--algo", "ppo", "--n-epochs", "3"],
-            "a3c: no preset: the plain defaults for a continuous action space, objective ppo (table continuous@ppo "
+            "a3c: no preset: the plain defaults for a continuous action space, objective ppo (table continuous "
             "of a3c/spec/presets.toml), sets --envs-per-worker 1 --n-steps 1024",
         ),
         (

@@ -23,7 +23,7 @@ def test_every_shipped_preset_is_a_known_env_with_valid_settings():
     presets = load_presets()
     assert {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "envs/Memory-v0"} <= set(presets)
     extended = {table["extends"] for table in tomllib.loads(PRESETS_FILE.read_text()).values() if "extends" in table}
-    assert extended == {"mujoco", "continuous@ppo"}
+    assert extended == {"mujoco", "continuous"}
     families = {ATARI_PRESET, *extended, *FAMILIES}  # tables named for a family of ids, not for one id
     for name, settings in presets.items():
         if table_base(name) not in families:
@@ -123,21 +123,22 @@ def test_a_table_extends_another_and_its_own_keys_win(tmp_path):
 
 
 def test_the_mujoco_robots_share_one_table_per_objective_and_each_gets_all_of_it():
-    """HalfCheetah's preset is A3C's [mujoco]; Hopper's and Walker2d's are PPO's plain continuous defaults, with A3C's
-    [mujoco] as their ``@a3c`` tables (presets.toml says why)."""
+    """HalfCheetah's preset is rl-zoo3's tuned PPO; Hopper's and Walker2d's are PPO's plain continuous defaults; A3C's
+    [mujoco] is each robot's ``@a3c`` table (presets.toml says why)."""
     presets = load_presets()
     assert presets["mujoco"]["clipped_log_prob"] is True and presets["mujoco"]["n_steps"] == 8
-    assert presets["HalfCheetah-v5"] == presets["mujoco"]
-    config, sources, _ = parse_cli(["--env", "HalfCheetah-v5"])
-    assert config.preset == "HalfCheetah-v5" and config.algo == "a3c" and config.gsde and sources["gsde"] == "preset"
-    for robot in ("Hopper-v5", "Walker2d-v5"):
-        assert presets[robot] == {**presets["continuous@ppo"], "total_steps": 1_000_000}
+    config, sources, _ = parse_cli(["--env", "HalfCheetah-v5"])  # rl-zoo3's tuned PPO settings
+    assert (config.preset, config.algo, sources["algo"]) == ("HalfCheetah-v5", "ppo", "preset")
+    assert (config.n_steps, config.n_epochs, config.hidden_sizes, config.clip_range_vf) == (512, 20, (256, 256), None)
+    for robot in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5"):
         assert presets[f"{robot}@a3c"] == presets["mujoco"]
+        config, sources, _ = parse_cli(["--env", robot, "--algo", "a3c"])
+        assert config.preset == f"{robot}@a3c" and config.gsde and sources["gsde"] == "preset"
+    for robot in ("Hopper-v5", "Walker2d-v5"):
+        assert presets[robot] == {**presets["continuous"], "total_steps": 1_000_000}
         config, sources, _ = parse_cli(["--env", robot])
         assert (config.preset, config.algo, sources["algo"]) == (robot, "ppo", "preset")
         assert config.n_steps == 1024 and not config.gsde and config.total_steps == 1_000_000
-        config, sources, _ = parse_cli(["--env", robot, "--algo", "a3c"])
-        assert config.preset == f"{robot}@a3c" and config.gsde and sources["gsde"] == "preset"
 
 
 @pytest.mark.parametrize(
