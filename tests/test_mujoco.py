@@ -22,24 +22,34 @@ from a3c import evaluate as evaluate_cli  # noqa: E402
 SHORT = ["--env-kwargs", "max_episode_steps=50"]  # gym.make's time limit: whole episodes in a short run
 
 
-@pytest.fixture(scope="module")
-def cheetah(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("mujoco") / "run"
+def _train(run_dir, *flags: str):
     cmd = [sys.executable, "-m", "a3c.train", "--env", "HalfCheetah-v5", "--workers", "1", "--total-steps", "2000"]
-    cmd += ["--eval-every", "0", "--run-dir", str(run_dir), *SHORT]
+    cmd += ["--eval-every", "0", "--run-dir", str(run_dir), *SHORT, *flags]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return run_dir
 
 
-def test_halfcheetah_trains_with_its_preset_and_loads(cheetah):
-    config = json.loads((cheetah / "config.json").read_text())
-    assert config["preset"] == "HalfCheetah-v5" and config["normalize_obs"]
-    assert config["gsde"] and config["clipped_log_prob"]
-    s = summary(cheetah)
+@pytest.fixture(scope="module")
+def cheetah(tmp_path_factory):
+    return _train(tmp_path_factory.mktemp("mujoco") / "run")
+
+
+@pytest.mark.parametrize("algo", ["preset", "a3c"])
+def test_halfcheetah_trains_with_its_tables_and_loads(algo, cheetah, tmp_path):
+    """Its preset (PPO, rl-zoo3's tuned settings) and its A3C table (gSDE, the clipped log-probability), each end
+    to end: trained, loaded, acting within the bounds."""
+    run = cheetah if algo == "preset" else _train(tmp_path / "run", "--algo", "a3c")
+    config = json.loads((run / "config.json").read_text())
+    assert config["normalize_obs"]
+    if algo == "preset":
+        assert (config["preset"], config["algo"], config["hidden_sizes"]) == ("HalfCheetah-v5", "ppo", [256, 256])
+    else:
+        assert config["preset"] == "HalfCheetah-v5@a3c" and config["gsde"] and config["clipped_log_prob"]
+    s = summary(run)
     assert s["total_steps"] >= 2000 and s["updates"] > 0 and s["skipped_updates"] == 0 and s["episodes"] >= 10
 
-    agent = a3c.load(cheetah)
+    agent = a3c.load(run)
     env = gym.make("HalfCheetah-v5")
     obs, _ = env.reset(seed=3)
     action = agent.act(obs)

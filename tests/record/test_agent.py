@@ -191,8 +191,9 @@ def test_a_gsde_run_trains_resumes_and_loads(tmp_path):
     run_dir = tmp_path / "run"
     base = [sys.executable, "-m", "a3c.train", "--env", "Pendulum-v1"]
     base += ["--workers", "1", "--envs-per-worker", "2", "--checkpoint-every", "0", "--eval-every", "0"]
-    # no preset (Pendulum's normalises observations, which act() would apply and the raw model below would not)
-    start = [*base, "--preset", "none", "--gsde", "--log-std-init", "-1", "--run-dir", str(run_dir)]
+    # A3C's plain defaults (Pendulum's preset normalises observations, which act() would apply and the raw model
+    # below would not; continuous actions default to PPO)
+    start = [*base, "--preset", "none", "--algo", "a3c", "--gsde", "--log-std-init", "-1", "--run-dir", str(run_dir)]
     first = subprocess.run([*start, "--total-steps", "800"], capture_output=True, text=True)
     assert first.returncode == 0, first.stderr
     again = [*base, "--resume", str(run_dir), "--total-steps", "1600"]
