@@ -36,6 +36,7 @@ from a3c.spec.presets import (
     OBJECTIVE_SEP,
     PRESETS_FILE,
     family_table,
+    for_objective,
     preset_table,
     table_base,
     table_objective,
@@ -75,23 +76,6 @@ def env_table_base(env: str, tables: dict[str, dict[str, Any]]) -> str | None:
     if env.startswith("ALE/") and any(table_base(name) == ATARI_PRESET for name in tables):
         return ATARI_PRESET
     return None
-
-
-def for_objective(base: str, objective: str | None, tables: dict[str, dict[str, Any]]) -> str | None:
-    """The table named ``base`` for ``objective`` (None: the plain-named table's objective, else the objective of
-    BASE's one table, else a3c's): BASE itself where it is that objective's, else BASE@OBJECTIVE; None where there is
-    neither."""
-    if objective is None:
-        if base in tables:
-            return base
-        named = [name for name in tables if table_base(name) == base]
-        if len(named) == 1:  # only BASE@OBJ: a table for that objective alone
-            return named[0]
-        objective = DEFAULT_OBJECTIVE
-    if base in tables and table_objective(base, tables) == objective:
-        return base
-    name = f"{base}{OBJECTIVE_SEP}{objective}"
-    return name if name in tables else None
 
 
 def choose_table(

@@ -60,16 +60,30 @@ def table_base(name: str) -> str:
     return name.partition(OBJECTIVE_SEP)[0]
 
 
+def for_objective(base: str, objective: str | None, tables: dict[str, dict[str, Any]]) -> str | None:
+    """The table named ``base`` for ``objective`` (None: the plain-named table's objective, else the objective of
+    BASE's one table, else a3c's): BASE itself where it is that objective's, else BASE@OBJECTIVE; None where there is
+    neither."""
+    if objective is None:
+        if base in tables:
+            return base
+        named = [name for name in tables if table_base(name) == base]
+        if len(named) == 1:  # only BASE@OBJ: a table for that objective alone
+            return named[0]
+        objective = DEFAULT_OBJECTIVE
+    if base in tables and table_objective(base, tables) == objective:
+        return base
+    name = f"{base}{OBJECTIVE_SEP}{objective}"
+    return name if name in tables else None
+
+
 def family_table(family: str, objective: str | None, tables: dict[str, dict[str, Any]]) -> str:
-    """The table of the plain defaults for ``family`` (FAMILIES) under ``objective``: the table named FAMILY where it
-    is that objective's (``objective`` None: FAMILY whatever its objective, the family's default), else FAMILY@OBJ.
-    UserError where ``tables`` has neither (a presets file without the family's tables)."""
-    if objective is None or (family in tables and table_objective(family, tables) == objective):
-        name = family
-    else:
-        name = f"{family}{OBJECTIVE_SEP}{objective}"
-    if name not in tables:
-        raise UserError(f"the presets file has no table [{toml_key(name)}] (the plain defaults); restore it")
+    """The table of the plain defaults for ``family`` (FAMILIES) under ``objective`` (``for_objective``'s rule; None:
+    the family's default). UserError where ``tables`` has none (a presets file without the family's tables)."""
+    name = for_objective(family, objective, tables)
+    if name is None:
+        wanted = family if objective is None else f"{family}{OBJECTIVE_SEP}{objective}"
+        raise UserError(f"the presets file has no table [{toml_key(wanted)}] (the plain defaults); restore it")
     return name
 
 

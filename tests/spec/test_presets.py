@@ -13,7 +13,16 @@ from a3c.spec.config import Config
 from a3c.spec.config_text import format_config
 from a3c.spec.errors import UserError
 from a3c.spec.preset_choice import CPU, choose_table, resolve_config
-from a3c.spec.presets import ATARI_PRESET, FAMILIES, PRESETS_FILE, load_presets, table_base, tomllib
+from a3c.spec.presets import (
+    ATARI_PRESET,
+    FAMILIES,
+    PRESETS_FILE,
+    family_table,
+    for_objective,
+    load_presets,
+    table_base,
+    tomllib,
+)
 from a3c.train import build_parser, parse_cli, parse_config
 
 
@@ -385,3 +394,42 @@ def test_a_presets_bf16_holds_only_on_a_cpu_with_bfloat16_instructions(tmp_path,
     # a --bf16 typed is the user's, on any CPU
     typed, typed_sources, _ = parse_cli(["--env", "ALE/Pong-v5", "--preset-file", str(path), "--bf16"])
     assert typed.bf16 and typed_sources["bf16"] == "flag"
+
+
+# One rule names a table for an objective, for an env's tables and for the plain defaults' families alike.
+_TABLES = {
+    "discrete": {},  # a3c (no algo)
+    "discrete@ppo": {"algo": "ppo"},
+    "continuous": {"algo": "ppo"},
+    "continuous@a3c": {},
+    "Solo-v0@ppo": {"algo": "ppo"},
+}
+
+
+@pytest.mark.parametrize(
+    ("base", "objective", "expected"),
+    [
+        ("discrete", None, "discrete"),
+        ("discrete", "a3c", "discrete"),
+        ("discrete", "ppo", "discrete@ppo"),
+        ("continuous", None, "continuous"),
+        ("continuous", "ppo", "continuous"),
+        ("continuous", "a3c", "continuous@a3c"),
+        ("Solo-v0", None, "Solo-v0@ppo"),  # its one table, for its objective
+        ("Solo-v0", "a3c", None),
+        ("Absent-v0", None, None),
+    ],
+)
+def test_for_objective_names_the_plain_table_where_it_is_the_objectives_else_base_at_objective(
+    base, objective, expected
+):
+    assert for_objective(base, objective, _TABLES) == expected
+
+
+def test_family_table_follows_for_objective_and_names_the_missing_table():
+    assert family_table("continuous", "a3c", _TABLES) == "continuous@a3c"
+    assert family_table("discrete", None, _TABLES) == "discrete"
+    with pytest.raises(UserError, match=r'no table \["discrete@vtrace"\]'):
+        family_table("discrete", "vtrace", _TABLES)
+    with pytest.raises(UserError, match=r"no table \[discrete\]"):
+        family_table("discrete", None, {"continuous": {}})
