@@ -26,6 +26,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
@@ -117,23 +118,23 @@ def plan(args: argparse.Namespace) -> list[Run]:
     return [Run(env, arm, seed, args.budget, args.threshold) for seed in seeds for env in args.env for arm in arms]
 
 
-def conflicts(runs: list[Run], store: Store) -> list[str]:
-    """Arms whose name the store holds with other settings (a changed arm needs a new name, or its rows mix)."""
+def conflicts(asked: dict[str, dict[str, Any]], store: Store, how: str = "asked") -> list[str]:
+    """Arm names (``asked``: name -> the spec its rows would record) that the store holds with other settings: one
+    name stands for one spec, whether a driver run or ``adopt`` stored it (a changed arm needs a new name, or its
+    rows mix). A stored spec may hold more keys than asked (an adopted run's ``adopted``); those asked must agree."""
     stored = {r["arm"]: r["arm_spec"] for r in store.rows()}
     out = []
-    for arm in {r.arm.name: r.arm for r in runs}.values():
-        spec = stored.get(arm.name)
-        if spec is not None and any(spec.get(k) != v for k, v in arm.spec().items()):
-            out.append(
-                f"arm {arm.name!r} is stored as {spec} and asked as {arm.spec()}: give the changed arm a new name"
-            )
+    for name, spec in asked.items():
+        held = stored.get(name)
+        if held is not None and any(held.get(k) != v for k, v in spec.items()):
+            out.append(f"arm {name!r} is stored as {held} and {how} as {spec}: give the changed arm a new name")
     return out
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     runs = plan(args)
     store = Store(args.store)
-    for line in conflicts(runs, store):
+    for line in conflicts({r.arm.name: r.arm.spec() for r in runs}, store):
         raise queue_.QueueError(line)
     commit = code_commit()
     known = arms_.a3c_flags() if any(r.arm.peer is None for r in runs) else set()
@@ -209,11 +210,8 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     if store.find(run.env, arm.name, run.seed, run.budget, commit) is not None:
         raise queue_.QueueError(f"{run.env} {arm.name} seed {run.seed} is stored already for commit {commit}")
     spec = {"kind": "a3c", "flags": list(arm.flags), "evaluate": args.evaluate, "adopted": True}
-    for row in store.rows():
-        if row["arm"] == arm.name and row["arm_spec"] != spec:
-            raise queue_.QueueError(
-                f"arm {arm.name!r} is stored as {row['arm_spec']} and adopted as {spec}: give the arm a new name"
-            )
+    for line in conflicts({arm.name: spec}, store, how="adopted"):
+        raise queue_.QueueError(line)
     folder = adopt.make_folder(run, args.run_dir, entries, args.work_dir.resolve(), commit)
     if args.evaluate:
         children = Children()

@@ -3,6 +3,8 @@ sessions read from its output, its flags held to its config, and a run that has 
 
 import dataclasses
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,9 @@ from scripts import bench
 from scripts.benchmark import adopt
 from scripts.benchmark.queue import QueueError
 from scripts.benchmark.store import Store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_store import row  # noqa: E402
 
 
 def _summary(total, resumed=None, train=10.0, reason="total_steps", wall=None):
@@ -144,3 +149,17 @@ def test_adopt_leaves_a_driver_run_of_the_same_key_alone(tmp_path, capsys):
     (folder / "run").mkdir()  # the driver's own run of this key
     assert bench.main([*argv[:-1], str(tmp_path / "other.jsonl"), "--work-dir", str(tmp_path / "work")]) == 2
     assert "holds a run of the driver's own" in capsys.readouterr().err
+
+
+def test_adopt_refuses_an_arm_name_the_store_holds_with_other_settings(tmp_path, capsys):
+    """The name check `run` makes: an arm name stands for one spec in a store, a driver run's or an adopted one's."""
+    run = _run_dir(tmp_path)
+    store = Store(tmp_path / "s.jsonl")
+    store.append(
+        row(env="Acrobot-v1", arm="n16", arm_spec={"kind": "a3c", "flags": ["--n-steps", "32"], "evaluate": 0})
+    )
+    argv = ["adopt", str(run), "--arm", "n16=--n-steps 16", "--store", str(store.path)]
+    assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 2
+    err = capsys.readouterr().err
+    assert "arm 'n16' is stored as" in err and "a new name" in err and err.count("\n") == 1
+    assert len(store.rows()) == 1 and not (tmp_path / "work").exists()
