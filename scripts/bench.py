@@ -60,7 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="--workers of an a3c arm whose flags name none (default: 2; default: give none, a3c.train's own)",
     )
     run.add_argument(
-        "--evaluate", type=int, default=0, metavar="EPISODES", help="a3c arms: a3c.evaluate on the final checkpoint"
+        "--evaluate",
+        type=int,
+        default=0,
+        metavar="EPISODES",
+        help="a3c arms: a3c.evaluate on the final checkpoint and the best (checkpoints/best.pt)",
     )
     run.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
     run.add_argument(

@@ -39,7 +39,7 @@ class Arm:
     flags: tuple[str, ...] = ()  # a3c.train's flags (an a3c arm)
     peer: str | None = None  # one of PEERS (a peer arm)
     workers: int | str | None = DEFAULT_WORKERS  # --workers given to an a3c arm; None: none (a3c's default)
-    evaluate: int = 0  # episodes of a3c.evaluate on the final checkpoint (0: none)
+    evaluate: int = 0  # episodes of a3c.evaluate on the final and best checkpoints (0: none)
 
     @property
     def kind(self) -> str:

@@ -201,7 +201,7 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
             evaluation = read_json(folder / "eval.json") or {}
             extra["eval_mean_return"] = evaluation.get("mean_return")
             extra["eval_episodes"] = run.arm.evaluate
-        if (folder / "eval_best.json").exists():  # an adopted run's best checkpoint, evaluated alike (adopt.py)
+        if (folder / "eval_best.json").exists():  # its best checkpoint (checkpoints/best.pt), evaluated alike
             extra["eval_best_mean_return"] = (read_json(folder / "eval_best.json") or {}).get("mean_return")
         spec = run.arm.spec()
     else:
@@ -293,8 +293,16 @@ def _execute(
             f.write(json.dumps({**entry, "summary": summary}) + "\n")
         if not finished(summary, run.budget):
             return ("stopped" if children.stopping is not None else f"failed (exit {code})"), None
-        if run.arm.evaluate:
-            evaluate(run, folder, children, out)
+    # the scores of a finished run, those not made yet (a driver stopped while it evaluated makes them next time)
+    for best in (False, True) if run.arm.evaluate else ():
+        made = folder / ("eval_best.json" if best else "eval.json")
+        if made.exists() or (best and not (run_dir / "checkpoints" / "best.pt").exists()):
+            continue
+        code = evaluate(run, folder, children, out, best=best)
+        if children.stopping is not None:
+            return "stopped", None
+        if code != 0:
+            return f"failed (a3c.evaluate exit {code} on the {'best' if best else 'final'} checkpoint)", None
     row = row_of(run, folder, commit, bench_command)
     store.append(row)
     return "stored", row

@@ -100,3 +100,28 @@ def test_a_run_stopped_after_its_first_checkpoint_resumes_with_the_same_command(
     assert result["curve"][-1][0] > stopped_at  # the episodes go on past the first session's
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120 * PATIENCE)
     assert again.returncode == 0 and "1 runs: 1 stored, 0 to run" in again.stdout and len(Store(store).rows()) == 1
+
+
+def test_an_evaluated_arm_stores_its_final_and_best_checkpoints_scores_and_a_missing_one_is_made_next_time(tmp_path):
+    """--evaluate N: a3c.evaluate on the final checkpoint and on checkpoints/best.pt (the best of the evaluations during
+    training); a finished run whose scores are missing (the driver stopped while it evaluated) is evaluated by the
+    same command before its row is stored."""
+    store, work = tmp_path / "r.jsonl", tmp_path / "work"
+    flags = "--workers 1 --n-steps 8 --eval-every 500 --eval-episodes 1"
+    argv = ["run", "--env", "CartPole-v1", "--arm", f"ev={flags}", "--seeds", "1", "--budget", "1000"]
+    argv += ["--evaluate", "2", "--store", str(store), "--work-dir", str(work)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "scripts.bench", *argv]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300 * PATIENCE)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (row,) = Store(store).rows()
+    assert row["extra"]["eval_episodes"] == 2
+    assert row["extra"]["eval_mean_return"] is not None and row["extra"]["eval_best_mean_return"] is not None
+    (folder,) = work.iterdir()
+    (folder / "eval_best.json").unlink()
+    store.unlink()
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300 * PATIENCE)
+    assert second.returncode == 0, second.stdout + second.stderr
+    (again,) = Store(store).rows()
+    assert again["extra"]["eval_best_mean_return"] == row["extra"]["eval_best_mean_return"]  # evaluate is seeded
+    assert len((folder / "sessions.jsonl").read_text().splitlines()) == 1  # no second training session
