@@ -188,3 +188,19 @@ def test_serial_backend_evaluates_in_the_main_process(tmp_path):
     rows = _rows(run_dir)  # inline: an evaluation never finds the previous one still running
     assert [int(r["global_step"]) // 1000 for r in rows] == [1, 2, 3]
     assert (run_dir / "checkpoints" / "best.pt").is_file()
+
+
+def test_the_cli_plays_on_one_native_thread(run, tmp_path):
+    """An evaluation's batch is a few observations: torch's pool of one thread per core gains little on it alone and,
+    beside other work (the next training run, a niced evaluation beside a timed one), waits on a core another process
+    holds at every parallel op: a batch of 10 Atari frames at 9 passes/s on 2 threads against 312 on one, one core
+    busy. The CLI takes the evaluator's one thread per native pool."""
+    code = (
+        "import sys, torch; from a3c import evaluate; evaluate.main(sys.argv[1:]); "
+        "print('threads', torch.get_num_threads())"
+    )
+    out = tmp_path / "eval.json"
+    cmd = [sys.executable, "-c", code, str(run), "--episodes", "1", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "threads 1" and out.exists()
