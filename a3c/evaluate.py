@@ -210,9 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from a3c.run.threads import limit_native_threads
 
-    # one thread per native pool, as the evaluator during training: a batch of a few observations gains little from
-    # more alone, and beside other work (a training run, a timed one) every parallel op waits for a core another
-    # process holds (Breakout, a batch of 10 frames, one core busy: 9 passes/s on 2 threads, 312 on one)
+    # one thread per native pool, as the evaluator during training: beside other work (a training run, a timed one)
+    # torch's pool waits at every parallel op for a core another process holds. Breakout, a batch of 10 frames, on 2
+    # cores: alone 434-448 passes/s on 2 threads against 314-319 on one (1.4x); one core busy, 9 against 312
     limit_native_threads()
     result = evaluate(
         args.path, args.episodes, args.stochastic, args.seed, args.video, args.best, parse_env_kwargs(args.env_kwargs)

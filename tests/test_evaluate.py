@@ -191,10 +191,10 @@ def test_serial_backend_evaluates_in_the_main_process(tmp_path):
 
 
 def test_the_cli_plays_on_one_native_thread(run, tmp_path):
-    """An evaluation's batch is a few observations: torch's pool of one thread per core gains little on it alone and,
-    beside other work (the next training run, a niced evaluation beside a timed one), waits on a core another process
-    holds at every parallel op: a batch of 10 Atari frames at 9 passes/s on 2 threads against 312 on one, one core
-    busy. The CLI takes the evaluator's one thread per native pool."""
+    """Torch's pool of one thread per core, beside other work (the next training run, a niced evaluation beside a
+    timed one), waits at every parallel op for a core another process holds: a batch of 10 Atari frames at 9
+    passes/s on 2 threads against 312 on one, one of 2 cores busy (alone, 2 threads gain 1.4x). The CLI takes the
+    evaluator's one thread per native pool."""
     code = (
         "import sys, torch; from a3c import evaluate; evaluate.main(sys.argv[1:]); "
         "print('threads', torch.get_num_threads())"
