@@ -122,15 +122,19 @@ def plan(args: argparse.Namespace) -> list[Run]:
     return [Run(env, arm, seed, args.budget, args.threshold) for seed in seeds for env in args.env for arm in arms]
 
 
+PROVENANCE = ("adopted",)  # arm_spec keys that say where a row came from
+
+
 def conflicts(asked: dict[str, dict[str, Any]], store: Store, how: str = "asked") -> list[str]:
     """Arm names (``asked``: name -> the spec its rows would record) that the store holds with other settings: one
     name stands for one spec, whether a driver run or ``adopt`` stored it (a changed arm needs a new name, or its
-    rows mix). A stored spec may hold more keys than asked (an adopted run's ``adopted``); those asked must agree."""
+    rows mix). A stored spec may hold more keys than asked (a peer's ``hyperparameters``); those asked must agree,
+    but for PROVENANCE: whether adopt stored a run says where its row came from, not what its arm is."""
     stored = {r["arm"]: r["arm_spec"] for r in store.rows()}
     out = []
     for name, spec in asked.items():
         held = stored.get(name)
-        if held is not None and any(held.get(k) != v for k, v in spec.items()):
+        if held is not None and any(held.get(k) != v for k, v in spec.items() if k not in PROVENANCE):
             out.append(f"arm {name!r} is stored as {held} and {how} as {spec}: give the changed arm a new name")
     return out
 

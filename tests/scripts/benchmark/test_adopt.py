@@ -163,3 +163,18 @@ def test_adopt_refuses_an_arm_name_the_store_holds_with_other_settings(tmp_path,
     err = capsys.readouterr().err
     assert "arm 'n16' is stored as" in err and "a new name" in err and err.count("\n") == 1
     assert len(store.rows()) == 1 and not (tmp_path / "work").exists()
+
+
+def test_an_adopted_run_and_a_driver_run_of_the_same_arm_share_its_name(tmp_path):
+    """Whether the driver ran it or adopt stored it is where a row came from, not what its arm is: a run adopted with
+    the flags a driver arm of that name stores (its own --checkpoint-every-s, no --workers) goes beside its rows."""
+    run = _run_dir(tmp_path)
+    store = Store(tmp_path / "s.jsonl")
+    flags = ["--n-steps", "16", "--checkpoint-every-s", "300"]
+    store.append(row(env="Acrobot-v1", arm="n16", arm_spec={"kind": "a3c", "flags": flags, "evaluate": 0}))
+    argv = ["adopt", str(run), "--arm", "n16=--n-steps 16 --checkpoint-every-s 300", "--store", str(store.path)]
+    assert bench.main([*argv, "--work-dir", str(tmp_path / "work")]) == 0
+    assert [r["arm"] for r in store.rows()] == ["n16", "n16"]
+    again = ["run", "--env", "Acrobot-v1", "--arm", "n16=--n-steps 16 --checkpoint-every-s 300", "--seeds", "1"]
+    again += ["--budget", "1000", "--workers", "default", "--store", str(store.path), "--dry-run"]
+    assert bench.main(again) == 0
