@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Atari at the field's budget (docs/benchmarks/atari.md): 10M agent steps (40M frames) a run, the atari preset as a user
+# runs it (--workers default: a3c's own --workers auto), both checkpoints (final, best) evaluated on 10 games. Hours a
+# run on 2 cores: give the same command again after a stop and the run goes on from its last checkpoint (every 300 s).
+# The order: Breakout without sticky actions (seed 1), Pong without them, Breakout with them, Breakout seed 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+nosticky="nosticky=--env-kwargs repeat_action_probability=0 --checkpoint-every-s 300"
+sticky="sticky=--checkpoint-every-s 300"
+common=(--budget 10000000 --workers default --evaluate 10)
+python -m scripts.bench run --env ALE/Breakout-v5 --arm "$nosticky" --seeds 1 "${common[@]}" "$@"
+python -m scripts.bench run --env ALE/Pong-v5 --arm "$nosticky" --seeds 1 "${common[@]}" "$@"
+python -m scripts.bench run --env ALE/Breakout-v5 --arm "$sticky" --seeds 1 "${common[@]}" "$@"
+python -m scripts.bench run --env ALE/Breakout-v5 --arm "$nosticky" --seeds 2 "${common[@]}" "$@"
