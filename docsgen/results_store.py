@@ -97,26 +97,34 @@ def by_arm(rows: list[dict[str, Any]]) -> str:
 
 
 def by_seed(rows: list[dict[str, Any]]) -> str:
-    """Each run: final and best 100-episode means, the step it reached the threshold, wall s, steps/s, sessions."""
+    """Each run: final and best 100-episode means, the step it reached the threshold, wall s, steps/s, sessions; and
+    where a run of the table was evaluated (--evaluate N), a3c.evaluate's mean return on its final checkpoint (of N
+    episodes) and on its best."""
     out = []
+    scored = any((r.get("extra") or {}).get("eval_mean_return") is not None for r in rows)
     for (env, budget, arm), runs in _groups(rows).items():
         for r in runs:
-            out.append(
-                [
-                    f"{env} ({_budget(budget)})",
-                    arm,
-                    str(r["seed"]),
-                    _n(r["final_mean_100"], 1),
-                    _n(r["best_mean_100"], 1),
-                    _n(r["reached_at_step"]),
-                    _n(r["wall_s"]),
-                    _n(r["steps_per_s"]),
-                    str(r["sessions"]),
-                    r["commit"],
-                ]
-            )
+            line = [
+                f"{env} ({_budget(budget)})",
+                arm,
+                str(r["seed"]),
+                _n(r["final_mean_100"], 1),
+                _n(r["best_mean_100"], 1),
+                _n(r["reached_at_step"]),
+                _n(r["wall_s"]),
+                _n(r["steps_per_s"]),
+                str(r["sessions"]),
+                r["commit"],
+            ]
+            if scored:
+                extra = r.get("extra") or {}
+                final = _n(extra.get("eval_mean_return"), 1)
+                episodes = extra.get("eval_episodes")
+                line += [final if final == "-" else f"{final} ({episodes})", _n(extra.get("eval_best_mean_return"), 1)]
+            out.append(line)
     header = ["env (steps)", "arm", "seed", "final mean100", "best mean100", "reached threshold at step", "wall s"]
-    return _table([*header, "steps/s", "sessions", "commit"], out)
+    header += ["steps/s", "sessions", "commit"]
+    return _table([*header, "eval final (episodes)", "eval best"] if scored else header, out)
 
 
 def by_ratio(rows: list[dict[str, Any]], order: list[str] | None = None) -> str:
@@ -157,8 +165,11 @@ def made_by(rows: list[dict[str, Any]]) -> str:
 
 
 def _portable(command: str) -> str:
+    """A driver command as a reader types it in a clone: no --work-dir, the store as its repository path, and any
+    other absolute path (adopt's run directory, log and code tree) by its last component, the run's own name."""
     command = re.sub(r" --work-dir \S+", "", command)
-    return re.sub(r"--store \S*?(docs/data/\S+)", r"--store \1", command)
+    command = re.sub(r"--store \S*?(docs/data/\S+)", r"--store \1", command)
+    return re.sub(r"(?<=\s)/\S*/([^/\s]+)", r"\1", command)
 
 
 def parse_filters(text: str) -> dict[str, list[str]]:

@@ -154,3 +154,25 @@ def test_the_made_by_line_is_a_command_for_a_clone():
         row(bench_command="python -m scripts.bench run --env X --store /home/u/a3c/docs/data/t.jsonl --work-dir /tmp/r")
     ]
     assert results_store.made_by(rows) == "Made by `python -m scripts.bench run --env X --store docs/data/t.jsonl`."
+
+
+def test_an_adopted_runs_command_shows_no_machine_paths():
+    """adopt names a run directory, its log and the code's tree by their paths on the machine that ran them: a page
+    shows each by its last component (the run's name), not a machine's folders."""
+    command = (
+        "python -m scripts.bench adopt /srv/runs/breakout-1 --arm 'n=--seed 1' --log /srv/runs/breakout-1.log "
+        "--code /srv/src --evaluate 10 --work-dir /srv/driver"
+    )
+    assert results_store.made_by([row(bench_command=command)]) == (
+        "Made by `python -m scripts.bench adopt breakout-1 --arm 'n=--seed 1' --log breakout-1.log --code src "
+        "--evaluate 10`."
+    )
+
+
+def test_the_seeds_view_shows_the_evaluations_where_a_run_has_them(tmp_path):
+    plain = results_store.by_seed([row(seed=1)])
+    assert "eval" not in plain
+    scored = row(seed=2, extra={"eval_mean_return": 630.0, "eval_episodes": 10, "eval_best_mean_return": 612.5})
+    table = results_store.by_seed([row(seed=1), scored])
+    assert "| eval final (episodes) | eval best |" in table
+    assert "| 630.0 (10) | 612.5 |" in table and "| - | - |" in table
