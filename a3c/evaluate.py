@@ -208,12 +208,6 @@ def result_line(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from a3c.run.threads import limit_native_threads
-
-    # one thread per native pool, as the evaluator during training: beside other work (a training run, a timed one)
-    # torch's pool waits at every parallel op for a core another process holds. Breakout, a batch of 10 frames, on 2
-    # cores: alone 434-448 passes/s on 2 threads against 314-319 on one (1.4x); one core busy, 9 against 312
-    limit_native_threads()
     result = evaluate(
         args.path, args.episodes, args.stochastic, args.seed, args.video, args.best, parse_env_kwargs(args.env_kwargs)
     )
@@ -250,4 +244,11 @@ def update_model_card(result: dict[str, Any]) -> str | None:
 
 
 if __name__ == "__main__":
+    from a3c.run.threads import limit_native_threads
+
+    # the command's process, one thread per native pool, as the evaluator during training (a3c.evaluate.main called
+    # from a user's process leaves its threads alone): beside other work (a training run, a timed one) torch's pool
+    # waits at every parallel op for a core another process holds. Breakout, a batch of 10 frames, on 2 cores: alone
+    # 434-448 passes/s on 2 threads against 314-319 on one (1.4x); one core busy, 9 against 312
+    limit_native_threads()
     sys.exit(run_cli(main, prog="a3c.evaluate"))

@@ -3,6 +3,8 @@
 # runs it (--workers default: a3c's own --workers auto), both checkpoints (final, best) evaluated on 10 games. Hours a
 # run on 2 cores: give the same command again after a stop and the run goes on from its last checkpoint (every 300 s).
 # The order: Breakout without sticky actions (seed 1), Pong without them, Breakout with them, Breakout seed 2.
+# A run is skipped once the store holds it for this code's commit; --any-commit skips one stored from any commit
+# (Breakout seed 1's row is an earlier commit's: benchmarks/atari.sh --any-commit goes on from Pong).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 nosticky="nosticky=--env-kwargs repeat_action_probability=0 --checkpoint-every-s 300"

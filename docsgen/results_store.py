@@ -166,10 +166,10 @@ def made_by(rows: list[dict[str, Any]]) -> str:
 
 def _portable(command: str) -> str:
     """A driver command as a reader types it in a clone: no --work-dir, the store as its repository path, and any
-    other absolute path (adopt's run directory, log and code tree) by its last component, the run's own name."""
+    absolute paths adopt names (its run directory, --log and --code) by their last component, the run's own name."""
     command = re.sub(r" --work-dir \S+", "", command)
     command = re.sub(r"--store \S*?(docs/data/\S+)", r"--store \1", command)
-    return re.sub(r"(?<=\s)/\S*/([^/\s]+)", r"\1", command)
+    return re.sub(r"((?:adopt|--log|--code) )/\S*/([^/\s]+)", r"\1\2", command)
 
 
 def parse_filters(text: str) -> dict[str, list[str]]:

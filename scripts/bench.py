@@ -30,7 +30,7 @@ from typing import Any
 
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
-from scripts.benchmark.runner import Children, Run, evaluate, execute, row_of, state
+from scripts.benchmark.runner import Children, Run, execute, row_of, score, state
 from scripts.benchmark.store import DEFAULT_STORE, REPO, Store, StoreError, code_commit, commit_store
 
 DEFAULT_WORK_DIR = REPO / "runs" / "bench"
@@ -224,13 +224,12 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     if args.evaluate:
         children = Children()
         children.install()
-        for best in (False, True):
-            code = evaluate(run, folder, children, None, best=best)
-            if children.stopping is not None:
-                print("stopped: nothing stored; the same command evaluates and stores it", flush=True)
-                return 128 + children.stopping
-            if code != 0:
-                raise queue_.QueueError(f"a3c.evaluate exited {code} on {'best' if best else 'final'}; nothing stored")
+        failed = score(run, folder, children, None)
+        if failed == "stopped":
+            print("stopped: nothing stored; the same command evaluates and stores it", flush=True)
+            return 128 + (children.stopping or 0)
+        if failed is not None:
+            raise queue_.QueueError(f"{failed}; nothing stored")
     bench_command = shlex.join(["python", "-m", "scripts.bench", *sys.argv[1:]])
     row = {**row_of(run, folder, commit, bench_command), "arm_spec": spec}
     store.append(row)

@@ -195,12 +195,21 @@ def test_the_cli_plays_on_one_native_thread(run, tmp_path):
     timed one), waits at every parallel op for a core another process holds: a batch of 10 Atari frames at 9
     passes/s on 2 threads against 312 on one, one of 2 cores busy (alone, 2 threads gain 1.4x). The CLI takes the
     evaluator's one thread per native pool."""
-    code = (
-        "import sys, torch; from a3c import evaluate; evaluate.main(sys.argv[1:]); "
-        "print('threads', torch.get_num_threads())"
+    command = (
+        "import runpy, sys, torch\n"
+        "try:\n"
+        "    runpy.run_module('a3c.evaluate', run_name='__main__')\n"
+        "except SystemExit as end:\n"
+        "    print('exit', end.code, 'threads', torch.get_num_threads())\n"
     )
     out = tmp_path / "eval.json"
-    cmd = [sys.executable, "-c", code, str(run), "--episodes", "1", "--json", str(out)]
+    cmd = [sys.executable, "-c", command, str(run), "--episodes", "1", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "threads 1" and out.exists()
+    assert proc.stdout.strip().splitlines()[-1] == "exit 0 threads 1" and out.exists()
+    # called as a function from a user's process, it leaves that process's threads alone
+    library = "import sys, torch; from a3c import evaluate; evaluate.main(sys.argv[1:]); print(torch.get_num_threads())"
+    cmd = [sys.executable, "-c", library, str(run), "--episodes", "1", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "2"

@@ -78,11 +78,12 @@ def for_objective(base: str, objective: str | None, tables: dict[str, dict[str, 
 
 
 def family_table(family: str, objective: str | None, tables: dict[str, dict[str, Any]]) -> str:
-    """The table of the plain defaults for ``family`` (FAMILIES) under ``objective`` (``for_objective``'s rule; None:
-    the family's default). UserError where ``tables`` has none (a presets file without the family's tables)."""
-    name = for_objective(family, objective, tables)
+    """The table of the plain defaults for ``family`` (FAMILIES) under ``objective``: ``for_objective``'s table, or
+    (``objective`` None) the family's default, the table named FAMILY itself. UserError where ``tables`` has none
+    (a presets file without the family's tables)."""
+    wanted = family if objective is None else f"{family}{OBJECTIVE_SEP}{objective}"
+    name = (family if family in tables else None) if objective is None else for_objective(family, objective, tables)
     if name is None:
-        wanted = family if objective is None else f"{family}{OBJECTIVE_SEP}{objective}"
         raise UserError(f"the presets file has no table [{toml_key(wanted)}] (the plain defaults); restore it")
     return name
 

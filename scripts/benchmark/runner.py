@@ -197,12 +197,11 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
         steps = sum(s["total_steps"] - (s.get("resumed_from_step") or 0) for s in ran)
         workers = summary.get("workers")
         extra = {k: summary.get(k) for k in A3C_EXTRA}
-        if (folder / "eval.json").exists():
-            evaluation = read_json(folder / "eval.json") or {}
-            extra["eval_mean_return"] = evaluation.get("mean_return")
-            extra["eval_episodes"] = run.arm.evaluate
-        if (folder / "eval_best.json").exists():  # its best checkpoint (checkpoints/best.pt), evaluated alike
-            extra["eval_best_mean_return"] = (read_json(folder / "eval_best.json") or {}).get("mean_return")
+        final, best = (scored(folder, run.arm.evaluate, b) if run.arm.evaluate else None for b in (False, True))
+        if final is not None:
+            extra["eval_mean_return"], extra["eval_episodes"] = final["mean_return"], final["episodes"]
+        if best is not None:  # its best checkpoint (checkpoints/best.pt), evaluated alike
+            extra["eval_best_mean_return"] = best["mean_return"]
         spec = run.arm.spec()
     else:
         train_s, steps = summary["training_time_s"], summary["total_steps"]
@@ -239,6 +238,31 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
         "finished_at": _now(),
         "extra": extra,
     }
+
+
+def scored(folder: Path, episodes: int, best: bool = False) -> dict[str, Any] | None:
+    """The score a3c.evaluate wrote for the run of ``folder`` (``best``: of checkpoints/best.pt) if it played
+    ``episodes`` episodes; None where there is none (not made, cut short, or made for another --evaluate)."""
+    made = read_json(folder / ("eval_best.json" if best else "eval.json")) or {}
+    return made if made.get("episodes") == episodes and made.get("mean_return") is not None else None
+
+
+def score(run: Run, folder: Path, children: Children, out: IO[str] | None) -> str | None:
+    """The arm's scores of a finished run (--evaluate N: a3c.evaluate on the final checkpoint, and on
+    checkpoints/best.pt where the evaluations during training made one), those not made yet: a driver stopped while
+    it evaluated makes them the next time. None when every score is made; else what stopped it ("stopped", or
+    "failed (...)"), and no row may be stored."""
+    for best in (False, True) if run.arm.evaluate else ():
+        if scored(folder, run.arm.evaluate, best) is not None:
+            continue
+        if best and not (folder / "run" / "checkpoints" / "best.pt").exists():
+            continue
+        code = evaluate(run, folder, children, out, best=best)
+        if children.stopping is not None:
+            return "stopped"
+        if code != 0:
+            return f"failed (a3c.evaluate exit {code} on the {'best' if best else 'final'} checkpoint)"
+    return None
 
 
 def evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None, best: bool = False) -> int:
@@ -293,16 +317,9 @@ def _execute(
             f.write(json.dumps({**entry, "summary": summary}) + "\n")
         if not finished(summary, run.budget):
             return ("stopped" if children.stopping is not None else f"failed (exit {code})"), None
-    # the scores of a finished run, those not made yet (a driver stopped while it evaluated makes them next time)
-    for best in (False, True) if run.arm.evaluate else ():
-        made = folder / ("eval_best.json" if best else "eval.json")
-        if made.exists() or (best and not (run_dir / "checkpoints" / "best.pt").exists()):
-            continue
-        code = evaluate(run, folder, children, out, best=best)
-        if children.stopping is not None:
-            return "stopped", None
-        if code != 0:
-            return f"failed (a3c.evaluate exit {code} on the {'best' if best else 'final'} checkpoint)", None
+    failed = score(run, folder, children, out)
+    if failed is not None:
+        return failed, None
     row = row_of(run, folder, commit, bench_command)
     store.append(row)
     return "stored", row

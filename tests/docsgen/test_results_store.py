@@ -163,6 +163,8 @@ def test_an_adopted_runs_command_shows_no_machine_paths():
         "python -m scripts.bench adopt /srv/runs/breakout-1 --arm 'n=--seed 1' --log /srv/runs/breakout-1.log "
         "--code /srv/src --evaluate 10 --work-dir /srv/driver"
     )
+    arm = "python -m scripts.bench run --arm 'n=--preset-file /srv/t/best.toml' --store docs/data/r.jsonl"
+    assert results_store.made_by([row(bench_command=arm)]) == f"Made by `{arm}`."  # an arm's flags as stored
     assert results_store.made_by([row(bench_command=command)]) == (
         "Made by `python -m scripts.bench adopt breakout-1 --arm 'n=--seed 1' --log breakout-1.log --code src "
         "--evaluate 10`."
@@ -175,4 +177,4 @@ def test_the_seeds_view_shows_the_evaluations_where_a_run_has_them(tmp_path):
     scored = row(seed=2, extra={"eval_mean_return": 630.0, "eval_episodes": 10, "eval_best_mean_return": 612.5})
     table = results_store.by_seed([row(seed=1), scored])
     assert "| eval final (episodes) | eval best |" in table
-    assert "| 630.0 (10) | 612.5 |" in table and "| - | - |" in table
+    assert "| abc | 630.0 (10) | 612.5 |" in table and "| abc | - | - |" in table

@@ -119,9 +119,18 @@ def test_an_evaluated_arm_stores_its_final_and_best_checkpoints_scores_and_a_mis
     assert row["extra"]["eval_mean_return"] is not None and row["extra"]["eval_best_mean_return"] is not None
     (folder,) = work.iterdir()
     (folder / "eval_best.json").unlink()
+    final_made = (folder / "eval.json").stat().st_mtime_ns
     store.unlink()
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300 * PATIENCE)
     assert second.returncode == 0, second.stdout + second.stderr
     (again,) = Store(store).rows()
     assert again["extra"]["eval_best_mean_return"] == row["extra"]["eval_best_mean_return"]  # evaluate is seeded
+    assert (folder / "eval.json").stat().st_mtime_ns == final_made  # the score made is kept, not made again
     assert len((folder / "sessions.jsonl").read_text().splitlines()) == 1  # no second training session
+    # a score made for another --evaluate (or cut short) is not this arm's: made again
+    (folder / "eval.json").write_text(json.dumps({"mean_return": 1.0, "episodes": 5}))
+    store.unlink()
+    third = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300 * PATIENCE)
+    assert third.returncode == 0, third.stdout + third.stderr
+    (last,) = Store(store).rows()
+    assert last["extra"]["eval_mean_return"] == row["extra"]["eval_mean_return"] and last["extra"]["eval_episodes"] == 2

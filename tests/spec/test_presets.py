@@ -433,3 +433,5 @@ def test_family_table_follows_for_objective_and_names_the_missing_table():
         family_table("discrete", "vtrace", _TABLES)
     with pytest.raises(UserError, match=r"no table \[discrete\]"):
         family_table("discrete", None, {"continuous": {}})
+    with pytest.raises(UserError, match=r"no table \[continuous\]"):  # the default is the plain table, none other
+        family_table("continuous", None, {"continuous@a3c": {}})
