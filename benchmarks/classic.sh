@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The classic suite (docs/benchmarks/suite.md): each env's preset against SB3's A2C with rl-zoo3's settings, seeds 1-3,
 # the presets' budgets; CartPole-v1 on 5 seeds without a stop; the README's Quickstart command on 10 seeds, each
-# final checkpoint evaluated. Every finished run goes to docs/data/results.jsonl; a stored run is skipped, a stopped
+# final and best checkpoint evaluated. Every finished run goes to docs/data/results.jsonl; a stored run is skipped, a stopped
 # one resumed: rerun this file to go on. Tables: python -m scripts.bench table --env CartPole-v1 Acrobot-v1 ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
