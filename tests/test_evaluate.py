@@ -18,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from a3c import evaluate as evaluate_cli
 from a3c.record.checkpoint import load_checkpoint
 from a3c.record.eval_log import CSV_COLUMNS
+from a3c.run.threads import THREAD_ENV_VARS
 from a3c.spec.errors import run_cli
 
 EVERY, EPISODES, TOTAL = 2000, 3, 6000
@@ -203,13 +204,15 @@ def test_the_cli_plays_on_one_native_thread(run, tmp_path):
         "    print('exit', end.code, 'threads', torch.get_num_threads())\n"
     )
     out = tmp_path / "eval.json"
+    # every pool's variable at 2 (a test before may have set this process's to 1, which a child would inherit)
+    two_threads = {**os.environ, **dict.fromkeys(THREAD_ENV_VARS, "2")}
     cmd = [sys.executable, "-c", command, str(run), "--episodes", "1", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=two_threads)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "exit 0 threads 1" and out.exists()
     # called as a function from a user's process, it leaves that process's threads alone
     library = "import sys, torch; from a3c import evaluate; evaluate.main(sys.argv[1:]); print(torch.get_num_threads())"
     cmd = [sys.executable, "-c", library, str(run), "--episodes", "1", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=two_threads)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "2"
