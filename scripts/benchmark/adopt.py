@@ -29,7 +29,7 @@ from typing import Any
 
 from scripts.benchmark.arms import Arm, shown
 from scripts.benchmark.queue import QueueError
-from scripts.benchmark.runner import FINISHED, Run, machine, read_json
+from scripts.benchmark.runner import FINISHED, Run, machine, read_json, score_path
 
 SESSION_START = re.compile(r"^a3c: (?:run directory |resuming )", re.M)
 # the last line of a session that ended by itself or was stopped (a3c.record.run_dir.final_line)
@@ -158,8 +158,8 @@ def make_folder(run: Run, run_dir: Path, entries: list[dict[str, Any]], work_dir
     if link.is_symlink():
         link.unlink()
     link.symlink_to(run_dir.resolve(), target_is_directory=True)
-    for stale in ("eval.json", "eval_best.json"):
-        (folder / stale).unlink(missing_ok=True)
+    for best in (False, True):
+        score_path(folder, best).unlink(missing_ok=True)
     with open(folder / "sessions.jsonl", "w") as f:
         f.writelines(json.dumps(entry) + "\n" for entry in entries)
     return folder

@@ -240,10 +240,15 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
     }
 
 
+def score_path(folder: Path, best: bool = False) -> Path:
+    """Where a3c.evaluate's score of the run of ``folder`` goes: its final checkpoint's, or (``best``) its best's."""
+    return folder / ("eval_best.json" if best else "eval.json")
+
+
 def scored(folder: Path, episodes: int, best: bool = False) -> dict[str, Any] | None:
     """The score a3c.evaluate wrote for the run of ``folder`` (``best``: of checkpoints/best.pt) if it played
     ``episodes`` episodes; None where there is none (not made, cut short, or made for another --evaluate)."""
-    made = read_json(folder / ("eval_best.json" if best else "eval.json")) or {}
+    made = read_json(score_path(folder, best)) or {}
     return made if made.get("episodes") == episodes and made.get("mean_return") is not None else None
 
 
@@ -269,7 +274,8 @@ def evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None, be
     """a3c.evaluate on the run's final checkpoint (``best``: its checkpoints/best.pt) for the arm's ``evaluate``
     episodes, into FOLDER/eval.json (eval_best.json); its exit code."""
     argv = [sys.executable, "-m", "a3c.evaluate", str(folder / "run"), "--episodes", str(run.arm.evaluate)]
-    argv += ["--best", "--json", str(folder / "eval_best.json")] if best else ["--json", str(folder / "eval.json")]
+    argv += ["--best"] if best else []
+    argv += ["--json", str(score_path(folder, best))]
     return children.wait(children.start(argv, out))
 
 
