@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -310,10 +311,13 @@ def cluster():
 
 
 def test_a_lost_node_s_workers_restart_on_the_other_and_the_counts_stay_exact(tmp_path, cluster):
+    """The run's budget is out of reach and it is stopped (Ctrl-C) only once the lost node's workers have restarted
+    on the head node and written episodes there: it cannot end before the loss is noticed (with a 60,000-step
+    budget it once did, on a busy machine, and the restart this test is about never happened)."""
     c, other = cluster
     run_dir = tmp_path / "run"
     cmd = train_cmd(
-        run_dir, *RAY, "--ray-address", c.address, "--workers", "4", "--total-steps", "60000", "--max-restarts", "2"
+        run_dir, *RAY, "--ray-address", c.address, "--workers", "4", "--total-steps", "100000000", "--max-restarts", "2"
     )
     run = Run(cmd, tmp_path / "log.txt")
     try:
@@ -327,18 +331,24 @@ def test_a_lost_node_s_workers_restart_on_the_other_and_the_counts_stay_exact(tm
         assert all(paths[rank] == ("actor calls" if rank in on_other else "shared memory") for rank in placed), paths
         assert wait_for(lambda: episodes_started(run_dir, 50), timeout=120), run.output()
         c.remove_node(other)  # the node is lost: its worker actors die with it
-        code = run.wait(timeout=300)
+        assert wait_for(lambda: all(node != other.node_id for node in _nodes(run.output()).values()), timeout=300), (
+            run.output()
+        )
+        written = {rank: len(_rows_of(run_dir, rank)) for rank in on_other}
+        assert wait_for(lambda: all(len(_rows_of(run_dir, r)) > written[r] for r in on_other), timeout=120), (
+            run.output()
+        )
+        run.signal_group(signal.SIGINT)
+        code = run.wait(timeout=120)
         out = run.output()
     finally:
         run.cleanup()
-    assert code == 0, out
+    assert code == 128 + signal.SIGINT, out
     for rank in on_other:
         assert f"worker {rank} was killed by signal SIGKILL (its Ray actor died" in out
-    after = _nodes(out)
-    assert all(node != other.node_id for node in after.values())  # restarted on the head node
-    assert set(_paths(out).values()) == {"shared memory"}  # ... where they reach the server through shared memory
+    assert set(_paths(out).values()) == {"shared memory"}  # restarted where they reach the server by shared memory
     s = summary(run_dir)
-    assert s["restarts"] == len(on_other) and s["total_steps"] >= 60000
+    assert s["restarts"] == len(on_other)
     rows = episode_rows(run_dir)
     assert indexes_contiguous(rows) and s["episodes"] == len(rows) and s["lost_episodes"] == 0
     ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
@@ -346,6 +356,14 @@ def test_a_lost_node_s_workers_restart_on_the_other_and_the_counts_stay_exact(tm
     assert json.loads((run_dir / "config.json").read_text())["backend"] == "ray"
     # the cluster is healthy after the run: every process of its head node still runs
     assert c.head_node.remaining_processes_alive()
+
+
+def _rows_of(run_dir: Path, rank: int) -> list[dict[str, str]]:
+    """The episode rows ``rank`` has written so far (none while episodes.csv does not exist yet)."""
+    try:
+        return [r for r in episode_rows(run_dir) if int(r["worker"]) == rank]
+    except FileNotFoundError:
+        return []
 
 
 def _free_port() -> int:
