@@ -245,7 +245,7 @@ def figure(rows: list[dict[str, Any]]) -> Any:
         for ax, xlabel in ((by_steps, "env steps"), (by_wall, "wall time (s)")):
             if threshold is not None:
                 ax.axhline(threshold, color="grey", linestyle="--", linewidth=0.8)
-            ax.set_title(f"{env}, {_budget(budget)} steps")
+            ax.set_title(f"{env.rpartition(':')[2]}, {_budget(budget)} steps")  # (a module:Name-v0 id: its name)
             ax.set_xlabel(xlabel)
             ax.set_ylabel("100-episode training mean")
             ax.legend(loc="lower right", fontsize=8)

@@ -148,6 +148,13 @@ def test_the_figure_has_steps_and_wall_time_per_env_and_a_line_per_arm(tmp_path)
     assert list(low) == [0.0, 5.0, 10.0] and list(high) == [0.0, 20.0, 20.0]
 
 
+def test_the_figure_titles_a_module_s_env_by_its_id_alone():
+    """A ``module:Name-v0`` env is titled ``Name-v0`` (the module's path would not fit two axes' width)."""
+    rows = [row(env="scripts.benchmark.heldout_envs:TaxiOneHot-v4", curve=[[0, 0.0, -200.0], [100, 1.0, -200.0]])]
+    (left, right) = results_store.figure(results_store.select(rows)).get_axes()
+    assert left.get_title() == right.get_title() == "TaxiOneHot-v4, 1k steps"
+
+
 def test_the_made_by_line_is_a_command_for_a_clone():
     """A row stored from a machine's own paths: the page shows the store as its repository path and no --work-dir."""
     rows = [
