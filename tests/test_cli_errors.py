@@ -453,6 +453,19 @@ def test_an_env_file_that_is_missing_says_the_two_forms(tmp_path, capsys, monkey
     assert "path/to/file.py:Name-v0" in line and "module:Name-v0 with the module on sys.path" in line
 
 
+def test_a_resumed_run_s_env_file_missing_here_says_to_resume_from_where_it_started(tmp_path, capsys, monkeypatch):
+    """Before: a run started as ``--env ./my_env.py:Id`` and resumed from another directory was told "give --env
+    path/to/file.py:Name-v0", which a resume then refuses (a resumed run keeps its env)."""
+    env = "./a3c_my_env.py:GoRight-v0"
+    run = _checkpointed_run(tmp_path, config=Config(env=env, workers=1, total_steps=1000).to_dict())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    err = _resume_error(["--resume", str(run)], capsys)
+    assert f"the resumed run's env file ./a3c_my_env.py is not in {elsewhere}" in err
+    assert "resume from the directory the run started in" in err and "give --env" not in err
+
+
 def test_a_forgotten_module_prefix_is_suggested_from_the_files_here(tmp_path, capsys, monkeypatch):
     (tmp_path / "a3c_my_env.py").write_text(GO_RIGHT.replace("GoRight-v0", "GoRightAlone-v0"))
     monkeypatch.chdir(tmp_path)

@@ -220,6 +220,13 @@ def env_module(env_id: str) -> str | None:
     return env_id.rpartition(":")[0] if ":" in env_id else None
 
 
+def env_file(env_id: str) -> str | None:
+    """The file a ``path/to/file.py:Name-v0`` id names, as written (relative paths: to the directory a run started
+    in); None for other ids."""
+    module = env_module(env_id)
+    return module if module is not None and _is_file(module) else None
+
+
 def _is_file(module: str) -> bool:
     """Whether the module part of an env id is a path to a Python file (``./my_env.py``), not a module name."""
     return module.endswith(".py") or "/" in module or "\\" in module
