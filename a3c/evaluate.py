@@ -134,8 +134,10 @@ def evaluate(
         run_checkpoint,
         run_episodes,
     )
+    from a3c.spec.environment import check_env_file_here
 
     file, payload = run_checkpoint(path, best)
+    check_env_file_here(str(payload.get("config", {}).get("env", "")), "evaluate")
     # the envs are made below (a module: env id imports its module, as training did), so an old checkpoint without
     # stored spaces may be described by making its env
     agent = agent_from_payload(payload, file, may_make_env=True)

@@ -463,7 +463,19 @@ def test_a_resumed_run_s_env_file_missing_here_says_to_resume_from_where_it_star
     monkeypatch.chdir(elsewhere)
     err = _resume_error(["--resume", str(run)], capsys)
     assert f"the resumed run's env file ./a3c_my_env.py is not in {elsewhere}" in err
-    assert "resume from the directory the run started in" in err and "give --env" not in err
+    assert "resume from there, or put the file back there" in err and "give --env" not in err
+    # (--show-config makes no env: it shows the resumed run's settings from anywhere)
+    assert run_cli(main, ["--resume", str(run), "--show-config"], prog="a3c.train") == 0
+    assert "./a3c_my_env.py:GoRight-v0" in capsys.readouterr().out
+
+
+def test_an_evaluated_run_s_env_file_gone_says_to_put_it_back(tmp_path, capsys):
+    gone = tmp_path / "a3c_gone_env.py"
+    run = _checkpointed_run(tmp_path, config=Config(env=f"{gone}:GoRight-v0", workers=1, total_steps=1000).to_dict())
+    assert run_cli(evaluate_main, [str(run)], prog="a3c.evaluate") == 2
+    err = capsys.readouterr().err
+    assert f"the evaluated run's env file {gone}: no such file; the run keeps its env: put the file back" in err, err
+    assert len(err.strip().splitlines()) == 1 and "give --env" not in err
 
 
 def test_a_forgotten_module_prefix_is_suggested_from_the_files_here(tmp_path, capsys, monkeypatch):

@@ -49,7 +49,7 @@ from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
 from a3c.spec.config_text import preset_line, short_run_warning
-from a3c.spec.environment import EnvSpec, describe_env, env_file, is_image
+from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import PPO_ONLY_SETTINGS, VTRACE_SETTINGS
 from a3c.spec.preset_choice import CHECKPOINT, FLAG, Choice, check_given_for_objective, resolve_new_run
@@ -89,6 +89,8 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     settings = resolve_settings(values, given)
     config, resume = settings.config, settings.resume
     made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
+    if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
+        check_env_file_here(config.env, "resume")
     spec = preflight(config, made)  # the user's input, checked without torch ...
     if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
         lines = preset_line(config, settings.sources, settings.choice), short_run_warning(config, settings.sources)
@@ -160,26 +162,9 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     with _bad_types():
         config = resume_config(payload, run_dir, overrides)
     check_given_for_objective(config.to_dict(), given)
-    _check_env_file_here(config.env)
     sources = {f.name: FLAG if f.name in given else CHECKPOINT for f in dataclasses.fields(Config)}
     sources["resume"] = sources["run_dir"] = FLAG
     return Settings(config, sources, payload)
-
-
-def _check_env_file_here(env_id: str) -> None:
-    """A resumed run keeps its env id, so a missing env file cannot be fixed with --env (the usual advice): a relative
-    path is read from the directory the run started in, and the resume must start there too."""
-    path = env_file(env_id)
-    if path is None or Path(path).expanduser().is_file():
-        return
-    if Path(path).expanduser().is_absolute():
-        raise UserError(
-            f"the resumed run's env file {path}: no such file; a resumed run keeps its env: put the file back"
-        )
-    raise UserError(
-        f"the resumed run's env file {path} is not in {Path.cwd()}: its path is relative to the directory the run "
-        "started in; resume from the directory the run started in"
-    )
 
 
 def preflight(config: Config, spec: EnvSpec | None = None) -> EnvSpec:
