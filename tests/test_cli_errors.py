@@ -453,6 +453,13 @@ def test_an_env_file_that_is_missing_says_the_two_forms(tmp_path, capsys, monkey
     assert "path/to/file.py:Name-v0" in line and "module:Name-v0 with the module on sys.path" in line
 
 
+def test_an_env_file_under_an_unknown_home_directory_is_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """Before: ``~nosuchuser/my_env.py:Id`` ended in Path.expanduser's RuntimeError, a traceback."""
+    monkeypatch.chdir(tmp_path)
+    line = _cli(["--env", "~a3c_no_such_user/my_env.py:GoRight-v0"], capsys, tmp_path / "run")
+    assert "env file ~a3c_no_such_user/my_env.py: no such file" in line
+
+
 def test_a_resumed_run_s_env_file_missing_here_says_to_resume_from_where_it_started(tmp_path, capsys, monkeypatch):
     """Before: a run started as ``--env ./my_env.py:Id`` and resumed from another directory was told "give --env
     path/to/file.py:Name-v0", which a resume then refuses (a resumed run keeps its env)."""

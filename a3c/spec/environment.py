@@ -234,10 +234,7 @@ def check_env_file_here(env_id: str, verb: str) -> None:
     path = env_file(env_id)
     if path is None:
         return
-    try:
-        file = Path(path).expanduser()
-    except RuntimeError:  # ~user of no such user
-        file = Path(path)
+    file = _env_path(path)
     if file.is_file():
         return
     if file.is_absolute():
@@ -246,6 +243,15 @@ def check_env_file_here(env_id: str, verb: str) -> None:
         f"the {verb}d run's env file {path} is not in {Path.cwd()}: its path is relative to the directory the run "
         f"started in; {verb} from there, or put the file back there"
     )
+
+
+def _env_path(module: str) -> Path:
+    """The path an env id's file part names, ``~`` expanded; as written where ``~user`` names no user (expanduser
+    raises), so that the caller's "no such file" is the answer."""
+    try:
+        return Path(module).expanduser()
+    except RuntimeError:
+        return Path(module)
 
 
 def _is_file(module: str) -> bool:
@@ -275,7 +281,7 @@ def import_env_module(module: str) -> None:
                 f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
             ) from None
         return
-    path = Path(module).expanduser()
+    path = _env_path(module)
     if not path.is_file():
         raise UserError(f"env file {module}: no such file; {FORMS}")
     name = path.stem
