@@ -227,10 +227,11 @@ def env_file(env_id: str) -> str | None:
     return module if module is not None and _is_file(module) else None
 
 
-def check_env_file_here(env_id: str, verb: str) -> None:
-    """A run's env id is fixed once it started (a resume keeps it, an evaluation makes it again), so a missing env file
-    cannot be mended with --env, the usual advice: ``verb`` (resume, evaluate) from where the path leads to a file.
-    A relative path is read from the directory the run started in. UserError when the file is not there."""
+def check_env_file_here(env_id: str, verb: str, what: str = "run") -> None:
+    """A run's env id is fixed once it started (a resume keeps it, an evaluation makes it again; a tuning study's
+    trials keep theirs), so a missing env file cannot be mended with --env, the usual advice: ``verb`` (resume,
+    evaluate) from where the path leads to a file. A relative path is read from the directory the ``what`` (run,
+    study) started in. UserError when the file is not there."""
     path = env_file(env_id)
     if path is None:
         return
@@ -238,10 +239,12 @@ def check_env_file_here(env_id: str, verb: str) -> None:
     if file.is_file():
         return
     if file.is_absolute():
-        raise UserError(f"the {verb}d run's env file {path}: no such file; the run keeps its env: put the file back")
+        raise UserError(
+            f"the {verb}d {what}'s env file {path}: no such file; the {what} keeps its env: put the file back"
+        )
     raise UserError(
-        f"the {verb}d run's env file {path} is not in {Path.cwd()}: its path is relative to the directory the run "
-        f"started in; {verb} from there, or put the file back there"
+        f"the {verb}d {what}'s env file {path} is not in {Path.cwd()}: its path is relative to the directory the "
+        f"{what} started in; {verb} from there, or put the file back there"
     )
 
 

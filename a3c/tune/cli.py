@@ -145,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _resumed(parser: argparse.ArgumentParser, own: argparse.Namespace, rest: list[str]) -> StudySettings:
+    from a3c.spec.environment import check_env_file_here
     from a3c.tune.study import StudySettings
 
     given = [name for name in STUDY_ONLY if getattr(own, name) != parser.get_default(name)]
@@ -156,6 +157,9 @@ def _resumed(parser: argparse.ArgumentParser, own: argparse.Namespace, rest: lis
         )
     study_dir = Path(own.resume)
     settings = StudySettings.read(study_dir)
+    # the trials keep the study's env: a relative env file missing here would refuse every trial with advice (--env)
+    # that --resume refuses
+    check_env_file_here(str(parse_flags(settings.train_args)[0]["env"]), "resume", "study")
     if own.trials is not None and own.trials != settings.trials:
         settings.trials = own.trials
         settings.write(study_dir)

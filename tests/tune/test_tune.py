@@ -184,6 +184,28 @@ def test_study_errors_are_one_line(tmp_path, capsys, argv, message):
     assert not (tmp_path / "new").exists()
 
 
+def test_a_study_resumed_away_from_its_relative_env_file_says_to_resume_from_where_it_started(
+    tmp_path, capsys, monkeypatch
+):
+    """Before: each resumed trial was refused with "give --env path/to/file.py:Name-v0", which --resume refuses."""
+    from a3c.tune.cli import main
+    from a3c.tune.study import StudySettings
+
+    study_dir, storage = tmp_path / "study", f"sqlite:///{tmp_path / 'study.db'}"
+    study_dir.mkdir()
+    train_args = ["--env", "./a3c_my_env.py:GoRight-v0", *TRIAL[2:]]
+    StudySettings("study", storage, 2, train_args, space={}, space_source="space.toml").write(study_dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert run_cli(main, ["--resume", str(study_dir)], prog="a3c.tune") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"the resumed study's env file ./a3c_my_env.py is not in {elsewhere}" in err, err
+    assert "resume from there, or put the file back there" in err
+    assert not (tmp_path / "study.db").exists()  # the study's database not opened
+
+
 def test_a_trial_whose_settings_are_refused_is_pruned_as_refused_and_the_study_goes_on(tmp_path):
     """--bf16 is refused on CartPole when the run is resolved (it is for image observations): the space checks pass
     (bf16 false is a combination the env accepts), the first trial, enqueued with bf16 true, is refused (pruned
