@@ -1,9 +1,10 @@
 """One run's life: where it lives, what state it is in, running (or resuming) it, and the row it leaves in the store.
 
 A run (env x arm x seed x budget, on this code's commit) lives in WORK_DIR/<env>__<arm>__<seed>__<budget>__<commit>/:
-``run/`` is the run directory (a3c.train's, or scripts/sb3_runner.py's), ``sessions.jsonl`` one line per time the
-run was started (the command, the exit code, the run's summary.json then), ``lock`` is held while a driver runs it
-(two drivers on one queue never run the same run), ``log.txt`` its output when it is not shown (``--jobs`` > 1).
+``run/`` is the run directory (a3c.train's, or scripts/sb3_runner.py's), ``sessions.jsonl`` the times the run was
+started (the command, the exit code, the run's summary.json then; see ``sessions``), ``lock`` is held while a driver
+runs it (two drivers on one queue never run the same run), ``log.txt`` its output when it is not shown (``--jobs`` >
+1).
 
 ``state`` says what the driver will do: nothing (stored), store it (finished but not stored: stopped between the two),
 resume it (an a3c run with a checkpoint: ``--resume``), or run it (from the start; an SB3 peer stopped before its end
@@ -25,6 +26,7 @@ import signal
 import subprocess
 import sys
 import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -116,10 +118,24 @@ def state(run: Run, work_dir: Path, commit: str) -> str:
 
 
 def sessions(folder: Path) -> list[dict[str, Any]]:
+    """The run's sessions, oldest first. A session's line is written as it starts (exit code and summary None) and
+    again as it ends, the later line replacing the earlier (the same ``session_id``), so that a session whose driver
+    was killed with it (a machine shut down, a terminal closed) still counts, with no summary: a row's steps/s is over
+    the sessions that have one. Lines without an id (older files, adopted runs) are a session each."""
     path = folder / "sessions.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    by_id: dict[str, dict[str, Any]] = {}  # (insertion order: a session keeps its place when its end replaces it)
+    for i, line in enumerate(path.read_text().splitlines()):
+        if line.strip():
+            entry = json.loads(line)
+            by_id[entry.get("session_id") or f"line {i}"] = entry
+    return list(by_id.values())
+
+
+def _log_session(folder: Path, entry: dict[str, Any]) -> None:
+    with open(folder / "sessions.jsonl", "a") as f:
+        f.write(json.dumps(entry) + "\n")
 
 
 def machine() -> dict[str, Any]:
@@ -315,12 +331,11 @@ def _execute(
         if what == "run" and run_dir.exists():
             shutil.rmtree(run_dir)  # stopped before a checkpoint (or a peer): from the start
         argv = command(run.arm, run.env, run.seed, run.budget, run_dir, resume=what == "resume")
-        began, at = _now(), machine()
+        entry = {"session_id": uuid.uuid4().hex, "command": shown(argv), "started_at": _now(), "machine": machine()}
+        _log_session(folder, {**entry, "ended_at": None, "exit_code": None, "summary": None})
         code = children.wait(children.start(argv, out, lock))
         summary = read_json(run_dir / "summary.json")
-        entry = {"command": shown(argv), "started_at": began, "ended_at": _now(), "exit_code": code, "machine": at}
-        with open(folder / "sessions.jsonl", "a") as f:
-            f.write(json.dumps({**entry, "summary": summary}) + "\n")
+        _log_session(folder, {**entry, "ended_at": _now(), "exit_code": code, "summary": summary})
         if not finished(summary, run.budget):
             return ("stopped" if children.stopping is not None else f"failed (exit {code})"), None
     failed = score(run, folder, children, out)

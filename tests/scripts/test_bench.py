@@ -9,10 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from procs import PATIENCE, Run, wait_for
+import pytest
+from procs import PATIENCE, Run, descendants, wait_for
 
 from scripts import bench
-from scripts.benchmark import arms, queue
+from scripts.benchmark import arms, queue, runner
 from scripts.benchmark.store import Store, code_commit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,10 +68,17 @@ def test_an_arm_stored_with_other_flags_is_refused(tmp_path, capsys):
     assert line.startswith("python -m scripts.bench: error: arm 'ppo' is stored as ") and "a new name" in line
 
 
-def test_a_run_stopped_after_its_first_checkpoint_resumes_with_the_same_command(tmp_path):
+def _checkpoint_at(work: Path, step: int) -> bool:
+    return any(int(p.stem.removeprefix("step-")) >= step for p in work.glob("*/run/checkpoints/step-*.pt"))
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "killed"])
+def test_a_run_stopped_after_its_first_checkpoint_resumes_with_the_same_command(tmp_path, stop):
     """envs/Faulty-v0 hangs each env at its 100th step: the first session cannot end before it is stopped (two envs
     stop at ~200 of the 300 steps asked, after the checkpoint at 50-step intervals); the second, from the checkpoint
-    on, needs fewer than 100 steps an env and ends."""
+    on, needs fewer than 100 steps an env and ends. Stopped by Ctrl-C, or killed with the driver (a machine shut down,
+    a terminal closed: the session then has no end and no summary, and still counts; before, a killed driver's session
+    left no line and the row said one session fewer)."""
     store, work = tmp_path / "r.jsonl", tmp_path / "work"
     flags = "--workers 1 --envs-per-worker 2 --n-steps 5 --checkpoint-every 50 --env-kwargs hang_at=100 --eval-every 0"
     argv = ["run", "--env", "envs/Faulty-v0", "--arm", f"hang={flags}", "--seeds", "1", "--budget", "300"]
@@ -78,17 +86,28 @@ def test_a_run_stopped_after_its_first_checkpoint_resumes_with_the_same_command(
     cmd = [sys.executable, "-m", "scripts.bench", *argv]
     first = Run(cmd, tmp_path / "first.log")
     try:
-        assert wait_for(lambda: any(work.glob("*/run/checkpoints/step-*.pt")), 60), first.output()
-        first.signal_group(signal.SIGINT)  # Ctrl-C in the driver's terminal
-        assert first.wait(120) == 128 + signal.SIGINT, first.output()
+        if stop == "ctrl-c":
+            assert wait_for(lambda: any(work.glob("*/run/checkpoints/step-*.pt")), 60), first.output()
+            first.signal_group(signal.SIGINT)  # Ctrl-C in the driver's terminal
+            assert first.wait(120) == 128 + signal.SIGINT, first.output()
+        else:  # from a checkpoint at step 150 or later the second session needs fewer than 100 steps an env
+            assert wait_for(lambda: _checkpoint_at(work, 150), 60), first.output()
+            for pid in [first.pid, *descendants(first.pid)]:  # the driver and its run (in a group of its own)
+                os.kill(pid, signal.SIGKILL)
+            assert first.wait(120) == -signal.SIGKILL, first.output()
     finally:
         first.cleanup()
-    assert "hang seed 1, 300 steps: stopped" in first.output() and not store.exists()
+    assert not store.exists()
     (folder,) = work.iterdir()
-    (session,) = [json.loads(line) for line in (folder / "sessions.jsonl").read_text().splitlines()]
-    assert session["exit_code"] == 130 and session["summary"]["stop_reason"] == "interrupted"
-    stopped_at = session["summary"]["total_steps"]
-    assert 0 < stopped_at < 300
+    (session,) = runner.sessions(folder)
+    if stop == "ctrl-c":
+        assert "hang seed 1, 300 steps: stopped" in first.output()
+        assert session["exit_code"] == 130 and session["summary"]["stop_reason"] == "interrupted"
+        stopped_at = session["summary"]["total_steps"]
+        assert 0 < stopped_at < 300
+    else:  # begun, never ended
+        assert session["exit_code"] is None and session["summary"] is None and "--run-dir" in session["command"]
+        stopped_at = 150
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300 * PATIENCE)
@@ -126,7 +145,7 @@ def test_an_evaluated_arm_stores_its_final_and_best_checkpoints_scores_and_a_mis
     (again,) = Store(store).rows()
     assert again["extra"]["eval_best_mean_return"] == row["extra"]["eval_best_mean_return"]  # evaluate is seeded
     assert (folder / "eval.json").stat().st_mtime_ns == final_made  # the score made is kept, not made again
-    assert len((folder / "sessions.jsonl").read_text().splitlines()) == 1  # no second training session
+    assert len(runner.sessions(folder)) == 1  # no second training session
     # a score made for another --evaluate (or cut short) is not this arm's: made again
     (folder / "eval.json").write_text(json.dumps({"mean_return": 1.0, "episodes": 5}))
     store.unlink()

@@ -88,3 +88,22 @@ def test_a_run_another_driver_holds_is_left_alone(tmp_path):
         outcome = runner.execute(run, store, tmp_path, "abc", "cmd", runner.Children())
         assert outcome == ("running elsewhere", None)
     assert not (folder / "sessions.jsonl").exists() and not store.path.exists()
+
+
+def test_a_session_killed_with_its_driver_counts_and_its_end_replaces_its_start(tmp_path):
+    """sessions.jsonl: a session's line as it starts (no summary), again as it ends (the same id: it replaces the
+    first). A session whose driver was killed has only the first: it counts in the row's sessions, not in steps/s."""
+    run = runner.Run("CartPole-v1", A3C, 1, 1000)
+    folder = run.folder(tmp_path, "abc")
+    ended = {"stop_reason": "total_steps", "total_steps": 1000, "resumed_from_step": 200, "training_time_s": 4.0}
+    a3c_run_dir(folder, [ended], [(10 * i, 0.1 * i, 1.0) for i in range(1, 101)])
+    killed = {"session_id": "k", "command": "first", "exit_code": None, "summary": None, "machine": {"cores": 16}}
+    began = {"session_id": "e", "command": "second", "exit_code": None, "summary": None, "machine": {"cores": 2}}
+    (folder / "sessions.jsonl").write_text(
+        "\n".join(json.dumps(e) for e in [killed, began, {**began, "exit_code": 0, "summary": ended}]) + "\n"
+    )
+    log = runner.sessions(folder)
+    assert [(s["command"], s["exit_code"]) for s in log] == [("first", None), ("second", 0)]
+    row = runner.row_of(run, folder, "abc", "cmd")
+    assert row["sessions"] == 2 and row["command"] == "second" and row["machine"] == {"cores": 16}
+    assert row["train_s"] == 4.0 and row["steps_per_s"] == 800 / 4.0  # the ended session's steps and time
