@@ -239,7 +239,13 @@ def figure(rows: list[dict[str, Any]]) -> Any:
                 continue
             for ax, column in ((by_steps, 0), (by_wall, 1)):
                 x, mean, low, high = _band([[(p[column], p[2]) for p in r["curve"]] for r in runs])
-                ax.plot(x, mean, color=f"C{i}", linewidth=1.4, label=f"{arm} ({len(runs)} seeds)")
+                ax.plot(
+                    x,
+                    mean,
+                    color=f"C{i}",
+                    linewidth=1.4,
+                    label=f"{arm} ({len(runs)} seed{'' if len(runs) == 1 else 's'})",
+                )
                 ax.fill_between(x, low, high, color=f"C{i}", alpha=0.2, linewidth=0)
         threshold = next((r["threshold"] for runs in arms.values() for r in runs), None)
         for ax, xlabel in ((by_steps, "env steps"), (by_wall, "wall time (s)")):
