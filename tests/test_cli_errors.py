@@ -485,6 +485,14 @@ def test_an_evaluated_run_s_env_file_gone_says_to_put_it_back(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "give --env" not in err
 
 
+def test_a_resumed_run_s_env_file_under_an_unknown_home_directory_says_to_put_it_back(tmp_path, capsys):
+    """``~nosuchuser/...`` is not relative to a directory: "resume from there" would not help."""
+    env = "~a3c_no_such_user/my_env.py:GoRight-v0"
+    run = _checkpointed_run(tmp_path, config=Config(env=env, workers=1, total_steps=1000).to_dict())
+    err = _resume_error(["--resume", str(run)], capsys)
+    assert "the resumed run's env file ~a3c_no_such_user/my_env.py: no such file; the run keeps its env" in err, err
+
+
 def test_a_forgotten_module_prefix_is_suggested_from_the_files_here(tmp_path, capsys, monkeypatch):
     (tmp_path / "a3c_my_env.py").write_text(GO_RIGHT.replace("GoRight-v0", "GoRightAlone-v0"))
     monkeypatch.chdir(tmp_path)

@@ -238,7 +238,7 @@ def check_env_file_here(env_id: str, verb: str, what: str = "run") -> None:
     file = _env_path(path)
     if file.is_file():
         return
-    if file.is_absolute():
+    if file.is_absolute() or path.startswith("~"):  # (~user of no user: not relative to any directory either)
         raise UserError(
             f"the {verb}d {what}'s env file {path}: no such file; the {what} keeps its env: put the file back"
         )

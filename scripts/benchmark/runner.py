@@ -127,15 +127,29 @@ def sessions(folder: Path) -> list[dict[str, Any]]:
         return []
     by_id: dict[str, dict[str, Any]] = {}  # (insertion order: a session keeps its place when its end replaces it)
     for i, line in enumerate(path.read_text().splitlines()):
-        if line.strip():
+        try:
             entry = json.loads(line)
-            by_id[entry.get("session_id") or f"line {i}"] = entry
+        except ValueError:  # empty, or cut short by a crash as it was written
+            continue
+        by_id[entry.get("session_id") or f"line {i}"] = entry
     return list(by_id.values())
 
 
 def _log_session(folder: Path, entry: dict[str, Any]) -> None:
+    """Append one session line to the folder's sessions.jsonl (see ``sessions``)."""
     with open(folder / "sessions.jsonl", "a") as f:
         f.write(json.dumps(entry) + "\n")
+
+
+def _set_aside_sessions(folder: Path) -> None:
+    """A run that starts again from the beginning is one session more: the lines of the attempts before it (a run
+    stopped before its first checkpoint, a peer stopped before its end) go to discarded_sessions.jsonl, kept but not
+    counted in its row."""
+    path = folder / "sessions.jsonl"
+    if path.exists():
+        with open(folder / "discarded_sessions.jsonl", "a") as out:
+            out.write(path.read_text())
+        path.unlink()
 
 
 def machine() -> dict[str, Any]:
@@ -328,8 +342,10 @@ def _execute(
     run_dir = folder / "run"
     what = state(run, folder.parent, commit)
     if what != "store":
-        if what == "run" and run_dir.exists():
-            shutil.rmtree(run_dir)  # stopped before a checkpoint (or a peer): from the start
+        if what == "run":  # stopped before a checkpoint (or a peer): from the start, its earlier sessions set aside
+            if run_dir.exists():
+                shutil.rmtree(run_dir)
+            _set_aside_sessions(folder)
         argv = command(run.arm, run.env, run.seed, run.budget, run_dir, resume=what == "resume")
         entry = {"session_id": uuid.uuid4().hex, "command": shown(argv), "started_at": _now(), "machine": machine()}
         _log_session(folder, {**entry, "ended_at": None, "exit_code": None, "summary": None})

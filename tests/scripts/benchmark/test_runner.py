@@ -3,6 +3,7 @@ and the row a finished run leaves, counted over all its sessions."""
 
 import csv
 import json
+from pathlib import Path
 
 from scripts.benchmark import arms, runner
 
@@ -10,8 +11,9 @@ A3C = arms.parse_arm("a3c=")
 PEER = arms.parse_arm("sb3-a2c")
 
 
-def a3c_run_dir(folder, summaries, episodes):
-    """A run folder as a3c.train and the driver leave it: config, a checkpoint, episodes, one session per summary."""
+def a3c_run_dir(folder, summaries, episodes, sessions=True):
+    """A run folder as a3c.train and the driver leave it: config, a checkpoint, episodes, one session per summary
+    (``sessions`` False: the run directory alone, the driver writing its own)."""
     run_dir = folder / "run"
     (run_dir / "checkpoints").mkdir(parents=True)
     (run_dir / "config.json").write_text("{}")
@@ -21,6 +23,8 @@ def a3c_run_dir(folder, summaries, episodes):
         out = csv.writer(f)
         out.writerow(["worker", "index", "return", "global_step", "wall_time", "length"])
         out.writerows([[0, i, ret, step, wall, 1] for i, (step, wall, ret) in enumerate(episodes)])
+    if not sessions:
+        return run_dir
     with open(folder / "sessions.jsonl", "w") as f:
         for i, s in enumerate(summaries):
             f.write(
@@ -107,3 +111,41 @@ def test_a_session_killed_with_its_driver_counts_and_its_end_replaces_its_start(
     row = runner.row_of(run, folder, "abc", "cmd")
     assert row["sessions"] == 2 and row["command"] == "second" and row["machine"] == {"cores": 16}
     assert row["train_s"] == 4.0 and row["steps_per_s"] == 800 / 4.0  # the ended session's steps and time
+
+
+class _FinishingChildren(runner.Children):
+    """A run that finishes at once: its run directory as a finished a3c.train leaves it, exit 0."""
+
+    def start(self, argv, out, lock=None):
+        summary = {"stop_reason": "total_steps", "total_steps": 1000, "training_time_s": 2.0, "wall_time_s": 3.0}
+        folder = Path(argv[argv.index("--run-dir") + 1]).parent
+        a3c_run_dir(folder, [summary], [(10 * i, 0.03 * i, 1.0) for i in range(100)], sessions=False)
+        return None
+
+    def wait(self, child):
+        return 0
+
+
+def test_a_run_started_again_from_the_beginning_sets_its_earlier_sessions_aside(tmp_path):
+    """A driver killed before the run's first checkpoint leaves a session line (begun, never ended) and no checkpoint:
+    the next time, the run starts from the beginning, and the row counts that one session, not the lost attempt."""
+    from scripts.benchmark.store import Store
+
+    run = runner.Run("CartPole-v1", A3C, 1, 1000)
+    folder = run.folder(tmp_path, "abc")
+    folder.mkdir(parents=True)
+    lost = {"session_id": "k", "command": "lost", "exit_code": None, "summary": None, "machine": {"cores": 16}}
+    (folder / "sessions.jsonl").write_text(json.dumps(lost) + "\n")
+    assert runner.state(run, tmp_path, "abc") == "run"
+    store = Store(tmp_path / "r.jsonl")
+    outcome, row = runner.execute(run, store, tmp_path, "abc", "cmd", _FinishingChildren())
+    assert outcome == "stored" and row["sessions"] == 1 and row["machine"] != {"cores": 16}
+    assert "--run-dir" in row["command"] and row["steps_per_s"] == 1000 / 2.0
+    assert [json.loads(line)["command"] for line in (folder / "discarded_sessions.jsonl").read_text().splitlines()] == [
+        "lost"
+    ]
+
+
+def test_a_session_line_cut_short_by_a_crash_is_skipped(tmp_path):
+    (tmp_path / "sessions.jsonl").write_text('{"session_id": "a", "command": "one"}\n{"session_id": "b", "comm\n')
+    assert [s["command"] for s in runner.sessions(tmp_path)] == ["one"]
