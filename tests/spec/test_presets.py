@@ -435,3 +435,20 @@ def test_family_table_follows_for_objective_and_names_the_missing_table():
         family_table("discrete", None, {"continuous": {}})
     with pytest.raises(UserError, match=r"no table \[continuous\]"):  # the default is the plain table, none other
         family_table("continuous", None, {"continuous@a3c": {}})
+
+
+def test_mountaincar_s_preset_is_ppo_s_and_its_earlier_a3c_table_is_what_algo_a3c_takes():
+    """MountainCar-v0's preset became PPO's (rl-zoo3's PPO settings; presets.toml says why): ``--algo a3c`` takes the
+    A3C table it had before (rl-zoo3's A2C settings: RMSprop at 7e-4 decaying, normalised obs and rewards)."""
+    config, sources, _ = parse_cli(["--env", "MountainCar-v0"])
+    assert (config.preset, config.algo, sources["algo"]) == ("MountainCar-v0", "ppo", "preset")
+    assert (config.n_steps, config.envs_per_worker, config.minibatch_size, config.n_epochs) == (16, 8, 32, 4)
+    assert config.normalize_obs and config.normalize_reward and config.lr_schedule == "constant"
+    config, sources, _ = parse_cli(["--env", "MountainCar-v0", "--algo", "a3c"])
+    assert (config.preset, config.optimizer, config.lr, config.lr_schedule) == (
+        "MountainCar-v0@a3c",
+        "rmsprop",
+        7e-4,
+        "linear",
+    )
+    assert config.normalize_obs and config.normalize_reward and config.ent_coef == 0.0 and sources["lr"] == "preset"
