@@ -141,7 +141,7 @@ def test_the_figure_has_steps_and_wall_time_per_env_and_a_line_per_arm(tmp_path)
     axes = fig.get_axes()
     assert len(axes) == 4  # CartPole and Acrobot, each against steps and wall time
     labels = [line.get_label() for line in axes[0].get_lines()]
-    assert labels[:2] == ["a3c (3 seeds)", "sb3-a2c (1 seeds)"]
+    assert labels[:2] == ["a3c (3 seeds)", "sb3-a2c (1 seed)"]
     assert axes[0].get_xlabel() == "env steps" and axes[1].get_xlabel() == "wall time (s)"
     x, mean, low, high = results_store._band([[(0.0, 0.0), (10.0, 10.0)], [(0.0, 0.0), (5.0, 20.0)]], points=3)
     assert list(x) == [0.0, 5.0, 10.0] and list(mean) == [0.0, 12.5, 15.0]  # a run that ended holds its last value
