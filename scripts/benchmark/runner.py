@@ -142,9 +142,9 @@ def _log_session(folder: Path, entry: dict[str, Any]) -> None:
 
 
 def _set_aside_sessions(folder: Path) -> None:
-    """A run that starts again from the beginning is one session more: the lines of the attempts before it (a run
-    stopped before its first checkpoint, a peer stopped before its end) go to discarded_sessions.jsonl, kept but not
-    counted in its row."""
+    """A run that starts again from the beginning counts its sessions from that start: the lines of the attempts
+    before it (a run stopped before its first checkpoint, a peer stopped before its end) go to
+    discarded_sessions.jsonl, kept but not counted in its row."""
     path = folder / "sessions.jsonl"
     if path.exists():
         with open(folder / "discarded_sessions.jsonl", "a") as out:
