@@ -290,7 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"sb3_runner: error: {err}", file=sys.stderr)
         return 2
-    result = sb3_run(args.algo, args.env, args.seed, args.steps, threads=args.threads, settings=args.settings)
+    try:
+        result = sb3_run(args.algo, args.env, args.seed, args.steps, threads=args.threads, settings=args.settings)
+    except KeyboardInterrupt:  # the driver forwards a terminal's Ctrl-C: it may land anywhere, an import included
+        print(f"sb3_runner: stopped before the end: nothing written to {args.run_dir}", file=sys.stderr)
+        return 130
     write_run(args.run_dir, result, hp)
     print(
         f"sb3_runner: {args.algo} ({hp['entry']}) {args.env} seed {args.seed}: {result['steps']:,} steps in "

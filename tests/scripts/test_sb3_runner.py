@@ -58,3 +58,19 @@ def test_the_command_leaves_a_run_directory_the_driver_reads(tmp_path):
     assert [e.step for e in episodes] == sorted(e.step for e in episodes) and episodes[-1].step <= summary[
         "total_steps"
     ]
+
+
+def test_ctrl_c_stops_it_in_one_line_and_leaves_no_run_directory(tmp_path, monkeypatch, capsys):
+    """The driver forwards a terminal's Ctrl-C to the peer it runs; wherever it lands (importing MuJoCo, building the
+    envs, training), the peer says so in one line, exits 130 as a shell does, and writes no half run directory."""
+
+    def interrupted(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sb3_runner, "sb3_run", interrupted)
+    run_dir = tmp_path / "run"
+    argv = ["--algo", "ppo", "--settings", "cleanrl", "--env", "CartPole-v1", "--seed", "1", "--steps", "3000"]
+    assert sb3_runner.main([*argv, "--run-dir", str(run_dir)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "stopped" in err and "Traceback" not in err
+    assert not run_dir.exists()
