@@ -86,11 +86,7 @@ class Run:
 
     def cleanup(self) -> None:
         """After a test: nothing of this run may survive it, whatever the test's outcome."""
-        for pid in [*descendants(self.pid), self.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_tree(self.pid)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -123,6 +119,24 @@ def descendants(pid: int) -> set[int]:
         frontier = {p for p, parent in ppids.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid`` and every process below it, all stopped first (SIGSTOP) so that none starts another (a
+    supervisor replacing a worker that died first) between the listing and the kill."""
+    stopped: set[int] = set()
+    while new := ({pid} | descendants(pid)) - stopped:
+        for p in new:
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+        stopped |= new
+    for p in stopped:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def alive(pids: set[int]) -> set[int]:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from procs import PATIENCE, Run, descendants, wait_for
+from procs import PATIENCE, Run, kill_tree, wait_for
 
 from scripts import bench
 from scripts.benchmark import arms, queue, runner
@@ -68,24 +68,6 @@ def test_an_arm_stored_with_other_flags_is_refused(tmp_path, capsys):
     assert line.startswith("python -m scripts.bench: error: arm 'ppo' is stored as ") and "a new name" in line
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL ``pid`` and every process below it, all stopped first (SIGSTOP) so that none starts another (a
-    supervisor replacing a worker that died first) between the listing and the kill."""
-    stopped: set[int] = set()
-    while new := ({pid} | descendants(pid)) - stopped:
-        for p in new:
-            try:
-                os.kill(p, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        stopped |= new
-    for p in stopped:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def _checkpoint_at(work: Path, step: int) -> bool:
     return any(int(p.stem.removeprefix("step-")) >= step for p in work.glob("*/run/checkpoints/step-*.pt"))
 
@@ -110,7 +92,7 @@ def test_a_run_stopped_after_its_first_checkpoint_resumes_with_the_same_command(
             assert first.wait(120) == 128 + signal.SIGINT, first.output()
         else:  # from a checkpoint at step 150 or later the second session needs fewer than 100 steps an env
             assert wait_for(lambda: _checkpoint_at(work, 150), 60), first.output()
-            _kill_tree(first.pid)  # the driver and its run (in a process group of its own), as a machine shuts down
+            kill_tree(first.pid)  # the driver and its run (in a process group of its own), as a machine shuts down
             assert first.wait(120) == -signal.SIGKILL, first.output()
     finally:
         first.cleanup()
