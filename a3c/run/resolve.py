@@ -44,6 +44,7 @@ from typing import Any
 import gymnasium as gym
 
 from a3c.record.run_dir import check_new_run_dir, resume_checkpoint
+from a3c.record.run_lock import check_not_training
 from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
@@ -156,6 +157,7 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
             overrides.update({name: getattr(Config(), name) for name in settings if name not in overrides})
     run_dir = values["resume"]
     resume_checkpoint(run_dir)  # a path that is no run answers now, before torch is imported (a second or more)
+    check_not_training(run_dir)  # ... and a run another process still trains (the Trainer holds it for good)
     from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
 
     payload = load_resume(run_dir)

@@ -39,6 +39,7 @@ from a3c.record.model_card import write_model_card
 from a3c.record.resume import elapsed_wall_time, lr_schedule_note, trim_episode_log
 from a3c.record.rows import Stat, update_summary
 from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return, writing
+from a3c.record.run_lock import RunLock
 from a3c.record.tensorboard_server import TensorBoardServer
 from a3c.run.backends import Coordinator, Launcher
 from a3c.run.backends.serial import SerialLauncher
@@ -85,6 +86,7 @@ class Trainer:
         self.supervisor: Supervisor | None = None
         self.evaluation: Evaluation | None = None  # --eval-every (a3c.run.evaluation)
         self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
+        self.lock: RunLock | None = None  # this process's hold on the run directory, until run() returns
         self.tensorboard: TensorBoardServer | None = None
         self.ray: Any = None  # the Ray backend's connection (a3c.run.backends.ray.backend.RayBackend), when in use
         self.wall_time_before = 0.0  # the run's wall time before this session (set by run() from the checkpoint)
@@ -112,12 +114,18 @@ class Trainer:
         finally:
             self.signal_received = signals.received
             signals.restore()
+            if self.lock is not None:
+                self.lock.release()
             if self.ray is not None:
                 self.ray.close()  # after the final checkpoint: the server held the state it saved
 
     def _run(self, signals: Signals) -> int:
         cfg, spec, resume = self.config, self.spec, self.resume
         start = time.time()
+        if resume is not None:  # this process alone trains the run from here on (a3c.record.run_lock)
+            assert cfg.resume is not None, "a resume's checkpoint comes from --resume RUN_DIR"
+            self.lock = RunLock(cfg.resume)
+            self.lock.hold()
         if cfg.backend == "ray":
             # first, so that a cluster that cannot be reached leaves no run directory behind: the global model, the
             # optimizer and the episode board live in a Ray actor (a3c/run/backends/ray/server.py)
@@ -127,8 +135,10 @@ class Trainer:
         kept_episodes: list[dict[str, float]] = []
         if resume is None:
             run = RunDirectory.create(cfg)
+            self.lock = RunLock(run.path)
+            self.lock.hold()
         else:
-            assert cfg.resume is not None, "a resume's checkpoint comes from --resume RUN_DIR"
+            assert cfg.resume is not None
             run = RunDirectory(Path(cfg.resume))
             try:  # a resume onto a full disk ends here, in one line, before any process starts
                 with writing("checkpoints/ and plots/"):

@@ -124,6 +124,39 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
     assert sorted(episode_steps) == sorted(int(r["global_step"]) for r in rows)
 
 
+def test_a_resume_of_a_run_still_training_is_refused_in_one_line_and_the_run_goes_on(tmp_path):
+    """Bug (found combining flags): --resume of a run whose first process was still training was accepted, both wrote
+    checkpoints/ at once and the second's episodes.csv replaced the first's rows. A training process now holds its
+    run directory (an advisory lock, released with the process): a second one is refused in one line, exit 2, before
+    it touches a file, and the first goes on."""
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(run_dir, *SHORT_EPISODES, "--total-steps", "100000000", "--checkpoint-every", "2000")
+    run = Run(cmd, tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: (run_dir / "checkpoints" / "latest.pt").exists(), timeout=60), run.output()
+        csv_before = (run_dir / "episodes.csv").read_bytes()
+        second = Run(train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "200000000"), tmp_path / "2.txt")
+        try:
+            assert second.wait(timeout=30) == 2, second.output()
+        finally:
+            second.cleanup()
+        (line,) = second.output().strip().splitlines()
+        assert "still training" in line and str(run_dir) in line and "Traceback" not in line
+        assert run.proc.poll() is None, run.output()  # the first run goes on, its record only growing
+        assert wait_for(lambda: len((run_dir / "episodes.csv").read_bytes()) > len(csv_before) + 1000, timeout=30)
+        assert (run_dir / "episodes.csv").read_bytes().startswith(csv_before)
+        run.signal_group(signal.SIGINT)
+        assert run.wait(timeout=60) == 128 + signal.SIGINT, run.output()
+    finally:
+        run.cleanup()
+    # once it has ended, the same resume goes on
+    step = _latest(run_dir)["global_step"]
+    done = subprocess.run(
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + 500)), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def _by_step(rows):
     """episodes.csv's rows in the run's order: by global step, then worker, then index."""
     return sorted(rows, key=lambda r: [int(float(r[k])) for k in ("global_step", "worker", "index")])
