@@ -21,6 +21,7 @@ if not __package__:  # run as a file (python scripts/NAME.py): the repository's 
     import _root  # noqa: F401
 
 import argparse
+import math
 import shlex
 import sys
 import threading
@@ -52,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env", nargs="+", default=[], metavar="ID", help="envs (without --queue)")
     run.add_argument("--arm", nargs="+", default=[], metavar="ARM", help="NAME=FLAGS or a peer's name")
     run.add_argument("--seeds", nargs="+", default=[], metavar="SEED", help="seeds, or FIRST-LAST")
-    run.add_argument("--budget", type=int, help="env steps of each run")
-    run.add_argument("--threshold", type=float, help="the return counted as solved (default: the env's)")
+    run.add_argument("--budget", type=_positive, help="env steps of each run")
+    run.add_argument("--threshold", type=_finite, help="the return counted as solved (default: the env's)")
     run.add_argument(
         "--workers",
         default="2",
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--evaluate",
-        type=int,
+        type=_count,
         default=0,
         metavar="EPISODES",
         help="a3c arms: a3c.evaluate on the final checkpoint and the best (checkpoints/best.pt)",
@@ -72,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--any-commit", action="store_true", help="a run stored from any commit counts as done")
     run.add_argument("--dry-run", action="store_true", help="list what would run and what is stored; run nothing")
-    run.add_argument("--jobs", type=int, default=1, help="runs at a time (default: 1); more: output to log.txt")
+    run.add_argument("--jobs", type=_positive, default=1, help="runs at a time (default: 1); more: output to log.txt")
     run.add_argument(
         "--commit-results", action="store_true", help="git commit the store (that file alone) after each stored run"
     )
@@ -86,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     adopt.add_argument(
         "--code", type=Path, default=REPO, help="the checkout whose code ran it, for the row's commit (default: this)"
     )
-    adopt.add_argument("--evaluate", type=int, default=0, metavar="EPISODES", help="a3c.evaluate its final and best")
+    adopt.add_argument("--evaluate", type=_count, default=0, metavar="EPISODES", help="a3c.evaluate its final and best")
     adopt.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
     adopt.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help="where its driver folder goes")
 
@@ -95,12 +96,39 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
         p.add_argument("--env", nargs="+", metavar="ID", help="only these envs")
         p.add_argument("--arm", nargs="+", metavar="NAME", help="only these arms")
-        p.add_argument("--budget", nargs="+", type=int, help="only these budgets")
+        p.add_argument("--budget", nargs="+", type=_positive, help="only these budgets")
         if name == "table":
             p.add_argument("--view", choices=["arms", "seeds"], default="arms", help="env x arm, or each run")
         else:
             p.add_argument("--out", type=Path, required=True, help="the PNG to write")
     return parser
+
+
+def _positive(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a positive whole number, not {text!r}")
+    return int(text)
+
+
+def _count(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"a whole number, 0 or more, not {text!r}")
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"a finite number, not {text!r}")
+    return value
+
+
+def _final(value: float | None) -> str:
+    """A row's final 100-episode mean as the driver prints it: "-" where no episode ended within the budget."""
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _int(text: str) -> list[int] | str:
@@ -152,7 +180,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         missing = arms_.unknown_flags(run.arm, known)
         if stored is not None:
             done += 1
-            what = f"stored (final {stored['final_mean_100']:.1f}, {stored['wall_s']:.0f} s, commit {stored['commit']})"
+            final = _final(stored["final_mean_100"])
+            what = f"stored (final {final}, {stored['wall_s']:.0f} s, commit {stored['commit']})"
         elif missing:
             waiting.append(run)
             what = f"waits for a3c.train's {' '.join(missing)}"
@@ -182,7 +211,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{head}: {state(run, args.work_dir, commit)}", flush=True)
         outcome, row = execute(run, store, args.work_dir, commit, bench_command, children, quiet=args.jobs > 1)
         if row is not None:
-            outcome += f": final {row['final_mean_100']:.1f}, {row['wall_s']:.0f} s, {row['sessions']} session(s)"
+            final = _final(row["final_mean_100"]) + (" (no episode ended)" if row["final_mean_100"] is None else "")
+            outcome += f": final {final}, {row['wall_s']:.0f} s, {row['sessions']} session(s)"
             if args.commit_results:
                 with git:
                     message = f"results: {run.env} {run.arm.name} seed {run.seed}, {run.budget:,} steps ({commit})"
@@ -240,10 +270,19 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stored_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The store's rows that table and figure draw from (a store that is not there: a typo, not an empty table)."""
+    from docsgen import results_store
+
+    if not args.store.exists():
+        raise queue_.QueueError(f"--store {args.store}: no such file; give the results store (a .jsonl file)")
+    return results_store.select(Store(args.store).rows(), args.env, args.arm, args.budget)
+
+
 def cmd_table(args: argparse.Namespace) -> int:
     from docsgen import results_store
 
-    rows = results_store.select(Store(args.store).rows(), args.env, args.arm, args.budget)
+    rows = _stored_rows(args)
     if not rows:
         raise queue_.QueueError(f"no stored run in {args.store} matches")
     print(results_store.VIEW[args.view](rows))
@@ -251,10 +290,15 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+FIGURE_FORMATS = (".png", ".svg", ".pdf")
+
+
 def cmd_figure(args: argparse.Namespace) -> int:
     from docsgen import results_store
 
-    rows = results_store.select(Store(args.store).rows(), args.env, args.arm, args.budget)
+    if args.out.suffix.lower() not in FIGURE_FORMATS:  # (matplotlib would add .png to a bare name, or refuse .txt)
+        raise queue_.QueueError(f"--out {args.out}: give a file name ending in {', '.join(FIGURE_FORMATS)}")
+    rows = _stored_rows(args)
     if not rows:
         raise queue_.QueueError(f"no stored run in {args.store} matches")
     fig = results_store.figure(rows)

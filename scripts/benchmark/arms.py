@@ -27,6 +27,9 @@ PEERS: dict[str, tuple[str, str]] = {  # name: (SB3 algorithm, settings)
 }
 DEFAULT_WORKERS = 2
 CHECKPOINT_EVERY_S = 60.0
+# what the driver gives every a3c run (``command``): an arm's own would come after and win, and the run would not be
+# the one its row names (another env, seed or budget) or would not be where the driver looks for it
+DRIVER_FLAGS = ("--env", "--seed", "--total-steps", "--run-dir", "--resume")
 
 
 class ArmError(ValueError):
@@ -40,6 +43,15 @@ class Arm:
     peer: str | None = None  # one of PEERS (a peer arm)
     workers: int | str | None = DEFAULT_WORKERS  # --workers given to an a3c arm; None: none (a3c's default)
     evaluate: int = 0  # episodes of a3c.evaluate on the final and best checkpoints (0: none)
+
+    def __post_init__(self) -> None:
+        for flag in self.flags:
+            name = flag.split("=")[0]
+            if name in DRIVER_FLAGS:
+                raise ArmError(
+                    f"arm {self.name!r} sets {name}, which the driver sets for every run (from --env, --seeds, "
+                    "--budget and its work directory); drop it from the arm"
+                )
 
     @property
     def kind(self) -> str:

@@ -42,10 +42,17 @@ class QueueError(ValueError):
     """A queue file that cannot be read as one: the driver prints it in one line."""
 
 
+MAX_SEEDS = 10_000  # seeds of one range: more is a typo (each seed is a run), and the list would fill the memory
+
+
 def parse_seeds(value: Any, where: str) -> list[int]:
     """``[1, 2, 3]`` or ``"501-510"``."""
     if isinstance(value, str) and (m := re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", value)):
         first, last = int(m[1]), int(m[2])
+        if last - first >= MAX_SEEDS:
+            raise QueueError(
+                f"{where}: {value.strip()} is {last - first + 1:,} seeds (a run each); give at most {MAX_SEEDS:,}"
+            )
         if last >= first:
             return list(range(first, last + 1))
     if isinstance(value, list) and value and all(isinstance(s, int) and not isinstance(s, bool) for s in value):

@@ -105,8 +105,14 @@ class Store:
     def rows(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
+        try:
+            text = self.path.read_text()
+        except OSError as err:  # (a directory, no permission)
+            raise StoreError(
+                f"--store {self.path}: cannot read it ({err.strerror}); give the store's .jsonl file"
+            ) from None
         out = []
-        for n, line in enumerate(self.path.read_text().splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     out.append(json.loads(line))

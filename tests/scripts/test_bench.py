@@ -152,3 +152,62 @@ def test_an_evaluated_arm_stores_its_final_and_best_checkpoints_scores_and_a_mis
     assert third.returncode == 0, third.stdout + third.stderr
     (last,) = Store(store).rows()
     assert last["extra"]["eval_mean_return"] == row["extra"]["eval_mean_return"] and last["extra"]["eval_episodes"] == 2
+
+
+def test_a_run_that_ended_no_episode_is_stored_and_said_so_without_a_traceback(tmp_path, capsys):
+    """Bug: a budget shorter than one episode per env (MountainCar-v0's 200 steps x 8 envs) stored its row with no
+    final mean, and then the driver's line formatted None: a traceback, and the rest of the queue never started."""
+    store = Store(tmp_path / "r.jsonl")
+    argv = ["run", "--env", "MountainCar-v0", "--arm", "short=--eval-every 0", "--seeds", "1", "2", "--budget", "800"]
+    code = bench.main([*argv, "--workers", "1", "--store", str(store.path), "--work-dir", str(tmp_path / "work")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.count("stored: final - (no episode ended)") == 2 and len(store.rows()) == 2
+    assert all(r["final_mean_100"] is None for r in store.rows())
+    assert bench.main([*argv, "--workers", "1", "--store", str(store.path), "--dry-run"]) == 0
+    assert "stored (final -, " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--env CartPole-v0", "--seed 7", "--total-steps=500", "--run-dir x", "--resume x"])
+def test_an_arm_that_sets_what_the_driver_sets_is_refused(tmp_path, capsys, flag):
+    """Bug: an arm's --env, --seed or --total-steps came after the driver's and won: the row said CartPole-v1 and
+    the run trained Acrobot-v1, or it stopped short and was called "failed (exit 0)"."""
+    argv = ["run", "--env", "CartPole-v1", "--arm", f"x=--lr 0.01 {flag}", "--seeds", "1", "--budget", "1000"]
+    assert bench.main([*argv, "--store", str(tmp_path / "r.jsonl"), "--dry-run"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    name = flag.split()[0].split("=")[0]
+    assert f"arm 'x' sets {name}" in line and "the driver" in line
+    with pytest.raises(arms.ArmError):
+        queue._arm("x", flag, 2, "queue.toml [arms] x")
+
+
+def test_a_seed_range_too_long_to_run_is_refused_before_it_is_listed(tmp_path, capsys):
+    argv = ["run", "--env", "CartPole-v1", "--arm", "a=", "--seeds", "1-1000000000", "--budget", "1000", "--dry-run"]
+    assert bench.main([*argv, "--store", str(tmp_path / "r.jsonl")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "1-1000000000" in line and "at most" in line
+
+
+def test_table_and_figure_name_a_missing_or_unreadable_store_and_a_figure_they_cannot_write(tmp_path, capsys):
+    missing = tmp_path / "typo.jsonl"
+    assert bench.main(["table", "--store", str(missing)]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert bench.main(["table", "--store", str(tmp_path)]) == 2  # a directory
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(tmp_path) in line and "Traceback" not in line
+    store = Store(tmp_path / "r.jsonl")
+    store.append(stored_row("CartPole-v1", "preset=", 1, 1000, final_mean_100=42.0, wall_s=3.0))
+    for out in ("fig.txt", "fig"):
+        assert bench.main(["figure", "--store", str(store.path), "--out", str(tmp_path / out)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "--out" in line and ".png" in line
+    assert not list(tmp_path.glob("fig*"))
+
+
+@pytest.mark.parametrize("flag", ["--budget 0", "--budget -5", "--jobs 0", "--evaluate -1", "--threshold nan"])
+def test_run_numbers_out_of_range_are_refused(tmp_path, capsys, flag):
+    argv = ["run", "--env", "CartPole-v1", "--arm", "a=", "--seeds", "1", "--budget", "1000", *flag.split()]
+    with pytest.raises(SystemExit) as stop:
+        bench.main([*argv, "--store", str(tmp_path / "r.jsonl"), "--dry-run"])
+    assert stop.value.code == 2
+    assert flag.split()[0] in capsys.readouterr().err
