@@ -80,7 +80,9 @@ def check_new_run_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
     if path.is_dir() and any(path.iterdir()):
-        raise UserError(f"--run-dir {path} is not empty; choose a new directory (or --resume {path} to continue)")
+        resumable = (path / "config.json").is_file() and any((path / "checkpoints").glob("*.pt"))
+        then = f" (or --resume {path} to continue)" if resumable else ""
+        raise UserError(f"--run-dir {path} is not empty; choose a new directory{then}")
 
 
 def default_run_dir(config: Config, now: float | None = None) -> Path:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,22 +162,18 @@ class Trainer:
             print(err.line(run.path, resumable=resume is not None), file=sys.stderr)
             return EXIT_FAILED
         tracker = None
-        if cfg.track:  # --track: W&B beside TensorBoard (a3c/record/tracking.py); a UserError before any process starts
-            from a3c.record.tracking import WandbTracker
+        with self._setting_up(run, new=resume is None):
+            if cfg.track:  # --track: W&B beside TensorBoard (a3c/record/tracking.py)
+                from a3c.record.tracking import WandbTracker
 
-            try:
                 tracker = WandbTracker.start(cfg, run.path)
-            except UserError:
-                if resume is None:  # nothing ran: the same command must be able to start again
-                    run.discard_new()
-                raise
-        self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
-        if self.ray is not None:
-            self.model, self.dist = self.ray.model, self.ray.dist
-            coordinator: Coordinator = self.ray.coordinator
-        else:
-            shared, self.model, self.dist = create_shared_run(spec, cfg)
-            coordinator = SharedMemoryCoordinator(shared)
+            self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
+            if self.ray is not None:
+                self.model, self.dist = self.ray.model, self.ray.dist
+                coordinator: Coordinator = self.ray.coordinator
+            else:
+                shared, self.model, self.dist = create_shared_run(spec, cfg)  # (a model too big: a UserError)
+                coordinator = SharedMemoryCoordinator(shared)
         self.coordinator = coordinator
         # the update path every worker takes (a3c.learn.update.paths: they choose it as this process does, in the same
         # environment), and the one line that says so where it is off the fast paths, before training
@@ -278,6 +275,21 @@ class Trainer:
             print(final_line(summary, run.path, budget=cfg.total_steps), file=sys.stderr)
         failures.report(run)  # the run's last line when a write failed
         return exit_code
+
+    @contextmanager
+    def _setting_up(self, run: RunDirectory, new: bool) -> Iterator[None]:
+        """Before any worker starts: a UserError here (a tracker that refuses, a model too big for memory) stops what
+        was started (TensorBoard) and, for a new run, leaves its directory as it was: nothing ran, and the same
+        command, once mended, must not be refused as "not empty"."""
+        try:
+            yield
+        except UserError:
+            if self.tensorboard is not None:
+                self.tensorboard.stop()
+                self.tensorboard = None
+            if new:
+                run.discard_new()
+            raise
 
     def _supervise(self, dashboard: Dashboard, supervisor: Supervisor, signals: Signals) -> tuple[int, str]:
         """The main loop: publish, checkpoint, watch the workers; returns (exit code, stop reason)."""

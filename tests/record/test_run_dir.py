@@ -265,3 +265,20 @@ def test_a_budget_passed_says_why_the_run_went_past_it():
     )
     exact = final_line({**BASE, "stop_reason": "total_steps", "total_steps": 200_000}, "r", budget=200_000)
     assert exact.startswith("a3c: reached --total-steps 200,000; ")
+
+
+def test_a_directory_that_is_not_empty_suggests_resume_only_where_a_run_can_go_on(tmp_path):
+    """The "not empty" refusal suggested --resume for any directory, which then failed ("no checkpoint") where the
+    directory held something else, or a run that ended before its first checkpoint."""
+    from a3c.record.run_dir import check_new_run_dir
+    from a3c.spec.errors import UserError
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UserError) as err:
+        check_new_run_dir(tmp_path)
+    assert "--resume" not in str(err.value) and "choose a new directory" in str(err.value)
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "latest.pt").write_bytes(b"")
+    with pytest.raises(UserError, match=rf"or --resume {tmp_path} to continue"):
+        check_new_run_dir(tmp_path)

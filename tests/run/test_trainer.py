@@ -432,3 +432,34 @@ def test_a_ppo_run_records_its_objective_and_learns_cartpole(tmp_path):
     assert run.summary["algo"] == "ppo" and run.summary["update_path"] == "mlp+closed-form"
     assert json.loads((tmp_path / "ppo" / "config.json").read_text())["algo"] == "ppo"
     assert run.summary["updates"] > 0 and run.summary["mean_return_100"] > 60
+
+
+def test_a_model_too_big_for_memory_is_one_line_and_leaves_the_run_directory_as_it_was(tmp_path, monkeypatch, capfd):
+    """Bug (found combining flags): --hidden-sizes 1000000 1000000 ended in torch's allocator traceback, and the
+    config.json, checkpoints/ and plots/ it left made the mended command fail ("--run-dir is not empty") and its
+    advice (--resume) fail too ("no checkpoint"). Now one line naming the memory and the fix, exit code 2, and the run
+    directory as it was. (The allocator's failure is stood in for: a real one would depend on the machine's overcommit
+    policy.)"""
+    from a3c.run.backends import shared_memory
+
+    real = shared_memory.build_model
+
+    def too_big(spec, config):
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: can't allocate memory: you tried to "
+            "allocate 4000004000000 bytes. Error code 12 (Cannot allocate memory)"
+        )
+
+    monkeypatch.setattr(shared_memory, "build_model", too_big)
+    run_dir = tmp_path / "run"
+    argv = ["--backend", "serial", "--workers", "1", "--total-steps", "300", "--eval-every", "0"]
+    argv += ["--run-dir", str(run_dir)]
+    code = run_cli(train_main, [*argv, "--hidden-sizes", "1000000", "1000000"], prog="a3c.train")
+    err = capfd.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("a3c.train: error: ") and "4,000,004,000,000 bytes" in last and "--hidden-sizes" in last
+    assert not run_dir.exists()
+    monkeypatch.setattr(shared_memory, "build_model", real)
+    assert run_cli(train_main, argv, prog="a3c.train") == 0, capfd.readouterr().err

@@ -10,10 +10,12 @@ tensors are then simply memory, and the channel is the same code.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -30,6 +32,7 @@ from a3c.run.backends import TERMINATE_GRACE_S
 from a3c.run.board import BoardReader, EpisodeBoard
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
+from a3c.spec.errors import UserError
 from a3c.spec.seeding import model_init_seed
 
 STOP, INTERVAL = 0, 1  # slots of the control tensor; the main process is their only writer
@@ -64,17 +67,40 @@ def create_shared_run(spec: EnvSpec, config: Config) -> tuple[SharedRun, torch.n
     distribution (for what the main process needs to know about them)."""
     assert isinstance(config.workers, int), "resolve --workers auto first"
     torch.manual_seed(model_init_seed(config.seed))
-    model, dist = build_model(spec, config)
-    params, _ = flatten_parameters(model, shared=True)
-    run = SharedRun(
-        params,
-        make_optimizer(config.optimizer, params, config.lr, slots=config.workers, eps=config.optimizer_eps),
-        EpisodeBoard(config.workers),
-        config.total_steps,
-        obs_stats=SharedMoments(spec.obs_shape, config.workers) if config.normalize_obs else None,
-        reward_stats=SharedMoments((), config.workers) if config.normalize_reward else None,
-    )
+    with _fits_in_memory():
+        model, dist = build_model(spec, config)
+        params, _ = flatten_parameters(model, shared=True)
+        run = SharedRun(
+            params,
+            make_optimizer(config.optimizer, params, config.lr, slots=config.workers, eps=config.optimizer_eps),
+            EpisodeBoard(config.workers),
+            config.total_steps,
+            obs_stats=SharedMoments(spec.obs_shape, config.workers) if config.normalize_obs else None,
+            reward_stats=SharedMoments((), config.workers) if config.normalize_reward else None,
+        )
     return run, model, dist
+
+
+_TRIED = re.compile(r"allocate (\d+) bytes")
+
+
+@contextmanager
+def _fits_in_memory() -> Iterator[None]:
+    """The model and the shared state too big for this machine (--hidden-sizes or --workers far too large): torch's
+    allocator fails (RuntimeError "can't allocate memory", "not enough memory"; "Cannot allocate memory" from the
+    shared-memory mapping; MemoryError): a user error in one line, not its traceback."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as err:
+        text = str(err)
+        if not isinstance(err, MemoryError) and "allocate memory" not in text and "not enough memory" not in text:
+            raise
+        tried = _TRIED.search(text)
+        size = f" (it asked for {int(tried[1]):,} bytes)" if tried else ""
+        raise UserError(
+            f"the model and the workers' shared state do not fit in this machine's memory{size}; give smaller "
+            "--hidden-sizes or fewer --workers"
+        ) from None
 
 
 class SharedMemoryChannel:
