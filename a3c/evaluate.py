@@ -121,6 +121,8 @@ def evaluate(
         if not ok:
             raise UserError(problem)
     if video is not None:
+        if Path(video).exists() and not Path(video).is_dir():
+            raise UserError(f"--video {video} is a file; give a folder for the videos (made where missing)")
         check_video_extra()
         headless_rendering()
     from gymnasium.error import DependencyNotInstalled
@@ -210,6 +212,8 @@ def result_line(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.json is not None:  # checked before the episodes (minutes of them, on Atari), not after
+        check_json_path(args.json)
     result = evaluate(
         args.path, args.episodes, args.stochastic, args.seed, args.video, args.best, parse_env_kwargs(args.env_kwargs)
     )
@@ -224,6 +228,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if card is not None:
         print(card, file=sys.stderr)
     return 0
+
+
+def check_json_path(out: Path) -> None:
+    """UserError where --json FILE cannot be written: a folder, or in a folder that does not exist."""
+    if out.is_dir():
+        raise UserError(f"--json {out} is a folder; give a file name (--json FILE)")
+    if not out.parent.is_dir():
+        raise UserError(f"cannot write {out} (no folder {out.parent}); give a writable --json FILE")
 
 
 def update_model_card(result: dict[str, Any]) -> str | None:

@@ -216,3 +216,18 @@ def test_the_cli_plays_on_one_native_thread(run, tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=two_threads)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "2"
+
+
+@pytest.mark.parametrize("where", ["video", "json"])
+def test_an_output_path_that_cannot_be_written_is_refused_before_any_episode(run, tmp_path, monkeypatch, capsys, where):
+    """Bugs (found combining flags): --video naming a file ended in RecordVideo's FileExistsError traceback; --json
+    into a missing folder played every episode (minutes, on Atari) before it said it could not write. Both are now
+    one line before the first episode."""
+    played = []
+    monkeypatch.setattr("a3c.record.agent.run_episodes", lambda *a, **k: played.append(1))
+    (tmp_path / "afile").write_text("")
+    flag = ["--video", str(tmp_path / "afile")] if where == "video" else ["--json", str(tmp_path / "nodir" / "x.json")]
+    assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2", *flag], prog="a3c.evaluate") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("a3c.evaluate: error: ") and err.count("\n") == 1 and f"--{where}" in err, err
+    assert played == []

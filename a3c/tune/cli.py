@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
+import math
 import signal
 import sys
 import typing
@@ -102,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if own.trials is not None and own.trials < 1:
         raise UserError(f"--trials must be at least 1 (got {own.trials})")
+    if own.timeout is not None and not (math.isfinite(own.timeout) and own.timeout > 0):
+        raise UserError(f"--timeout must be a positive number of seconds (got {own.timeout})")
     if own.resume is not None:
         study_dir, settings = Path(own.resume), _resumed(parser, own, rest)
     else:

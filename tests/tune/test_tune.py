@@ -167,6 +167,10 @@ def test_optuna_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
         (["--study-dir", "{new}", "--lr", "-1"], "--lr must be a positive number"),
         (["--resume", "{new}"], "no such directory"),
         (["--trials", "0"], "--trials must be at least 1"),
+        # (found combining flags: 0 and -1 started no trial and exited 0, nan was taken)
+        (["--timeout", "0"], "--timeout must be a positive number of seconds"),
+        (["--timeout", "-1"], "--timeout must be a positive number of seconds"),
+        (["--timeout", "nan"], "--timeout must be a positive number of seconds"),
         # a3c.tune's own flag mistyped: the suggestion is a3c.tune's, not only a3c.train's
         (["--trial", "3"], "unrecognized arguments: --trial 3 (did you mean --trials for --trial?)"),
     ],
