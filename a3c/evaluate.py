@@ -205,7 +205,8 @@ def result_line(result: dict[str, Any]) -> str:
     played = ", " + " ".join(f"{k}={v!r}" for k, v in variant.items()) if variant else ""
     return (
         f"{result['checkpoint']} (step {step}): return {result['mean_return']:.2f} ± {result['std_return']:.2f}, "
-        f"mean length {result['mean_length']:.1f}, {result['episodes']} episodes ({policy}, seed {result['seed']}"
+        f"mean length {result['mean_length']:.1f}, {result['episodes']} episode{'' if result['episodes'] == 1 else 's'}"
+        f" ({policy}, seed {result['seed']}"
         f"{played})"
     )
 

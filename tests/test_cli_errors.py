@@ -121,6 +121,21 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
     assert expected in line
 
 
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--env", "CartPole-v1", "--gsde"], "actions; drop --gsde"),
+        (["--env", "CartPole-v1", "--preset", "Pendulum-v1"], "the preset Pendulum-v1 sets --gsde; give --no-gsde"),
+        (["--env", "MountainCar-v0", "--preset", "MountainCarContinuous-v0"], "sets --gsde; give --no-gsde"),
+        (["--env", "CartPole-v1", "--preset", "atari"], "the preset atari sets --bf16; give --no-bf16"),
+    ],
+)
+def test_a_setting_the_env_cannot_take_is_taken_off_where_it_came_from(argv, expected, capsys, tmp_path):
+    """Bug (found combining flags): a preset's --gsde or --bf16 under an env that cannot take it was answered "drop
+    --gsde", a flag the user never typed."""
+    assert expected in _cli(argv, capsys, tmp_path / "run")
+
+
 def test_an_env_that_fails_without_the_kwargs_still_raises(spaces_module):
     """Only the user's kwargs are blamed: an env whose constructor raises ValueError without them is a bug."""
     with pytest.raises(ValueError, match="a bug in the env") as err:

@@ -144,7 +144,7 @@ class Evaluation:
         new_best = self.best is None or v["mean_return"] > self.best["mean_return"]
         line = (
             f"a3c: eval at step {result.step:,}: return {v['mean_return']:.2f} ± {v['std_return']:.2f}, "
-            f"length {v['mean_length']:.1f} ({int(v['episodes'])} episodes)"
+            f"length {v['mean_length']:.1f} ({int(v['episodes'])} episode{'s' if int(v['episodes']) != 1 else ''})"
         )
         if new_best:
             try:

@@ -53,7 +53,7 @@ from a3c.spec.config_text import preset_line, short_run_warning
 from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import PPO_ONLY_SETTINGS, VTRACE_SETTINGS
-from a3c.spec.preset_choice import CHECKPOINT, FLAG, Choice, check_given_for_objective, resolve_new_run
+from a3c.spec.preset_choice import CHECKPOINT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
     if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
         check_env_file_here(config.env, "resume")
-    spec = preflight(config, made)  # the user's input, checked without torch ...
+    spec = preflight(config, made, settings.sources)  # the user's input, checked without torch ...
     if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
         lines = preset_line(config, settings.sources, settings.choice), short_run_warning(config, settings.sources)
         for line in lines:
@@ -169,9 +169,18 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     return Settings(config, sources, payload)
 
 
-def preflight(config: Config, spec: EnvSpec | None = None) -> EnvSpec:
+def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str, str] | None = None) -> EnvSpec:
     """The checks of a validated ``config`` (resolve_settings) that need no torch but more than the settings; returns
-    the env's spec (``spec``: the env's, where it was made already). Raises UserError."""
+    the env's spec (``spec``: the env's, where it was made already). ``sources``: where each setting came from, so
+    that a setting refused is taken off where it was set (the flag, or the preset's). Raises UserError."""
+
+    def drop(name: str) -> str:
+        flag = "--" + name.replace("_", "-")
+        if sources is not None and sources.get(name) == PRESET:
+            preset = f"the preset {config.preset}" if config.preset else "the env's preset"
+            return f"{preset} sets {flag}; give --no-{flag[2:]}, or another --preset"
+        return f"drop {flag}"
+
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')}")
     if config.track and importlib.util.find_spec("wandb") is None:
@@ -185,12 +194,12 @@ def preflight(config: Config, spec: EnvSpec | None = None) -> EnvSpec:
         check_vector_env(config.env, config.env_kwargs)
     if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):
         raise UserError(
-            f"--gsde is for continuous (Box) actions, but {config.env} has {spec.action_space} actions; drop --gsde"
+            f"--gsde is for continuous (Box) actions, but {config.env} has {spec.action_space} actions; {drop('gsde')}"
         )
     if config.bf16 and not is_image(spec.observation_space):
         raise UserError(
             f"--bf16 is for image observations (the CNN torso), but {config.env} observes {spec.observation_space}, "
-            "which an MLP takes in float32; drop --bf16"
+            f"which an MLP takes in float32; {drop('bf16')}"
         )
     if config.stop_when_solved and config.stop_threshold(spec.reward_threshold) is None:
         raise UserError(

@@ -180,7 +180,7 @@ def choose(
         why = f"{held}; the env alone asks for {wanted} ({env})"
     return Choice(
         workers,
-        f"{workers} workers on {cores} cores: {why}",
+        f"{workers} worker{'s' if workers != 1 else ''} on {cores} core{'s' if cores != 1 else ''}: {why}",
         busy,
         cores,
         wanted,

@@ -43,7 +43,10 @@ def ppo_only(name: str, value: Any) -> str:
 
 def vtrace_only(name: str, value: Any) -> str:
     """The message for V-trace's setting ``name`` (=``value``) in a run of --targets gae."""
-    return f"{flag_name(name)} {value} is for --targets vtrace (GAE has no importance weights); drop it, or add it"
+    return (
+        f"{flag_name(name)} {value} is for --targets vtrace (GAE has no importance weights); drop it, or add "
+        "--targets vtrace"
+    )
 
 
 def _positive(value: Any) -> bool:
