@@ -136,6 +136,23 @@ def test_a_setting_the_env_cannot_take_is_taken_off_where_it_came_from(argv, exp
     assert expected in _cli(argv, capsys, tmp_path / "run")
 
 
+def test_an_env_file_that_does_not_register_the_id_says_what_it_registers(capsys, tmp_path):
+    """Bug (found combining flags): a file that ran but registered no such id got gymnasium's registry's closest ids
+    ("did you mean Acrobot-v1?", "Pusher-v5?"), none of them the file's."""
+    good = tmp_path / "good_envs_here.py"
+    good.write_text(
+        "import gymnasium\n"
+        "gymnasium.register(id='GoodHere-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv')\n"
+    )
+    line = _cli(["--env", f"{good}:OtherHere-v0"], capsys, tmp_path / "run")
+    assert f"env file {good} registers no OtherHere-v0 (it registers GoodHere-v0)" in line
+    assert f"--env {good}:GoodHere-v0" in line and "did you mean" not in line
+    none = tmp_path / "registers_nothing_here.py"
+    none.write_text("X = 1\n")
+    line = _cli(["--env", f"{none}:Foo-v0"], capsys, tmp_path / "run")
+    assert f"env file {none} registers no env id" in line and "gymnasium.register(id='Foo-v0'" in line
+
+
 def test_an_env_that_fails_without_the_kwargs_still_raises(spaces_module):
     """Only the user's kwargs are blamed: an env whose constructor raises ValueError without them is a bug."""
     with pytest.raises(ValueError, match="a bug in the env") as err:

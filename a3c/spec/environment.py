@@ -273,6 +273,8 @@ def import_env_module(module: str) -> None:
     like the file (once a process: its ``gymnasium.register`` call then registers the id, and an entry point it
     names as ``f"{__name__}:Class"`` imports it back); UserError for one that is missing or fails."""
     if not _is_file(module):
+        fresh = module not in sys.modules  # (a module imported before registers nothing now: nothing to record)
+        before = set(gym.registry)
         try:
             importlib.import_module(module)
         except ImportError as err:
@@ -283,6 +285,8 @@ def import_env_module(module: str) -> None:
             raise UserError(
                 f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
             ) from None
+        if fresh:
+            REGISTERED_BY[module] = sorted(set(gym.registry) - before)
         return
     path = _env_path(module)
     if not path.is_file():
@@ -296,11 +300,36 @@ def import_env_module(module: str) -> None:
         raise UserError(f"env file {module} is not a Python module (file name: a Python name, .py); {FORMS}")
     new = importlib.util.module_from_spec(spec)
     sys.modules[name] = new
+    before = set(gym.registry)
     try:
         spec.loader.exec_module(new)
     except Exception as err:  # the user's file itself fails (SyntaxError, an error at import time)
         del sys.modules[name]
         raise UserError(f"env file {module} fails on import ({type(err).__name__}: {err}); fix the file") from None
+    REGISTERED_BY[module] = sorted(set(gym.registry) - before)
+
+
+# the ids each env module or file registered as it was imported (import_env_module), for the message of an id it
+# does not register
+REGISTERED_BY: dict[str, list[str]] = {}
+
+
+def _not_registered_by(module: str, name: str) -> str | None:
+    """The message for an id ``module:name`` whose module (or file) was imported but registered no ``name``; None
+    where what it registered is not known (a module imported before)."""
+    ids = REGISTERED_BY.get(module)
+    if ids is None:
+        return None
+    what = "env file" if _is_file(module) else "env module"
+    if not ids:
+        return (
+            f"{what} {module} registers no env id; call gymnasium.register(id={name!r}, entry_point=...) in it "
+            "(docs: the own-env guide)"
+        )
+    return (
+        f"{what} {module} registers no {name} (it registers {', '.join(ids)}); give --env {module}:{ids[0]}, or "
+        f"register {name} in it"
+    )
 
 
 def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bool = True) -> gym.Env:
@@ -318,6 +347,9 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     try:
         env = gym.make(make_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
+        own = None if module is None else _not_registered_by(module, env_id.rpartition(":")[2])
+        if own is not None:
+            raise UserError(own) from None
         raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
     except gym.error.DependencyNotInstalled as err:
         needs = _env_extra(make_id)
