@@ -51,7 +51,8 @@ def read_episodes(path: Path) -> RunEpisodes:
     A last line cut short by a run that is still writing is skipped."""
     path = Path(path)
     if not path.is_dir():
-        raise UserError(f"run directory {path} does not exist; pass the directory a3c.train wrote (e.g. runs/...)")
+        problem = "is a file, not a directory" if path.exists() else "does not exist"
+        raise UserError(f"run directory {path} {problem}; pass the directory a3c.train wrote (e.g. runs/...)")
     csv_path = path / "episodes.csv"
     if not csv_path.is_file():
         raise UserError(f"{path} holds no episodes.csv; pass a run directory written by a3c.train")

@@ -153,6 +153,14 @@ def test_an_env_file_that_does_not_register_the_id_says_what_it_registers(capsys
     assert f"env file {none} registers no env id" in line and "gymnasium.register(id='Foo-v0'" in line
 
 
+def test_an_env_path_that_is_a_directory_or_names_no_module_says_so(capsys, tmp_path):
+    (tmp_path / "envdir").mkdir()
+    line = _cli(["--env", f"{tmp_path / 'envdir'}:Foo-v0"], capsys, tmp_path / "run")
+    assert "is a directory; give the Python file in it that registers the id" in line
+    line = _cli(["--env", ":Foo-v0"], capsys, tmp_path / "run")
+    assert "names no module before its colon" in line and "Empty module name" not in line
+
+
 def test_an_env_that_fails_without_the_kwargs_still_raises(spaces_module):
     """Only the user's kwargs are blamed: an env whose constructor raises ValueError without them is a bug."""
     with pytest.raises(ValueError, match="a bug in the env") as err:

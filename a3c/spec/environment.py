@@ -272,6 +272,8 @@ def import_env_module(module: str) -> None:
     """Import the module of a ``module:Name-v0`` id, or run the file of a ``file.py:Name-v0`` id as the module named
     like the file (once a process: its ``gymnasium.register`` call then registers the id, and an entry point it
     names as ``f"{__name__}:Class"`` imports it back); UserError for one that is missing or fails."""
+    if not module.strip():
+        raise UserError(f"env id ':...' names no module before its colon; {FORMS}")
     if not _is_file(module):
         fresh = module not in sys.modules  # (a module imported before registers nothing now: nothing to record)
         before = set(gym.registry)
@@ -289,6 +291,8 @@ def import_env_module(module: str) -> None:
             REGISTERED_BY[module] = sorted(set(gym.registry) - before)
         return
     path = _env_path(module)
+    if path.is_dir():
+        raise UserError(f"env file {module} is a directory; give the Python file in it that registers the id ({FORMS})")
     if not path.is_file():
         raise UserError(f"env file {module}: no such file; {FORMS}")
     name = path.stem

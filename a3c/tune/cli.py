@@ -125,10 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         interrupted = True
     summary = results.counts(study)
-    print(
-        "a3c.tune: trials: " + ", ".join(f"{n} {state.lower()}" for state, n in sorted(summary.items())),
-        file=sys.stderr,
-    )
+    counted = ", ".join(f"{n} {state.lower()}" for state, n in sorted(summary.items()))
+    print(f"a3c.tune: trials: {counted or 'none ran'}", file=sys.stderr)
     best = results.write_best(study, study_dir, env)
     if best is not None:
         trial = study.best_trial

@@ -120,7 +120,9 @@ def check_new_study_dir(path: Path) -> None:
 def storage(url: str) -> optuna.storages.RDBStorage:
     """The study's database (any URL SQLAlchemy takes), with heartbeats: a trial whose process died is failed."""
     try:
-        return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+        with warnings.catch_warnings():  # (Optuna marks heartbeats experimental: two lines on every start otherwise)
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
     except Exception as err:  # SQLAlchemy's: a bad URL, a driver not installed, a server that does not answer
         message = " ".join(str(err).split())
         raise UserError(f"--storage {url}: cannot open it ({message}); give a database URL Optuna takes") from None

@@ -181,6 +181,7 @@ def test_plot_several_runs_on_one_figure(tmp_path):
     ("make", "argv", "message"),
     [
         (lambda tmp: None, ["{tmp}/missing"], "does not exist"),
+        (lambda tmp: (tmp / "afile").write_text(""), ["{tmp}/afile"], "is a file, not a directory"),
         (lambda tmp: (tmp / "empty").mkdir(), ["{tmp}/empty"], "holds no episodes.csv"),
         (
             lambda tmp: ((tmp / "h").mkdir(), (tmp / "h" / "episodes.csv").write_text(",".join(CSV_COLUMNS) + "\n")),

@@ -308,7 +308,7 @@ def test_measure_times_the_update_path_the_worker_will_run(env, lstm, algo, path
 
 
 def test_one_worker_or_one_core_is_said_in_the_singular():
-    """"1 workers on 2 cores" (found combining flags: a cap of one worker)."""
+    """ "1 workers on 2 cores" (found combining flags: a cap of one worker)."""
     choice = choose(SLOW, cores=2, n_steps=5, envs_per_worker=8, cap=1)
     assert choice.workers == 1 and choice.reason.startswith("1 worker on 2 cores: "), choice.reason
     one_core = choose(SLOW, cores=1, n_steps=5, envs_per_worker=8, cap=3)

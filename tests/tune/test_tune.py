@@ -300,3 +300,13 @@ def test_trials_in_flight_in_another_process_count_toward_the_trials(tmp_path):
     trials = optuna.load_study(study_name="shared", storage=storage).get_trials()
     assert [t.state.name for t in trials] == ["RUNNING", "COMPLETE"], done.stderr
     assert trials[0].number == in_flight.number
+
+
+def test_a_storage_that_cannot_be_opened_is_one_line_without_optuna_s_warnings(tmp_path):
+    """Optuna's ExperimentalWarning on heartbeats printed two lines before every start, and before this one-line error.
+    (In a process of its own: pytest captures warnings, so the in-process test could not see them.)"""
+    argv = [sys.executable, "-m", "a3c.tune", "--study-dir", str(tmp_path / "new"), "--storage", "bogus://x"]
+    done = subprocess.run([*argv, "--trials", "1"], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith("a3c.tune: error: --storage bogus://x: cannot open it"), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
