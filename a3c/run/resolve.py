@@ -49,7 +49,7 @@ from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
-from a3c.spec.config_text import preset_line, short_run_warning
+from a3c.spec.config_text import overshoot_note, preset_line, short_run_warning
 from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import PPO_ONLY_SETTINGS, VTRACE_SETTINGS
@@ -105,6 +105,9 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     # --workers auto: measured now, while the fork server starts; a resumed run weighs the steps it has left
     config = resolve_workers(config, spec, steps_done=0 if resume is None else int(resume["global_step"]))
     if resume is None:  # a new run's frames: their background level, which the CNN takes off (a resume keeps its own)
+        note = overshoot_note(config)
+        if note is not None:
+            print(note, file=sys.stderr)
         config = resolve_input_shift(config, spec)
         if config.input_shift:
             print(

@@ -96,6 +96,22 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
     )
 
 
+def overshoot_note(config: Config) -> str | None:
+    """A note when one round of rollouts (each worker's --envs-per-worker x --n-steps, every worker) holds more steps
+    than --total-steps: each worker ends the rollout and update it is in, so the run takes that many at least.
+    ``config.workers``: resolved (a number)."""
+    if not isinstance(config.workers, int):
+        return None
+    one_round = config.workers * config.envs_per_worker * config.n_steps
+    if one_round <= config.total_steps:
+        return None
+    return (
+        f"a3c: note: one round of rollouts is at least {one_round:,} steps ({config.workers} workers x "
+        f"{config.envs_per_worker} envs x {config.n_steps} steps), more than --total-steps {config.total_steps:,}: "
+        "the run takes that many; give fewer --n-steps, --envs-per-worker or --workers for a shorter one"
+    )
+
+
 def _as_flag(name: str, value: Any) -> str:
     """A setting as the flag that gives it: --gsde / --no-gsde for a switch, --name none for an optional number
     unset, else --name value."""

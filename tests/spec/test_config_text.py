@@ -1,0 +1,26 @@
+"""a3c.spec.config_text: the lines a new run prints about its settings (here: a budget below one round of rollouts)."""
+
+import dataclasses
+
+from a3c.spec.config import Config
+from a3c.spec.config_text import overshoot_note
+
+
+def test_a_budget_below_one_round_of_rollouts_is_noted_with_the_steps_the_run_will_take():
+    """Found combining flags: LunarLander-v3's preset (4 envs x 1,024 steps a worker) with --total-steps 1000 ran
+    4,096 steps, and --n-steps 100000 with --total-steps 500 ran 100,000, said only at the end."""
+    config = dataclasses.replace(Config(), workers=2, envs_per_worker=4, n_steps=1024, total_steps=1000)
+    note = overshoot_note(config)
+    assert note is not None and "\n" not in note
+    assert note.startswith("a3c: note: ") and "8,192 steps" in note and "--total-steps 1,000" in note
+    assert overshoot_note(dataclasses.replace(config, total_steps=8192)) is None
+    assert overshoot_note(dataclasses.replace(config, total_steps=1_000_000)) is None
+
+
+def test_it_is_said_once_a_run_s_worker_count_is_known(capsys):
+    from a3c.run.resolve import resolve_run
+
+    values = {f.name: getattr(Config(), f.name) for f in dataclasses.fields(Config)}
+    values.update(env="CartPole-v1", workers=2, envs_per_worker=8, n_steps=100, total_steps=500, eval_every=0)
+    resolve_run(values, {"env", "workers", "envs_per_worker", "n_steps", "total_steps", "eval_every"})
+    assert "a3c: note: one round of rollouts is at least 1,600 steps" in capsys.readouterr().err
