@@ -179,7 +179,17 @@ def checked_setting(path: Path, name: str, key: str, value: Any) -> Any:
         return float(value)
     if origin is None and type(value) is hint:  # type(), not isinstance: a bool is not an int here
         return value
-    raise UserError(f"{where} = {value!r}: expected {getattr(hint, '__name__', hint)}")
+    raise UserError(f"{where} = {value!r}: expected {_toml_type(hint)}")
+
+
+def _toml_type(hint: Any) -> str:
+    """A Config field's type as a preset file writes it (a tuple of sizes is a TOML list: [64, 64])."""
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        return "a list of whole numbers, e.g. [64, 64]"
+    if origin is dict:
+        return "a table, e.g. { key = 1 }"
+    return getattr(hint, "__name__", str(hint))
 
 
 def toml_key(name: str) -> str:

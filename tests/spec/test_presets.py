@@ -107,6 +107,7 @@ def test_resolve_config_precedence_is_default_preset_flag():
         ("[X-v0]\nlr = 'fast'\n", "lr = 'fast': expected float"),
         ("[X-v0]\nnormalize-obs = 1\n", "normalize-obs = 1: expected bool"),
         ("[X-v0]\nn-steps = 2.5\n", "n-steps = 2.5: expected int"),
+        ("[X-v0]\nhidden-sizes = 64\n", r"hidden-sizes = 64: expected a list of whole numbers, e.g. \[64, 64\]"),
         ("[X-v0]\nseed = 3\n", "a preset cannot set --seed"),
         ("[X-v0]\ngamma = 1.5\n", r"\[X-v0\]: --gamma must be in \(0, 1\]"),
         ("[X-v0\n", "cannot read the presets file"),
