@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "table":
             p.add_argument("--view", choices=["arms", "seeds"], default="arms", help="env x arm, or each run")
         else:
-            p.add_argument("--out", type=Path, required=True, help="the PNG to write")
+            p.add_argument("--out", type=Path, required=True, help="the figure to write (.png, .svg or .pdf)")
     return parser
 
 
@@ -264,7 +264,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     row = {**row_of(run, folder, commit, bench_command), "arm_spec": spec}
     store.append(row)
     print(
-        f"stored {run.env} {arm.name} seed {run.seed}: final {row['final_mean_100']:.1f}, {row['sessions']} "
+        f"stored {run.env} {arm.name} seed {run.seed}: final {_final(row['final_mean_100'])}, {row['sessions']} "
         f"session(s), commit {commit}"
     )
     return 0

@@ -86,7 +86,8 @@ class Run:
 
     def cleanup(self) -> None:
         """After a test: nothing of this run may survive it, whatever the test's outcome."""
-        kill_tree(self.pid)
+        if self.proc.poll() is None:  # (once reaped, its pid may be another process's: nothing of it to find)
+            kill_tree(self.pid)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -80,7 +80,10 @@ def check_new_run_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
     if path.is_dir() and any(path.iterdir()):
-        resumable = (path / "config.json").is_file() and any((path / "checkpoints").glob("*.pt"))
+        checkpoints = path / "checkpoints"
+        resumable = (path / "config.json").is_file() and (
+            (checkpoints / LATEST).is_file() or any(checkpoints.glob("step-*.pt"))
+        )
         then = f" (or --resume {path} to continue)" if resumable else ""
         raise UserError(f"--run-dir {path} is not empty; choose a new directory{then}")
 
@@ -223,7 +226,8 @@ class RunDirectory:
         self.made.clear()
 
     def discard_new(self) -> None:
-        """A new run that did not start after all (its tracker refused to): what this start wrote in the directory,
+        """A new run that did not start after all (its tracker refused to, its model did not fit in memory: see
+        a3c.run.trainer's ``_setting_up``): what this start wrote in the directory,
         which was missing or empty before it (check_new_run_dir), goes, and so do the directories ``create`` made, so
         that the same command is not refused as "not empty" once the cause is fixed."""
         for child in self.path.iterdir() if self.path.is_dir() else ():

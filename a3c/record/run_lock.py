@@ -1,5 +1,6 @@
 """One training process per run directory: the process that trains a run holds an advisory lock on its directory
-(``flock`` on the directory itself: no file is added to it) from before it writes there until it ends.
+(``flock`` on the directory itself: no file is added to it) from before it writes a file there (a new run: once its
+folder is made; a resume: before anything) until its training ends (a3c.run.trainer.Trainer.run).
 
 A second process given the same directory (``--resume`` while the first still trains) is refused in one line before
 it reads or writes a file of the run; otherwise both would write checkpoints/ at once and the second's episodes.csv
@@ -22,8 +23,12 @@ except ImportError:  # (Windows)
     fcntl = None  # type: ignore[assignment]
 
 
-def still_training(path: Path | str) -> UserError:
-    """The one line for a directory another process holds."""
+def still_training(path: Path | str, new: bool = False) -> UserError:
+    """The one line for a directory another process holds (``new``: this process was to start a new run there)."""
+    if new:
+        return UserError(
+            f"{path}: another process has just started a run in this directory; give another --run-dir (or --exp-name)"
+        )
     return UserError(
         f"{path}: the run is still training in another process; wait for it to end (or stop it with Ctrl-C), then "
         "resume it"
@@ -37,8 +42,9 @@ class RunLock:
         self.path = Path(path)
         self._fd: int | None = None
 
-    def hold(self) -> None:
-        """Take the directory's lock; UserError (``still_training``) when another process holds it."""
+    def hold(self, new: bool = False) -> None:
+        """Take the directory's lock; UserError (``still_training``) when another process holds it (``new``: for a new
+        run, which says so)."""
         if fcntl is None or self._fd is not None:
             return
         try:
@@ -49,7 +55,7 @@ class RunLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise still_training(self.path) from None
+            raise still_training(self.path, new) from None
         except OSError:  # a file system without flock on directories: run unguarded rather than not at all
             os.close(fd)
             return
@@ -70,5 +76,7 @@ class RunLock:
 def check_not_training(path: Path | str) -> None:
     """UserError when another process trains the run in ``path`` now (a probe: the lock is taken and let go)."""
     probe = RunLock(path)
-    probe.hold()
-    probe.release()
+    try:
+        probe.hold()
+    finally:
+        probe.release()

@@ -91,6 +91,8 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     config, resume = settings.config, settings.resume
     made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
     if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
+        assert config.resume is not None
+        check_not_training(config.resume)  # a run another process still trains (the Trainer holds it for good)
         check_env_file_here(config.env, "resume")
     spec = preflight(config, made, settings.sources)  # the user's input, checked without torch ...
     if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
@@ -160,7 +162,6 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
             overrides.update({name: getattr(Config(), name) for name in settings if name not in overrides})
     run_dir = values["resume"]
     resume_checkpoint(run_dir)  # a path that is no run answers now, before torch is imported (a second or more)
-    check_not_training(run_dir)  # ... and a run another process still trains (the Trainer holds it for good)
     from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
 
     payload = load_resume(run_dir)

@@ -88,6 +88,7 @@ class Trainer:
         self.evaluation: Evaluation | None = None  # --eval-every (a3c.run.evaluation)
         self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
         self.lock: RunLock | None = None  # this process's hold on the run directory, until run() returns
+        self.tracker: Any = None  # --track's W&B run (a3c.record.tracking.WandbTracker), once started
         self.tensorboard: TensorBoardServer | None = None
         self.ray: Any = None  # the Ray backend's connection (a3c.run.backends.ray.backend.RayBackend), when in use
         self.wall_time_before = 0.0  # the run's wall time before this session (set by run() from the checkpoint)
@@ -113,12 +114,14 @@ class Trainer:
         try:
             return self._run(signals)
         finally:
-            self.signal_received = signals.received
-            signals.restore()
-            if self.lock is not None:
-                self.lock.release()
-            if self.ray is not None:
-                self.ray.close()  # after the final checkpoint: the server held the state it saved
+            try:
+                self.signal_received = signals.received
+                signals.restore()
+                if self.ray is not None:
+                    self.ray.close()  # after the final checkpoint: the server held the state it saved
+            finally:  # last, whatever happened before: a run directory held by this process is let go
+                if self.lock is not None:
+                    self.lock.release()
 
     def _run(self, signals: Signals) -> int:
         cfg, spec, resume = self.config, self.spec, self.resume
@@ -126,7 +129,7 @@ class Trainer:
         if resume is not None:  # this process alone trains the run from here on (a3c.record.run_lock)
             assert cfg.resume is not None, "a resume's checkpoint comes from --resume RUN_DIR"
             self.lock = RunLock(cfg.resume)
-            self.lock.hold()
+            self.lock.hold()  # (resolve_run probed it already: this is for a process that came in between)
         if cfg.backend == "ray":
             # first, so that a cluster that cannot be reached leaves no run directory behind: the global model, the
             # optimizer and the episode board live in a Ray actor (a3c/run/backends/ray/server.py)
@@ -137,9 +140,13 @@ class Trainer:
         if resume is None:
             run = RunDirectory.create(cfg)
             self.lock = RunLock(run.path)
-            self.lock.hold()
+            try:
+                self.lock.hold(new=True)
+            except UserError:  # (another process's run: only the folders this start made go)
+                run.remove_made()
+                raise
         else:
-            assert cfg.resume is not None
+            assert cfg.resume is not None, "a resume's checkpoint comes from --resume RUN_DIR"
             run = RunDirectory(Path(cfg.resume))
             try:  # a resume onto a full disk ends here, in one line, before any process starts
                 with writing("checkpoints/ and plots/"):
@@ -166,7 +173,7 @@ class Trainer:
             if cfg.track:  # --track: W&B beside TensorBoard (a3c/record/tracking.py)
                 from a3c.record.tracking import WandbTracker
 
-                tracker = WandbTracker.start(cfg, run.path)
+                tracker = self.tracker = WandbTracker.start(cfg, run.path)
             self.tensorboard = TensorBoardServer.start_for(run.path, cfg.tensorboard)  # --tensorboard; None when off
             if self.ray is not None:
                 self.model, self.dist = self.ray.model, self.ray.dist
@@ -284,6 +291,8 @@ class Trainer:
         try:
             yield
         except UserError:
+            if self.tracker is not None:  # (marked failed: it did not end as planned) before its folder goes
+                self.tracker.finish()
             if self.tensorboard is not None:
                 self.tensorboard.stop()
                 self.tensorboard = None

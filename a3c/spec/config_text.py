@@ -96,6 +96,10 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
     )
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def overshoot_note(config: Config) -> str | None:
     """A note when one round of rollouts (each worker's --envs-per-worker x --n-steps, every worker) holds more steps
     than --total-steps: each worker ends the rollout and update it is in, so the run takes that many at least.
@@ -106,8 +110,9 @@ def overshoot_note(config: Config) -> str | None:
     if one_round <= config.total_steps:
         return None
     return (
-        f"a3c: note: one round of rollouts is at least {one_round:,} steps ({config.workers} workers x "
-        f"{config.envs_per_worker} envs x {config.n_steps} steps), more than --total-steps {config.total_steps:,}: "
+        f"a3c: note: one round of rollouts is at least {one_round:,} steps ({_count(config.workers, 'worker')} x "
+        f"{_count(config.envs_per_worker, 'env')} x {_count(config.n_steps, 'step')}), more than --total-steps "
+        f"{config.total_steps:,}: "
         "the run takes that many; give fewer --n-steps, --envs-per-worker or --workers for a shorter one"
     )
 

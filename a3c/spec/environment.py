@@ -276,7 +276,7 @@ def import_env_module(module: str) -> None:
         raise UserError(f"env id ':...' names no module before its colon; {FORMS}")
     if not _is_file(module):
         fresh = module not in sys.modules  # (a module imported before registers nothing now: nothing to record)
-        before = set(gym.registry)
+        before = dict(gym.registry)
         try:
             importlib.import_module(module)
         except ImportError as err:
@@ -288,7 +288,7 @@ def import_env_module(module: str) -> None:
                 f"env module {module!r} fails on import ({type(err).__name__}: {err}); fix the module"
             ) from None
         if fresh:
-            REGISTERED_BY[module] = sorted(set(gym.registry) - before)
+            REGISTERED_BY[module] = _registered_since(before)
         return
     path = _env_path(module)
     if path.is_dir():
@@ -304,13 +304,19 @@ def import_env_module(module: str) -> None:
         raise UserError(f"env file {module} is not a Python module (file name: a Python name, .py); {FORMS}")
     new = importlib.util.module_from_spec(spec)
     sys.modules[name] = new
-    before = set(gym.registry)
+    before = dict(gym.registry)
     try:
         spec.loader.exec_module(new)
     except Exception as err:  # the user's file itself fails (SyntaxError, an error at import time)
         del sys.modules[name]
         raise UserError(f"env file {module} fails on import ({type(err).__name__}: {err}); fix the file") from None
-    REGISTERED_BY[module] = sorted(set(gym.registry) - before)
+    REGISTERED_BY[module] = _registered_since(before)
+
+
+def _registered_since(before: dict[str, Any]) -> list[str]:
+    """The ids registered since the registry was ``before``: new ids, and ids registered again (a file run a second
+    time from another path, a package that registered them on an earlier import: new EnvSpec objects)."""
+    return sorted(k for k, spec in gym.registry.items() if before.get(k) is not spec)
 
 
 # the ids each env module or file registered as it was imported (import_env_module), for the message of an id it
@@ -322,7 +328,7 @@ def _not_registered_by(module: str, name: str) -> str | None:
     """The message for an id ``module:name`` whose module (or file) was imported but registered no ``name``; None
     where what it registered is not known (a module imported before)."""
     ids = REGISTERED_BY.get(module)
-    if ids is None:
+    if ids is None or name in ids:  # (registered: gymnasium's NameNotFound came from elsewhere)
         return None
     what = "env file" if _is_file(module) else "env module"
     if not ids:

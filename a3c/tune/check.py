@@ -138,7 +138,8 @@ def _check_env(judge: Judge, bases: list[dict[str, Any]]) -> None:
     error: UserError | None = None
     for base in bases[:PREFLIGHT_TRIES]:
         try:
-            preflight(resolve_settings(*judge.settings(base)).config)
+            settings = resolve_settings(*judge.settings(base))
+            preflight(settings.config, sources=settings.sources)
             return
         except UserError as err:
             error = error or err

@@ -49,8 +49,8 @@ class Arm:
             name = flag.split("=")[0]
             if name in DRIVER_FLAGS:
                 raise ArmError(
-                    f"arm {self.name!r} sets {name}, which the driver sets for every run (from --env, --seeds, "
-                    "--budget and its work directory); drop it from the arm"
+                    f"arm {self.name!r} sets {name}, which the driver sets for every run (the env, seed, budget "
+                    "and run directory it runs); drop it from the arm"
                 )
 
     @property

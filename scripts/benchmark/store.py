@@ -107,10 +107,9 @@ class Store:
             return []
         try:
             text = self.path.read_text()
-        except OSError as err:  # (a directory, no permission)
-            raise StoreError(
-                f"--store {self.path}: cannot read it ({err.strerror}); give the store's .jsonl file"
-            ) from None
+        except (OSError, UnicodeDecodeError) as err:  # (a directory, no permission, not text)
+            why = err.strerror if isinstance(err, OSError) and err.strerror else type(err).__name__
+            raise StoreError(f"--store {self.path}: cannot read it ({why}); give the store's .jsonl file") from None
         out = []
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from procs import (
+    PATIENCE,
     Run,
     alive,
     descendants,
@@ -152,9 +153,43 @@ def test_a_resume_of_a_run_still_training_is_refused_in_one_line_and_the_run_goe
     # once it has ended, the same resume goes on
     step = _latest(run_dir)["global_step"]
     done = subprocess.run(
-        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + 500)), capture_output=True, text=True
+        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(step + 500)),
+        capture_output=True,
+        text=True,
+        timeout=60 * PATIENCE,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_trainer_itself_holds_the_run_directory_of_a_new_run_and_of_a_resume(tmp_path, monkeypatch):
+    """resolve_run's probe answers a resume first; the Trainer's own hold is for a process that comes in between,
+    and for a new run (two started at once into one directory). Both, in this process, with the probe out of the
+    way: refused in one line, nothing of the held run touched, and a new run's folders gone again."""
+    from a3c.record.run_lock import RunLock
+    from a3c.run import resolve
+
+    settings = dict(backend="serial", workers=1, envs_per_worker=2, eval_every=0)
+    held = tmp_path / "held"
+    held.mkdir()
+    other = RunLock(held)
+    other.hold()
+    try:
+        with pytest.raises(ValueError, match="another process has just started a run in this directory"):
+            a3c.train(total_steps=50, run_dir=str(held), **settings)
+        assert list(held.iterdir()) == []
+        run_dir = tmp_path / "run"
+        a3c.train(total_steps=50, run_dir=str(run_dir), **settings)
+        monkeypatch.setattr(resolve, "check_not_training", lambda path: None)
+        other.release()
+        other = RunLock(run_dir)
+        other.hold()
+        record = (run_dir / "episodes.csv").read_bytes(), (run_dir / "checkpoints" / "latest.pt").read_bytes()
+        with pytest.raises(ValueError, match="the run is still training in another process"):
+            a3c.train(resume=str(run_dir), total_steps=100, **settings)
+        assert record == ((run_dir / "episodes.csv").read_bytes(), (run_dir / "checkpoints" / "latest.pt").read_bytes())
+    finally:
+        other.release()
+    assert a3c.train(resume=str(run_dir), total_steps=100, **settings).summary["total_steps"] >= 100
 
 
 def _by_step(rows):
