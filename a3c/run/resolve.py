@@ -87,12 +87,13 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     of those given, see the module docstring) -> the resolved run, in the order of the module docstring. Raises
     UserError for bad input, before any process or directory exists (the fork server aside, which starts only
     once the input is checked)."""
+    if values.get("resume") is not None:  # a run another process still trains, refused before its checkpoint is read
+        resume_checkpoint(values["resume"])  # (a path that is no run says so first)
+        check_not_training(values["resume"])  # (the Trainer holds the directory for good)
     settings = resolve_settings(values, given)
     config, resume = settings.config, settings.resume
     made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
     if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
-        assert config.resume is not None
-        check_not_training(config.resume)  # a run another process still trains (the Trainer holds it for good)
         check_env_file_here(config.env, "resume")
     spec = preflight(config, made, settings.sources)  # the user's input, checked without torch ...
     if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
