@@ -80,10 +80,7 @@ def check_new_run_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UserError(f"--run-dir {path} exists and is not a directory; choose another path")
     if path.is_dir() and any(path.iterdir()):
-        checkpoints = path / "checkpoints"
-        resumable = (path / "config.json").is_file() and (
-            (checkpoints / LATEST).is_file() or any(checkpoints.glob("step-*.pt"))
-        )
+        resumable = (path / "config.json").is_file() and has_checkpoint(path)
         then = f" (or --resume {path} to continue)" if resumable else ""
         raise UserError(f"--run-dir {path} is not empty; choose a new directory{then}")
 
@@ -111,6 +108,13 @@ def round_return(value: float | None) -> float | None:
     return None if value is None else round(float(value), 2)
 
 
+def has_checkpoint(run_dir: Path) -> bool:
+    """Whether a run can go on from its directory: checkpoints/latest.pt or a step-N.pt (a3c.record.resume takes the
+    newest intact one)."""
+    checkpoints = run_dir / "checkpoints"
+    return (checkpoints / LATEST).is_file() or any(checkpoints.glob("step-*.pt"))
+
+
 def resume_checkpoint(run_dir: str | Path) -> Path:
     """The run's checkpoints/latest.pt, or a UserError naming what is wrong with the path: no run, or no checkpoint
     (neither latest.pt nor a step-N.pt: a3c.record.resume goes on from the newest intact one of them). No torch: a
@@ -121,7 +125,7 @@ def resume_checkpoint(run_dir: str | Path) -> Path:
     if not run.is_dir() or not (run / "config.json").is_file():
         raise UserError(f"--resume {run} is not an a3c run directory (no config.json); give the run's directory")
     path = run / "checkpoints" / LATEST
-    if not path.is_file() and not any((run / "checkpoints").glob("step-*.pt")):
+    if not has_checkpoint(run):
         raise UserError(
             f"--resume {run}: the run has no checkpoints/{LATEST} (it ended before its first checkpoint); "
             "start a new run instead"
