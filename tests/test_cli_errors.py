@@ -125,8 +125,20 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
     "argv, expected",
     [
         (["--env", "CartPole-v1", "--gsde"], "actions; drop --gsde"),
-        (["--env", "CartPole-v1", "--preset", "Pendulum-v1"], "the preset Pendulum-v1 sets --gsde; give --no-gsde"),
-        (["--env", "MountainCar-v0", "--preset", "MountainCarContinuous-v0"], "sets --gsde; give --no-gsde"),
+        (
+            ["--env", "CartPole-v1", "--preset", "Pendulum-v1"],
+            "--gsde and --log-std-init are for continuous (Box) actions, but CartPole-v1 has Discrete(2) actions; the "
+            "preset Pendulum-v1 sets --gsde and --log-std-init; give --no-gsde --log-std-init 0.0, or another --preset",
+        ),
+        (
+            ["--env", "CartPole-v1", "--preset", "Pendulum-v1", "--no-gsde", "--log-std-init", "-3"],
+            "--log-std-init is for continuous (Box) actions, but CartPole-v1 has Discrete(2) actions; drop "
+            "--log-std-init",
+        ),
+        (
+            ["--env", "MountainCar-v0", "--preset", "MountainCarContinuous-v0"],
+            "sets --gsde and --clipped-log-prob; give --no-gsde --no-clipped-log-prob, or another --preset",
+        ),
         (["--env", "CartPole-v1", "--preset", "atari"], "the preset atari sets --bf16; give --no-bf16"),
     ],
 )
@@ -204,6 +216,13 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--push-every", "0", "--backend", "ray"], "--push-every must be at least 1 (got 0)"),
         (["--push-every", "4"], "--push-every 4 is for --backend ray"),
         (["--ray-same-node", "ray"], "--ray-same-node ray is for --backend ray"),
+        (["--ray-address", "auto"], "--ray-address auto is for --backend ray; drop it, or add --backend ray"),
+        (["--ray-node-ip", "10.0.0.2"], "--ray-node-ip 10.0.0.2 is for --backend ray"),
+        (["--ray-cpus-per-worker", "0.5"], "--ray-cpus-per-worker 0.5 is for --backend ray"),
+        (["--clip-obs", "5"], "--clip-obs 5.0 is for --normalize-obs; drop it, or add --normalize-obs"),
+        (["--clip-reward", "1"], "--clip-reward 1.0 is for --normalize-reward; drop it, or add --normalize-reward"),
+        (["--log-std-init", "-1"], "--log-std-init is for continuous (Box) actions, but CartPole-v1 has Discrete(2)"),
+        (["--clipped-log-prob"], "--clipped-log-prob is for continuous (Box) actions, but CartPole-v1 has Discrete"),
         (["--backend", "ray", "--ray-cpus-per-worker", "-1"], "--ray-cpus-per-worker must be a number >= 0"),
         (["--workers", "two"], "argument --workers: takes a number of workers or auto (got 'two')"),
         (["--env-kwargs"], "--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out"),

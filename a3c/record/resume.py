@@ -41,7 +41,7 @@ from a3c.record.checkpoint import (
 )
 from a3c.record.files import atomic_write
 from a3c.record.run_dir import resume_checkpoint
-from a3c.spec.config import RAY_ONLY_SETTINGS, WANDB_SETTINGS, Config
+from a3c.spec.config import SWITCHED_SETTINGS, Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
 
@@ -188,19 +188,12 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
     merged = {**saved, **overrides, INPUT_SCALE: saved[INPUT_SCALE]}
-    if merged.get("backend") != "ray":
-        # a Ray run resumed under another backend: its Ray-only settings (--push-every, --ray-same-node) have no
-        # meaning there, and would fail validation; back to their defaults unless given again on this command line
-        defaults = Config()
-        for key in RAY_ONLY_SETTINGS:
-            if key not in overrides:
-                merged[key] = getattr(defaults, key)
-    if not merged.get("track", False):
-        # a tracked run resumed without --track: its W&B settings go back to their defaults (they would fail
-        # validation), unless given again; its W&B run id stays, for a later session with --track
-        for key in WANDB_SETTINGS:
-            if key not in overrides:
-                merged[key] = getattr(Config(), key)
+    for switch, on, settings in SWITCHED_SETTINGS:
+        if merged.get(switch) != on:
+            # a run resumed with a switch off (a Ray run on shared memory, a tracked run without --track): the
+            # settings only that switch turns on go back to their defaults, as they would fail validation, unless
+            # given again on this command line; a tracked run's W&B run id stays, for a later session with --track
+            merged.update({key: getattr(Config(), key) for key in settings if key not in overrides})
     try:
         config = Config.from_dict({**merged, "run_dir": str(run_dir), "resume": str(run_dir)})
     except TypeError as err:

@@ -5,8 +5,8 @@ settings again or reads the checkpoint again.
     resolve_settings   a new run: defaults < the env's preset < the settings given; --resume: the checkpoint's
                        config < the settings given (its checkpoints/latest.pt read here, once); then validated
     preflight          what Config.validate cannot check alone: Ray installed for --backend ray, wandb for --track,
-                       the env id and its spaces, --gsde on Box actions, the TensorBoard port, an empty run
-                       directory for a new run
+                       the env id and its spaces, the Gaussian's settings (--gsde, --log-std-init) on Box
+                       actions only, the TensorBoard port, an empty run directory for a new run
     check_compatible   --resume: the checkpoint's model fits the env and the model this run builds
     start_fork_server  a new run: the fork server starts now, so that it imports torch while this process does
     resolve_workers    --workers auto: the count measured (a3c/run/workers_auto.py)
@@ -49,11 +49,12 @@ from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
-from a3c.spec.config_text import overshoot_note, preset_line, short_run_warning
+from a3c.spec.config_text import as_flag, overshoot_note, preset_line, short_run_warning
 from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
-from a3c.spec.flags import PPO_ONLY_SETTINGS, VTRACE_SETTINGS
+from a3c.spec.flags import BOX_ONLY_SETTINGS, PPO_ONLY_SETTINGS, VTRACE_SETTINGS
 from a3c.spec.preset_choice import CHECKPOINT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
+from a3c.spec.validation import flag_name
 
 
 @dataclass(frozen=True)
@@ -179,12 +180,17 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
     the env's spec (``spec``: the env's, where it was made already). ``sources``: where each setting came from, so
     that a setting refused is taken off where it was set (the flag, or the preset's). Raises UserError."""
 
-    def drop(name: str) -> str:
-        flag = "--" + name.replace("_", "-")
-        if sources is not None and sources.get(name) == PRESET:
+    def drop(*names: str) -> str:
+        """How to take ``names`` off: drop the flags given, undo what the preset set (in one go: a preset for
+        another action space may set several)."""
+        typed = [name for name in names if sources is None or sources.get(name) != PRESET]
+        preset_set = [name for name in names if name not in typed]
+        fixes = [f"drop {' and '.join(map(flag_name, typed))}"] if typed else []
+        if preset_set:
             preset = f"the preset {config.preset}" if config.preset else "the env's preset"
-            return f"{preset} sets {flag}; give --no-{flag[2:]}, or another --preset"
-        return f"drop {flag}"
+            undo = " ".join(as_flag(name, getattr(Config(), name)) for name in preset_set)
+            fixes.append(f"{preset} sets {' and '.join(map(flag_name, preset_set))}; give {undo}, or another --preset")
+        return "; ".join(fixes)
 
     if config.backend == "ray" and importlib.util.find_spec("ray") is None:
         raise UserError(f"--backend ray needs Ray, which is not installed; {install_extra('ray')}")
@@ -197,9 +203,12 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
         from a3c.spec.atari_vector import check_vector_env
 
         check_vector_env(config.env, config.env_kwargs)
-    if config.gsde and not isinstance(spec.action_space, gym.spaces.Box):
+    gaussian = [name for name in BOX_ONLY_SETTINGS if getattr(config, name) != getattr(Config(), name)]
+    if gaussian and not isinstance(spec.action_space, gym.spaces.Box):
+        flags = " and ".join(map(flag_name, gaussian))
         raise UserError(
-            f"--gsde is for continuous (Box) actions, but {config.env} has {spec.action_space} actions; {drop('gsde')}"
+            f"{flags} {'is' if len(gaussian) == 1 else 'are'} for continuous (Box) actions, but {config.env} has "
+            f"{spec.action_space} actions; {drop(*gaussian)}"
         )
     if config.bf16 and not is_image(spec.observation_space):
         raise UserError(

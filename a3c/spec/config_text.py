@@ -45,8 +45,8 @@ def preset_line(config: Config, sources: dict[str, str], choice: Choice | None =
     settings = choice.settings
     where = config.preset_file or SHIPPED
     # (not --algo: the line names the objective, and the table was chosen for it where --algo was given)
-    applied = [_as_flag(name, value) for name, value in settings.items() if sources.get(name) == PRESET]
-    beaten = [_as_flag(name, getattr(config, name)) for name in settings if sources.get(name) == FLAG]
+    applied = [as_flag(name, value) for name, value in settings.items() if sources.get(name) == PRESET]
+    beaten = [as_flag(name, getattr(config, name)) for name in settings if sources.get(name) == FLAG]
     applied, beaten = ([text for text in texts if not text.startswith("--algo ")] for texts in (applied, beaten))
     if choice.family is None:
         line = (
@@ -117,7 +117,7 @@ def overshoot_note(config: Config) -> str | None:
     )
 
 
-def _as_flag(name: str, value: Any) -> str:
+def as_flag(name: str, value: Any) -> str:
     """A setting as the flag that gives it: --gsde / --no-gsde for a switch, --name none for an optional number
     unset, else --name value."""
     if isinstance(value, bool):
@@ -176,7 +176,7 @@ def _typed(name: str, value: Any, source: str = DEFAULT) -> tuple[str, str]:
     optional number unset by a flag or a table as --name none (a table of the objective would set it again), any other
     setting without a value (unset) commented out, so that the lines together are flags a user could type."""
     if isinstance(value, bool):
-        return _as_flag(name, value), ""
+        return as_flag(name, value), ""
     if value is None and source != DEFAULT and _optional_number(name):
         return flag_name(name), NONE
     if value is None or value == {}:

@@ -26,9 +26,21 @@ BACKENDS = ("shared-memory", "serial", "ray")
 ENV_BACKENDS = ("gymnasium", "ale-vector")  # a3c.spec.env_batch.ENV_BACKEND_MAKERS' keys (checked by a test)
 RAY_SAME_NODE = ("shared-memory", "ray")  # --ray-same-node
 # settings that validate() accepts away from their defaults only with --backend ray
-RAY_ONLY_SETTINGS = ("push_every", "ray_same_node")
+RAY_ONLY_SETTINGS = ("push_every", "ray_same_node", "ray_address", "ray_node_ip", "ray_cpus_per_worker")
 # settings that validate() accepts away from their defaults only with --track
 WANDB_SETTINGS = ("wandb_project", "wandb_entity", "wandb_group")
+# settings of the Gaussian policy alone: refused away from their defaults on an env whose actions are not Box
+BOX_ONLY_SETTINGS = ("gsde", "log_std_init", "clipped_log_prob")
+# Settings that count only where a switch turns them on: (the switch's field, the value that turns it on, the
+# settings). validate() refuses one away from its default where its switch is off (it would be ignored: a typo or a
+# forgotten switch trains silently without it), and a resumed run whose switch is off now takes their defaults in
+# place of its checkpoint's, unless they are given again.
+SWITCHED_SETTINGS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    ("backend", "ray", RAY_ONLY_SETTINGS),
+    ("track", True, WANDB_SETTINGS),
+    ("normalize_obs", True, ("clip_obs",)),
+    ("normalize_reward", True, ("clip_reward",)),
+)
 # settings of PPO's update alone: under --algo a3c a value away from the default, or a flag typed, is refused
 PPO_ONLY_SETTINGS = ("n_epochs", "minibatch_size", "clip_range", "clip_range_vf", "max_policy_lag")
 # settings of V-trace alone: refused the same way without --targets vtrace

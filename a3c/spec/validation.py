@@ -1,7 +1,8 @@
 """The checks of a training configuration, run in the main process before any worker starts: every setting in its
 range, and no setting given where it does nothing (a PPO flag under --algo a3c, a Ray flag without --backend ray, a
-W&B flag without --track, a V-trace clip without --targets vtrace). ``check(config)`` raises a UserError naming the
-first problem and its fix; a3c/spec/config.py's ``Config.validate`` calls it."""
+W&B flag without --track, --clip-obs without --normalize-obs, a V-trace clip without --targets vtrace).
+``check(config)`` raises a UserError naming the first problem and its fix; a3c/spec/config.py's ``Config.validate``
+calls it."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from a3c.spec.flags import (
     OPTIMIZERS,
     PPO_ONLY_SETTINGS,
     RAY_SAME_NODE,
+    SWITCHED_SETTINGS,
     TARGETS,
     VTRACE_SETTINGS,
-    WANDB_SETTINGS,
     seed_check,
 )
 
@@ -47,6 +48,12 @@ def vtrace_only(name: str, value: Any) -> str:
         f"{flag_name(name)} {value} is for --targets vtrace (GAE has no importance weights); drop it, or add "
         "--targets vtrace"
     )
+
+
+def switched_only(name: str, config: Config, switch: str, on: Any) -> str:
+    """The message for setting ``name`` given where its switch (``switch`` = ``on``) is off: it would do nothing."""
+    given = flag_name(switch) if on is True else f"{flag_name(switch)} {on}"
+    return f"{flag_name(name)} {getattr(config, name)} is for {given}; drop it, or add {given}"
 
 
 def _positive(value: Any) -> bool:
@@ -154,17 +161,8 @@ def check(config: Config) -> None:
             f"--env-backend ale-vector steps ALE games (ALE/Name-v5 ids), not {c.env}; drop it",
         ),
         (
-            c.push_every == 1 or c.backend == "ray",
-            f"--push-every {c.push_every} is for --backend ray (shared-memory and serial workers apply every "
-            "update at once); drop it or add --backend ray",
-        ),
-        (
             c.ray_same_node in RAY_SAME_NODE,
             f"--ray-same-node must be one of {', '.join(RAY_SAME_NODE)} (got {c.ray_same_node!r})",
-        ),
-        (
-            c.ray_same_node == "shared-memory" or c.backend == "ray",
-            f"--ray-same-node {c.ray_same_node} is for --backend ray; drop it or add --backend ray",
         ),
         (
             math.isfinite(c.ray_cpus_per_worker) and c.ray_cpus_per_worker >= 0.0,
@@ -172,10 +170,11 @@ def check(config: Config) -> None:
         ),
         *(
             (
-                c.track or getattr(c, name) == getattr(defaults, name),
-                f"{flag_name(name)} is for --track; add --track, or drop it",
+                getattr(c, switch) == on or getattr(c, name) == getattr(defaults, name),
+                switched_only(name, c, switch, on),
             )
-            for name in WANDB_SETTINGS
+            for switch, on, names in SWITCHED_SETTINGS
+            for name in names
         ),
     ]
     for ok, message in checks:

@@ -180,6 +180,23 @@ def test_a_ray_run_resumes_under_another_backend_without_its_ray_only_settings(t
         resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial", "push_every": 4})
 
 
+def test_settings_of_a_switch_turned_off_go_back_to_their_defaults_on_resume(tmp_path):
+    """A checkpoint whose config holds a setting its switch no longer turns on (--ray-address of a Ray run resumed on
+    shared memory; --clip-obs of an older a3c's run without --normalize-obs): the setting goes back to its default
+    rather than fail the resume's validation, unless given again."""
+    payload = _payload()
+    payload["config"] = {
+        **payload["config"],
+        **{"backend": "ray", "ray_address": "auto", "ray_node_ip": "10.0.0.2", "ray_cpus_per_worker": 0.5},
+        **{"normalize_obs": False, "clip_obs": 5.0, "normalize_reward": False, "clip_reward": 1.0},
+    }
+    moved = resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "shared-memory"})
+    assert (moved.ray_address, moved.ray_node_ip, moved.ray_cpus_per_worker) == (None, "127.0.0.1", 1.0)
+    assert (moved.clip_obs, moved.clip_reward) == (10.0, 10.0)
+    with pytest.raises(UserError, match="--clip-obs 3.0 is for --normalize-obs"):
+        resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial", "clip_obs": 3.0})
+
+
 def _spec(obs_dim, n_actions):
     return EnvSpec("Test-v0", gym.spaces.Box(-1, 1, (obs_dim,)), gym.spaces.Discrete(n_actions), None, None)
 

@@ -115,7 +115,7 @@ def test_wandb_settings_need_track():
     from a3c.spec.config import Config
     from a3c.spec.errors import UserError
 
-    with pytest.raises(UserError, match="--wandb-group is for --track"):
+    with pytest.raises(UserError, match="--wandb-group g is for --track; drop it, or add --track"):
         Config(wandb_group="g").validate()
     Config(track=True, wandb_group="g", wandb_entity="me").validate()
 
