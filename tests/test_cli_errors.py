@@ -165,6 +165,26 @@ def test_an_env_file_that_does_not_register_the_id_says_what_it_registers(capsys
     assert f"env file {none} registers no env id" in line and "gymnasium.register(id='Foo-v0'" in line
 
 
+@pytest.mark.parametrize("space", ["observation", "action"])
+def test_an_env_class_that_sets_no_space_is_one_line(space, capsys, tmp_path):
+    """An env class whose __init__ never sets a space: gymnasium's env checker raises AttributeError inside
+    gymnasium.make, which ended in its traceback; it is the env author's to fix, in one line."""
+    spaces = {
+        "observation": "self.observation_space = gymnasium.spaces.Box(-1, 1, (3,))",
+        "action": "self.action_space = gymnasium.spaces.Discrete(2)",
+    }
+    env_file = tmp_path / f"no_{space}_space_here.py"
+    env_file.write_text(
+        "import gymnasium\n"
+        "class NoSpace(gymnasium.Env):\n"
+        "    def __init__(self):\n"
+        f"        {spaces['action' if space == 'observation' else 'observation']}\n"
+        f"gymnasium.register(id='No{space.title()}Space-v0', entry_point=NoSpace)\n"
+    )
+    line = _cli(["--env", f"{env_file}:No{space.title()}Space-v0"], capsys, tmp_path / "run")
+    assert f"The environment must specify an {space} space" in line and "set self." in line
+
+
 def test_an_env_path_that_is_a_directory_or_names_no_module_says_so(capsys, tmp_path):
     (tmp_path / "envdir").mkdir()
     line = _cli(["--env", f"{tmp_path / 'envdir'}:Foo-v0"], capsys, tmp_path / "run")

@@ -373,6 +373,13 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
         raise UserError(f"cannot make env {env_id!r}: {err}") from None
     except UserError:
         raise  # the env's own message for a bad kwarg (a UserError is a ValueError)
+    except AttributeError as err:
+        # gymnasium's env checker, for an env class whose __init__ sets no observation or action space (any other
+        # AttributeError of the env's is a bug of its own, and raises)
+        if "must specify an" not in str(err):
+            raise
+        which = "action_space" if "action space" in str(err) else "observation_space"
+        raise UserError(f"cannot make env {env_id!r}: {err}; set self.{which} in the env's __init__") from None
     except (TypeError, ValueError) as err:
         # gymnasium.make and the env's constructor raise these for a kwarg of the wrong name, type or range
         # (max_episode_steps="abc" or 0); anything the env raises without the user's kwargs is a bug, and raises
