@@ -37,6 +37,7 @@ from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import EVALUATOR_RANK, Role, env_seed, stream
+from a3c.spec.wording import count
 
 ObsTransform = Callable[[np.ndarray], np.ndarray]
 
@@ -180,7 +181,7 @@ class Agent:
                 if given.shape != (len(core), batch, self.model.lstm):
                     raise UserError(
                         f"state of shape {given.shape} does not fit this recurrent policy ({len(core)}, {batch}, "
-                        f"{self.model.lstm}) for {batch} observation{'s' if batch != 1 else ''}; pass back the "
+                        f"{self.model.lstm}) for {count(batch, 'observation')}; pass back the "
                         "state predict returned, or None to start every episode"
                     )
                 core = tuple(torch.from_numpy(given.copy()).unbind(0))
@@ -188,8 +189,8 @@ class Agent:
                     starts = np.asarray(episode_start, dtype=bool).reshape(-1)
                     if starts.shape != (batch,):
                         raise UserError(
-                            f"episode_start of shape {np.shape(episode_start)} does not fit {batch} observation"
-                            f"{'s' if batch != 1 else ''}; give one flag per observation"
+                            f"episode_start of shape {np.shape(episode_start)} does not fit "
+                            f"{count(batch, 'observation')}; give one flag per observation"
                         )
                     core = self.model.reset_state(core, torch.from_numpy((~starts).astype(np.float32)))
         else:

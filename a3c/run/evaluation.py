@@ -20,6 +20,7 @@ from a3c.record.run_dir import RunDirWriteError, writing
 from a3c.run.evaluator import POLL_S, REQUESTED, STOP, EvalChannel, Evaluator
 from a3c.run.supervisor import Supervisor
 from a3c.spec.config import Config
+from a3c.spec.wording import count
 
 TAGS = {"mean_return": "eval/mean_return", "std_return": "eval/std_return", "mean_length": "eval/mean_length"}
 
@@ -144,7 +145,7 @@ class Evaluation:
         new_best = self.best is None or v["mean_return"] > self.best["mean_return"]
         line = (
             f"a3c: eval at step {result.step:,}: return {v['mean_return']:.2f} ± {v['std_return']:.2f}, "
-            f"length {v['mean_length']:.1f} ({int(v['episodes'])} episode{'s' if int(v['episodes']) != 1 else ''})"
+            f"length {v['mean_length']:.1f} ({count(int(v['episodes']), 'episode')})"
         )
         if new_best:
             try:

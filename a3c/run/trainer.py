@@ -54,6 +54,7 @@ from a3c.run.threads import limit_native_threads
 from a3c.run.worker import Worker, worker_main
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import WorkerSeeds
+from a3c.spec.wording import count
 
 TICK_S = 0.25  # dashboard period: TensorBoard gets new points at least once a second
 # the period with --stop-when-solved / --stop-at: the solve is seen within this of its episode's publication, and the
@@ -213,8 +214,7 @@ class Trainer:
                 print(f"a3c: run directory {run.path}", file=sys.stderr)
             else:
                 print(
-                    f"a3c: resuming {run.path} at step {self.resumed_from_step:,} with {self.workers} worker"
-                    f"{'s' if self.workers != 1 else ''}",
+                    f"a3c: resuming {run.path} at step {self.resumed_from_step:,} with {count(self.workers, 'worker')}",
                     file=sys.stderr,
                 )
                 saved = resume["config"]

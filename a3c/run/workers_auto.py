@@ -58,6 +58,7 @@ from typing import Any
 
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
+from a3c.spec.wording import count
 
 ENV_BUDGET_S = 0.4  # wall time spent stepping the envs at most (at least MIN_ENV_STEPS steps are taken) ...
 MIN_ENV_STEPS = 8
@@ -180,7 +181,7 @@ def choose(
         why = f"{held}; the env alone asks for {wanted} ({env})"
     return Choice(
         workers,
-        f"{workers} worker{'s' if workers != 1 else ''} on {cores} core{'s' if cores != 1 else ''}: {why}",
+        f"{count(workers, 'worker')} on {count(cores, 'core')}: {why}",
         busy,
         cores,
         wanted,
@@ -435,7 +436,7 @@ def resolve_workers(
         choice = auto_choice(config, spec, steps_done=steps_done)
         if config.backend == "serial":  # one process: the count worker processes would get, taking turns here
             log(
-                f"a3c: --workers auto: {choice.workers} worker{'s' if choice.workers != 1 else ''} taking turns in "
+                f"a3c: --workers auto: {count(choice.workers, 'worker')} taking turns in "
                 f"this one process (--backend serial: as many as worker processes would get on {choice.cores} cores)"
             )
         else:

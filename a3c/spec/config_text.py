@@ -12,6 +12,7 @@ from a3c.spec.config import Config
 from a3c.spec.flags import NONE, OBJECTIVES, PPO_ONLY_SETTINGS, VTRACE_SETTINGS
 from a3c.spec.preset_choice import CPU, DEFAULT, FLAG, PRESET, Choice, env_table_base
 from a3c.spec.presets import FAMILIES, PRESETS_FILE, flag_name, preset_table, table_base, table_objective
+from a3c.spec.wording import count
 
 SHORT_RUN_RATIO = 0.5  # a --total-steps below this fraction of the preset's moves its linear lr schedule's end
 SHIPPED = "a3c/spec/presets.toml"  # the shipped file, as the start line names it
@@ -96,10 +97,6 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
     )
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
-
-
 def overshoot_note(config: Config) -> str | None:
     """A note when one round of rollouts (each worker's --envs-per-worker x --n-steps, every worker) holds more steps
     than --total-steps: each worker ends the rollout and update it is in, so the run takes that many at least.
@@ -110,8 +107,8 @@ def overshoot_note(config: Config) -> str | None:
     if one_round <= config.total_steps:
         return None
     return (
-        f"a3c: note: one round of rollouts is at least {one_round:,} steps ({_count(config.workers, 'worker')} x "
-        f"{_count(config.envs_per_worker, 'env')} x {_count(config.n_steps, 'step')}), more than --total-steps "
+        f"a3c: note: one round of rollouts is at least {one_round:,} steps ({count(config.workers, 'worker')} x "
+        f"{count(config.envs_per_worker, 'env')} x {count(config.n_steps, 'step')}), more than --total-steps "
         f"{config.total_steps:,}: "
         "the run takes that many; give fewer --n-steps, --envs-per-worker or --workers for a shorter one"
     )
