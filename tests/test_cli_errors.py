@@ -140,6 +140,15 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
             "sets --gsde and --clipped-log-prob; give --no-gsde --no-clipped-log-prob, or another --preset",
         ),
         (["--env", "CartPole-v1", "--preset", "atari"], "the preset atari sets --bf16; give --no-bf16"),
+        (
+            ["--env", "envs/Catch-v0", "--hidden-sizes", "256"],
+            "--hidden-sizes [256] is for the MLP torso of vector observations, but envs/Catch-v0 observes images "
+            "(Box(False, True, (10, 10, 2), bool)), which a3c's CNN torso takes; drop --hidden-sizes",
+        ),
+        (
+            ["--env", "envs/Catch-v0", "--preset", "envs/Memory-v0"],
+            "the preset envs/Memory-v0 sets --hidden-sizes; give --hidden-sizes 64 64, or another --preset",
+        ),
     ],
 )
 def test_a_setting_the_env_cannot_take_is_taken_off_where_it_came_from(argv, expected, capsys, tmp_path):
@@ -236,6 +245,7 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--push-every", "0", "--backend", "ray"], "--push-every must be at least 1 (got 0)"),
         (["--push-every", "4"], "--push-every 4 is for --backend ray"),
         (["--ray-same-node", "ray"], "--ray-same-node ray is for --backend ray"),
+        (["--exp-name", "mine"], "--exp-name names the default run directory, and --run-dir names another"),
         (["--ray-address", "auto"], "--ray-address auto is for --backend ray; drop it, or add --backend ray"),
         (["--ray-node-ip", "10.0.0.2"], "--ray-node-ip 10.0.0.2 is for --backend ray"),
         (["--ray-cpus-per-worker", "0.5"], "--ray-cpus-per-worker 0.5 is for --backend ray"),
@@ -349,6 +359,7 @@ MOMENTS_OF_3 = {"exp_avg": torch.zeros(3), "exp_avg_sq": torch.zeros(3)}  # (Ada
         ({"optimizer": "not a dict"}, [], "no valid 'optimizer' entry"),
         # --gsde changes the policy head: named as the flag, not as "the env now has 3 and 129 actions"
         ({}, ["--gsde"], "--gsde True differs from the resumed run's False"),
+        ({}, ["--exp-name", "mine"], "--exp-name does not apply to --resume"),
         # files that unpickle but do not fit: refused before config.json or episodes.csv is touched
         ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50])}}, [], "state does not fit its model (no 'exp_avg')"),
         ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50]), **MOMENTS_OF_3}}, [], "adam state does not fit"),

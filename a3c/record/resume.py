@@ -56,6 +56,8 @@ FIXED_ON_RESUME: tuple[str, ...] = (
     "normalize_obs",  # the model was trained on (un)normalised inputs
     "normalize_reward",
     "gsde",  # the policy head's width (gSDE's exploration matrix)
+    "log_std_init",  # initial weights: the checkpoint's replace what these would make
+    "ortho_init",
 )
 
 
@@ -183,7 +185,8 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
             flag = "--" + key.replace("_", "-")
             raise UserError(
                 f"{flag} {_normal(overrides[key])!r} differs from the resumed run's {saved.get(key)!r}; a resumed "
-                f"run keeps its env, env kwargs, model (sizes, --gsde) and optimizer: drop {flag}, or start a new run"
+                f"run keeps its env, env kwargs, model (sizes, --gsde, initial weights) and optimizer: drop {flag}, or "
+                "start a new run"
             )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")

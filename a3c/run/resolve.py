@@ -6,7 +6,8 @@ settings again or reads the checkpoint again.
                        config < the settings given (its checkpoints/latest.pt read here, once); then validated
     preflight          what Config.validate cannot check alone: Ray installed for --backend ray, wandb for --track,
                        the env id and its spaces, the Gaussian's settings (--gsde, --log-std-init) on Box
-                       actions only, the TensorBoard port, an empty run directory for a new run
+                       actions only, --hidden-sizes on vector observations only, the TensorBoard port, an empty
+                       run directory for a new run
     check_compatible   --resume: the checkpoint's model fits the env and the model this run builds
     start_fork_server  a new run: the fork server starts now, so that it imports torch while this process does
     resolve_workers    --workers auto: the count measured (a3c/run/workers_auto.py)
@@ -130,6 +131,10 @@ def resolve_settings(values: Mapping[str, Any], given: Set[str]) -> Settings:
     checkpointed config < the settings given (presets are not applied again over a resumed run). Validated."""
     if values.get("resume") is not None:
         return _resumed(values, given)
+    if {"exp_name", "run_dir"} <= set(given):
+        raise UserError(
+            "--exp-name names the default run directory, and --run-dir names another; drop --exp-name, or --run-dir"
+        )
     with _bad_types():
         config, sources, choice = resolve_new_run(dict(values), set(given))
     return Settings(config, sources, choice=choice)
@@ -146,7 +151,7 @@ def _bad_types() -> Iterator[None]:
 
 def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     """--resume RUN_DIR: its checkpoint, read once, and its config with the settings given on top."""
-    for name in ("preset", "preset_file"):
+    for name in ("preset", "preset_file", "exp_name"):
         if name in given:
             flag = "--" + name.replace("_", "-")
             raise UserError(
@@ -203,12 +208,25 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
         from a3c.spec.atari_vector import check_vector_env
 
         check_vector_env(config.env, config.env_kwargs)
-    gaussian = [name for name in BOX_ONLY_SETTINGS if getattr(config, name) != getattr(Config(), name)]
+    # a setting a resumed run's checkpoint carries is left alone: its model was built with it (a run of an a3c that
+    # ignored it); what is typed or a preset sets is refused
+    changed = [
+        name
+        for name in (*BOX_ONLY_SETTINGS, "hidden_sizes")
+        if getattr(config, name) != getattr(Config(), name) and (sources is None or sources.get(name) != CHECKPOINT)
+    ]
+    gaussian = [name for name in BOX_ONLY_SETTINGS if name in changed]
     if gaussian and not isinstance(spec.action_space, gym.spaces.Box):
         flags = " and ".join(map(flag_name, gaussian))
         raise UserError(
             f"{flags} {'is' if len(gaussian) == 1 else 'are'} for continuous (Box) actions, but {config.env} has "
             f"{spec.action_space} actions; {drop(*gaussian)}"
+        )
+    if "hidden_sizes" in changed and is_image(spec.observation_space):
+        raise UserError(
+            f"--hidden-sizes {list(config.hidden_sizes)} is for the MLP torso of vector observations, but "
+            f"{config.env} observes images ({spec.observation_space}), which a3c's CNN torso takes; "
+            f"{drop('hidden_sizes')}"
         )
     if config.bf16 and not is_image(spec.observation_space):
         raise UserError(

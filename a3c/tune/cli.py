@@ -37,6 +37,8 @@ examples:
   python -m a3c.tune --env Acrobot-v1 --trials 50 --storage postgresql://host/db --study-name acrobot
 """
 
+# the CNN torso's own: 512 wide and shared by actor and critic, whatever these say (a run refuses --hidden-sizes)
+CNN_FIXED = {"hidden_sizes", "shared_torso"}
 STUDY_ONLY = ("study_dir", "storage", "study_name", "space", "sampler", "pruner", "n_startup_trials", "evaluations")
 
 
@@ -180,6 +182,8 @@ def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]
     if own.n_startup_trials < 0 or own.evaluations < 1:
         raise UserError("--n-startup-trials must be >= 0 and --evaluations >= 1")
     space = load_space(Path(own.space) if own.space else None, _objective(values, given))
+    if own.space is None and _observes_images(values):
+        space = space.without(CNN_FIXED)  # the default space's [network] table is the MLP's
     searched = space.without(set(given))
     if not searched.dimensions:
         raise UserError(f"every setting of the space ({space.source}) is fixed by a flag given: nothing to search")
@@ -216,6 +220,18 @@ def _objective(values: dict[str, object], given: set[str]) -> str:
         except UserError:  # (the flags alone may be refused: the check of the space says why)
             pass
     return str(values["algo"])
+
+
+def _observes_images(values: dict[str, object]) -> bool:
+    """Whether the trials' env observes images (a CNN torso); False where it cannot be made (the check of the space
+    says why)."""
+    from a3c.spec.environment import describe_env, is_image
+
+    try:
+        spec = describe_env(str(values["env"]), typing.cast(dict, values["env_kwargs"]))
+        return is_image(spec.observation_space)
+    except UserError:
+        return False
 
 
 def _check_unknown(parser: argparse.ArgumentParser, rest: list[str]) -> None:

@@ -167,6 +167,11 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
         resume_config(payload, tmp_path, {"lr": -1.0, "total_steps": 5000})
     with pytest.raises(UserError, match="--lstm 64 differs"):  # the recurrent core is part of the model
         resume_config(payload, tmp_path, {"lstm": 64, "total_steps": 5000})
+    # the initial weights' settings: the checkpoint's weights replace what they would make (they were ignored)
+    with pytest.raises(UserError, match="--log-std-init -1.0 differs"):
+        resume_config(payload, tmp_path, {"log_std_init": -1.0, "total_steps": 5000})
+    with pytest.raises(UserError, match="--ortho-init False differs"):
+        resume_config(payload, tmp_path, {"ortho_init": False, "total_steps": 5000})
 
 
 def test_a_ray_run_resumes_under_another_backend_without_its_ray_only_settings(tmp_path):

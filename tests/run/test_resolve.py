@@ -23,6 +23,19 @@ def test_preflight_returns_the_env_spec():
     assert (spec.obs_dim, spec.action_space.n, spec.reward_threshold) == (4, 2, 475.0)
 
 
+def test_a_setting_a_resumed_checkpoint_carries_is_not_refused_by_the_env_checks():
+    """A run started before a setting was refused on its env (--log-std-init on Discrete actions, --hidden-sizes on
+    images, once silently ignored) resumes: the checks refuse what is typed or a preset sets, and a checkpoint's
+    value cannot be dropped (the run's model was built with it)."""
+    from a3c.spec.preset_choice import CHECKPOINT, FLAG
+
+    carried = Config(env="CartPole-v1", log_std_init=-1.0)
+    preflight(carried, sources={"log_std_init": CHECKPOINT})
+    with pytest.raises(UserError, match="--log-std-init is for continuous"):
+        preflight(carried, sources={"log_std_init": FLAG})
+    preflight(Config(env="envs/Catch-v0", hidden_sizes=(32,)), sources={"hidden_sizes": CHECKPOINT})
+
+
 def test_non_empty_run_dir_is_refused(tmp_path):
     (tmp_path / "something").write_text("x")
     with pytest.raises(UserError, match="is not empty"):

@@ -273,6 +273,26 @@ def test_a_space_valid_with_the_flags_given_starts_its_study(tmp_path, monkeypat
     assert code == 0 and started, capsys.readouterr().err
 
 
+def test_an_image_env_s_default_space_leaves_out_the_mlp_s_settings(tmp_path, monkeypatch, capsys):
+    """An image env's CNN torso takes no --hidden-sizes (a run refuses it) and is always shared: the default space
+    searches neither there (their [network] table was refused in every combination), and a space of the user's
+    that holds them is still refused."""
+    import a3c.tune.study
+    from a3c.tune.cli import main
+
+    started = []
+    monkeypatch.setattr(a3c.tune.study, "optimize", lambda *args: started.append(args))
+    argv = ["--env", "envs/Catch-v0", "--study-dir", str(tmp_path / "study"), "--trials", "1"]
+    assert run_cli(main, argv, prog="a3c.tune") == 0, capsys.readouterr().err
+    space = json.loads((tmp_path / "study" / "study.json").read_text())["space"]
+    names = {name for family in space.values() for name in family}
+    assert "lr" in names and not names & {"hidden-sizes", "shared-torso"}, names
+    (tmp_path / "space.toml").write_text("hidden-sizes = { choices = [[64], [128]] }\n")
+    argv = ["--env", "envs/Catch-v0", "--study-dir", str(tmp_path / "own"), "--space", str(tmp_path / "space.toml")]
+    assert run_cli(main, argv, prog="a3c.tune") == 2
+    assert "--hidden-sizes [64] is for the MLP torso of vector observations" in capsys.readouterr().err
+
+
 def test_algo_ppo_on_its_default_space_runs_trials_and_refuses_what_does_not_fit(tmp_path):
     """`--algo ppo` searches PPO's default space; with 2 envs a worker some of its minibatches exceed a worker's
     rollout (--n-steps 32 x 2 envs = 64 < 128): the start line says how many combinations fit, the trials that draw
