@@ -26,6 +26,7 @@ from typing import Any
 
 from a3c.spec.config import parse_env_kwargs, seed_check
 from a3c.spec.errors import OneLineParser, UserError, install_extra, run_cli
+from a3c.spec.wording import count
 
 VIDEO_EXTRA = f"{install_extra('video')} (or: pip install moviepy)"
 
@@ -205,7 +206,7 @@ def result_line(result: dict[str, Any]) -> str:
     played = ", " + " ".join(f"{k}={v!r}" for k, v in variant.items()) if variant else ""
     return (
         f"{result['checkpoint']} (step {step}): return {result['mean_return']:.2f} ± {result['std_return']:.2f}, "
-        f"mean length {result['mean_length']:.1f}, {result['episodes']} episode{'' if result['episodes'] == 1 else 's'}"
+        f"mean length {result['mean_length']:.1f}, {count(result['episodes'], 'episode')}"
         f" ({policy}, seed {result['seed']}"
         f"{played})"
     )

@@ -146,6 +146,11 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
             "(Box(False, True, (10, 10, 2), bool)), which a3c's CNN torso takes; drop --hidden-sizes",
         ),
         (
+            ["--env", "CartPole-v1", "--preset", "mujoco", "--log-std-init", "-3"],
+            "drop --log-std-init; the preset mujoco sets --gsde and --clipped-log-prob; give --no-gsde "
+            "--no-clipped-log-prob, or another --preset",
+        ),
+        (
             ["--env", "envs/Catch-v0", "--preset", "envs/Memory-v0"],
             "the preset envs/Memory-v0 sets --hidden-sizes; give --hidden-sizes 64 64, or another --preset",
         ),

@@ -44,6 +44,7 @@ from a3c.record.run_dir import resume_checkpoint
 from a3c.spec.config import SWITCHED_SETTINGS, Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
+from a3c.spec.validation import flag_name
 
 # settings that define the model and its optimizer state: a resumed run cannot change them
 FIXED_ON_RESUME: tuple[str, ...] = (
@@ -182,7 +183,7 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     saved = saved_settings(payload)
     for key in FIXED_ON_RESUME:
         if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
-            flag = "--" + key.replace("_", "-")
+            flag = flag_name(key)
             raise UserError(
                 f"{flag} {_normal(overrides[key])!r} differs from the resumed run's {saved.get(key)!r}; a resumed "
                 f"run keeps its env, env kwargs, model (sizes, --gsde, initial weights) and optimizer: drop {flag}, or "

@@ -26,9 +26,7 @@ except ImportError:  # (Windows)
 def still_training(path: Path | str, new: bool = False) -> UserError:
     """The one line for a directory another process holds (``new``: this process was to start a new run there)."""
     if new:
-        return UserError(
-            f"{path}: another process has just started a run in this directory; give another --run-dir (or --exp-name)"
-        )
+        return UserError(f"{path}: another process has just started a run in this directory; give another --run-dir")
     return UserError(
         f"{path}: the run is still training in another process; wait for it to end (or stop it with Ctrl-C), then "
         "resume it"

@@ -153,7 +153,7 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     """--resume RUN_DIR: its checkpoint, read once, and its config with the settings given on top."""
     for name in ("preset", "preset_file", "exp_name"):
         if name in given:
-            flag = "--" + name.replace("_", "-")
+            flag = flag_name(name)
             raise UserError(
                 f"{flag} does not apply to --resume: a resumed run keeps its checkpoint's config; drop {flag}, and "
                 "give the flags you want to change"

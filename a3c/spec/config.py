@@ -203,7 +203,8 @@ class Config:
     shared_torso: bool = flag(
         False,
         group="model",
-        help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs)",
+        help="one MLP torso under both the policy and the value head (default: separate actor and critic MLPs; image "
+        "observations: one CNN torso for both, always)",
     )
     ortho_init: bool = flag(
         True,

@@ -116,7 +116,7 @@ def check_space(space: Space, values: Mapping[str, Any], given: Set[str], seed: 
                     f"{_where(space)} {dimension.name}: {choice_label(value)!r} is refused with the flags given in "
                     f"every combination tried ({first_reason}); {_fix(space)}"
                 )
-    _check_env(judge, bases)
+    _check_env(judge, bases, space)
     return Checked(DRAWS, sum(why is None for why in verdicts), commonest)
 
 
@@ -132,7 +132,7 @@ def _moved(space: Space, judge: Judge, combo: dict[str, Any], kept: str | None) 
     return None
 
 
-def _check_env(judge: Judge, bases: list[dict[str, Any]]) -> None:
+def _check_env(judge: Judge, bases: list[dict[str, Any]], space: Space) -> None:
     """The run's checks that make the env (preflight) on up to PREFLIGHT_TRIES accepted combinations: UserError
     when every one fails."""
     error: UserError | None = None
@@ -144,7 +144,11 @@ def _check_env(judge: Judge, bases: list[dict[str, Any]]) -> None:
         except UserError as err:
             error = error or err
     assert error is not None
-    raise UserError(f"{' '.join(str(error).split())} (in every combination of the space tried)")
+    reason = " ".join(str(error).split())
+    raise UserError(
+        f"{_where(space)}: the env refuses every combination tried ({reason}); where the setting is the space's, "
+        f"{_fix(space)}"
+    )
 
 
 def _same(a: Any, b: Any) -> bool:

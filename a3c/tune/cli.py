@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from a3c.spec.errors import OneLineParser, UserError
+from a3c.spec.validation import flag_name
 from a3c.train import parse_flags
 
 if typing.TYPE_CHECKING:
@@ -177,8 +178,11 @@ def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]
     values, given, show = parse_flags(rest)
     if show:
         raise UserError("--show-config is python -m a3c.train's; drop it here")
-    if "run_dir" in given:
-        raise UserError("--run-dir: each trial's run directory is STUDY_DIR/trials/trial-N; give --study-dir instead")
+    for name in ("run_dir", "exp_name"):
+        if name in given:
+            raise UserError(
+                f"{flag_name(name)}: each trial's run directory is STUDY_DIR/trials/trial-N; give --study-dir instead"
+            )
     if own.n_startup_trials < 0 or own.evaluations < 1:
         raise UserError("--n-startup-trials must be >= 0 and --evaluations >= 1")
     space = load_space(Path(own.space) if own.space else None, _objective(values, given))

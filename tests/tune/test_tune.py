@@ -164,6 +164,7 @@ def test_optuna_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
         (["--resume", "{dir}", "--space", "x.toml"], "so --space cannot be given with it"),
         (["--study-dir", "{dir}", "--trials", "2"], "is not empty; choose a new directory, or --resume"),
         (["--study-dir", "{new}", "--run-dir", "x"], "--run-dir: each trial's run directory is STUDY_DIR/trials"),
+        (["--study-dir", "{new}", "--exp-name", "x"], "--exp-name: each trial's run directory is STUDY_DIR/trials"),
         (["--study-dir", "{new}", "--lr", "-1"], "--lr must be a positive number"),
         (["--resume", "{new}"], "no such directory"),
         (["--trials", "0"], "--trials must be at least 1"),
@@ -290,7 +291,12 @@ def test_an_image_env_s_default_space_leaves_out_the_mlp_s_settings(tmp_path, mo
     (tmp_path / "space.toml").write_text("hidden-sizes = { choices = [[64], [128]] }\n")
     argv = ["--env", "envs/Catch-v0", "--study-dir", str(tmp_path / "own"), "--space", str(tmp_path / "space.toml")]
     assert run_cli(main, argv, prog="a3c.tune") == 2
-    assert "--hidden-sizes [64] is for the MLP torso of vector observations" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        f"--space {tmp_path / 'space.toml'}: the env refuses every combination tried (--hidden-sizes [64] is for "
+        in err
+    )
+    assert err.rstrip().endswith("where the setting is the space's, drop it from the space, or give other flags"), err
 
 
 def test_algo_ppo_on_its_default_space_runs_trials_and_refuses_what_does_not_fit(tmp_path):
