@@ -6,6 +6,7 @@ A page asks for a table with a marker line, filters optional (comma-separated va
 
     <!-- bench-table: store ../data/results.jsonl env=HalfCheetah-v5,Hopper-v5 arm=a3c,sb3-a2c budget=1000000 -->
     <!-- bench-table: store ../data/results.jsonl view=seeds env=Hopper-v5 -->
+    <!-- bench-table: store ../data/results.jsonl env=LunarLander-v3 seed=501,502,503 -->
 
 The default view is env x arm: the final 100-episode training mean (mean ± std over seeds), the seeds, the seeds that
 reached the threshold, the median wall time and steps/s; ``view=seeds`` shows each run; ``view=ratio`` the steps/s of
@@ -26,7 +27,7 @@ from typing import Any
 from scripts.benchmark.store import Store, latest
 
 MARKER = re.compile(r"^<!-- bench-table: store (?P<file>\S+\.jsonl)(?P<filters>(?: [a-z]+=\S+)*) -->$", re.M)
-FILTERS = ("env", "arm", "budget", "view")
+FILTERS = ("env", "arm", "budget", "seed", "view")
 VIEWS = ("arms", "seeds", "ratio")
 
 
@@ -45,14 +46,17 @@ def select(
     env: list[str] | None = None,
     arm: list[str] | None = None,
     budget: list[int] | None = None,
+    seed: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """The last stored row of each run, of the envs, arms and budgets given (all, where None), in the store's order."""
+    """The last stored row of each run, of the envs, arms, budgets and seeds given (all, where None), in the store's
+    order."""
     return [
         r
         for r in latest(rows)
         if (env is None or r["env"] in env)
         and (arm is None or r["arm"] in arm)
         and (budget is None or r["budget"] in budget)
+        and (seed is None or r["seed"] in seed)
     ]
 
 
@@ -190,7 +194,8 @@ def render(path: Path, filters: dict[str, list[str]]) -> str:
     if not path.exists():
         raise FileNotFoundError(f"bench-table store: no store at {path}")
     budget = [int(b) for b in filters["budget"]] if "budget" in filters else None
-    rows = select(Store(path).rows(), filters.get("env"), filters.get("arm"), budget)
+    seed = [int(s) for s in filters["seed"]] if "seed" in filters else None
+    rows = select(Store(path).rows(), filters.get("env"), filters.get("arm"), budget, seed)
     if not rows:
         raise ValueError(f"bench-table store: no run of {path} matches {filters}")
     view = filters.get("view", ["arms"])[0]

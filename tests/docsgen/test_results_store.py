@@ -119,6 +119,9 @@ def test_the_marker_renders_through_the_site_s_hook(tmp_path):
     assert "Made by `python -m scripts.bench run Y`." in out and out.endswith("\n\nafter\n")
     both = hooks.expand("<!-- bench-table: store results.jsonl env=CartPole-v1 -->", page)
     assert "Made by `python -m scripts.bench run X`; `python -m scripts.bench run Y`." in both
+    # seed=: the arms compared on the same seeds (an arm run on more seeds than its peer)
+    same = hooks.expand("<!-- bench-table: store results.jsonl env=CartPole-v1 seed=1 -->", page)
+    assert "| CartPole-v1 (10k) | a3c | **100.0** ± 0.0 | 1 |" in same, same
 
 
 @pytest.mark.parametrize(
@@ -127,6 +130,7 @@ def test_the_marker_renders_through_the_site_s_hook(tmp_path):
         ("<!-- bench-table: store results.jsonl env=Nope-v0 -->", ValueError),
         ("<!-- bench-table: store results.jsonl colour=red -->", ValueError),
         ("<!-- bench-table: store results.jsonl view=nope -->", ValueError),
+        ("<!-- bench-table: store results.jsonl seed=one -->", ValueError),
         ("<!-- bench-table: store missing.jsonl -->", FileNotFoundError),
     ],
 )
