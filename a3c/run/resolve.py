@@ -50,7 +50,7 @@ from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
-from a3c.spec.config_text import as_flag, overshoot_note, preset_line, short_run_warning
+from a3c.spec.config_text import as_flag, no_evaluation_note, overshoot_note, preset_line, short_run_warning
 from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import BOX_ONLY_SETTINGS, PPO_ONLY_SETTINGS, VTRACE_SETTINGS
@@ -99,7 +99,11 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
         check_env_file_here(config.env, "resume")
     spec = preflight(config, made, settings.sources)  # the user's input, checked without torch ...
     if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
-        lines = preset_line(config, settings.sources, settings.choice), short_run_warning(config, settings.sources)
+        lines = (
+            preset_line(config, settings.sources, settings.choice),
+            short_run_warning(config, settings.sources),
+            no_evaluation_note(config, settings.sources),
+        )
         for line in lines:
             if line is not None:
                 print(line, file=sys.stderr)

@@ -97,6 +97,20 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
     )
 
 
+def no_evaluation_note(config: Config, sources: dict[str, str]) -> str | None:
+    """A note when the run was asked to evaluate (--eval-every given, or set by the preset) but its first evaluation
+    step lies past --total-steps: the Trainer then starts no evaluator, and the run leaves no eval.csv or best.pt."""
+    if not config.evaluates or sources.get("eval_every") not in (FLAG, PRESET):
+        return None
+    if config.eval_every <= config.total_steps:
+        return None
+    whose = " (the preset's)" if sources.get("eval_every") == PRESET else ""
+    return (
+        f"a3c: note: --eval-every {config.eval_every:,}{whose} is past --total-steps {config.total_steps:,}: the run "
+        "evaluates nothing (no eval.csv, no checkpoints/best.pt); give a smaller --eval-every"
+    )
+
+
 def overshoot_note(config: Config) -> str | None:
     """A note when one round of rollouts (each worker's --envs-per-worker x --n-steps, every worker) holds more steps
     than --total-steps: each worker ends the rollout and update it is in, so the run takes that many at least.

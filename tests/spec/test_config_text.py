@@ -3,7 +3,8 @@
 import dataclasses
 
 from a3c.spec.config import Config
-from a3c.spec.config_text import overshoot_note
+from a3c.spec.config_text import no_evaluation_note, overshoot_note
+from a3c.spec.preset_choice import DEFAULT, FLAG, PRESET
 
 
 def test_a_budget_below_one_round_of_rollouts_is_noted_with_the_steps_the_run_will_take():
@@ -24,3 +25,17 @@ def test_it_is_said_once_a_run_s_worker_count_is_known(capsys):
     values.update(env="CartPole-v1", workers=2, envs_per_worker=8, n_steps=100, total_steps=500, eval_every=0)
     resolve_run(values, {"env", "workers", "envs_per_worker", "n_steps", "total_steps", "eval_every"})
     assert "a3c: note: one round of rollouts is at least 1,600 steps" in capsys.readouterr().err
+
+
+def test_an_evaluation_period_past_the_budget_is_noted():
+    """Found reading the code: the Atari preset's --eval-every 250000 with --total-steps 100000 ran no evaluation
+    (no eval.csv, no checkpoints/best.pt) without a word. Said at the start where the period was asked for (a flag or
+    a preset); the default's is not (a short run of the defaults is a smoke test)."""
+    config = Config(env="ALE/Pong-v5", eval_every=250_000, total_steps=100_000)
+    for source in (FLAG, PRESET):
+        note = no_evaluation_note(config, {"eval_every": source})
+        assert note is not None and "\n" not in note and note.startswith("a3c: note: --eval-every 250,000"), note
+        assert "--total-steps 100,000" in note and "evaluates nothing" in note
+    assert no_evaluation_note(config, {"eval_every": DEFAULT}) is None
+    assert no_evaluation_note(dataclasses.replace(config, total_steps=250_000), {"eval_every": FLAG}) is None
+    assert no_evaluation_note(dataclasses.replace(config, eval_episodes=0), {"eval_every": FLAG}) is None
