@@ -98,7 +98,7 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
         check_env_file_here(config.env, "resume")
     spec = preflight(config, made, settings.sources)  # the user's input, checked without torch ...
-    if resume is None:  # the preset applied and what it set (flags win), and a run too short for its schedule
+    if resume is None:  # the preset applied and what it set (flags win); a run too short for its schedule or its eval
         lines = (
             preset_line(config, settings.sources, settings.choice),
             short_run_warning(config, settings.sources),
