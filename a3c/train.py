@@ -16,7 +16,7 @@ from typing import Any
 from a3c.run.resolve import resolve_run, resolve_settings
 from a3c.spec.config import Config
 from a3c.spec.config_text import format_config
-from a3c.spec.errors import OneLineParser, UserError, run_cli
+from a3c.spec.errors import EXIT_INTERRUPTED, OneLineParser, UserError, run_cli
 from a3c.spec.flags import FLAG_GROUPS, OTHER_GROUP, optional, parse_env_kwargs
 
 EXAMPLES = """examples:
@@ -160,8 +160,13 @@ def main(argv: Sequence[str] | None = None, started_at: float | None = None) -> 
         except BrokenPipeError:  # (piped into head, which has read what it wanted): no traceback at exit either
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    run = resolve_run(values, given)  # every check of the input, the fork server, --workers auto: one step
-    from a3c.run.trainer import Trainer  # imported here, so that --help and input errors answer fast
+    try:
+        run = resolve_run(values, given)  # every check of the input, the fork server, --workers auto: one step
+        from a3c.run.trainer import Trainer  # imported here, so that --help and input errors answer fast
+    except KeyboardInterrupt:
+        # Ctrl-C before the Trainer's own handling is in place (it makes the run directory): nothing was made yet
+        print("a3c.train: interrupted (Ctrl-C) before the run started; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
     return Trainer(run, started_at=started_at).run()
 

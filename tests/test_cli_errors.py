@@ -611,3 +611,30 @@ def test_a_missing_extra_names_the_install_that_fits_how_a3c_was_installed(insta
     assert "clone" not in errors.install_extra("atari") or install == "clone"
     if install == "site":  # the extra's own requirements, from a3c's metadata: what pip can install without a clone
         assert errors.install_extra("atari").startswith('pip install "ale-py>=0.9" "opencv-python-headless"')
+
+
+def test_ctrl_c_before_the_run_starts_is_one_line_and_exit_130(monkeypatch, capsys, tmp_path):
+    """Found stopping the learning queue: a Ctrl-C while a3c.train checked its input (reading the presets, making the
+    env, measuring --workers auto), before the Trainer's own handling was in place, ended in a KeyboardInterrupt
+    traceback of 30 lines. Now one line and 128 + SIGINT, as an interrupted run exits, and nothing made."""
+    import a3c.train
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(a3c.train, "resolve_run", interrupted)
+    code = run_cli(main, ["--run-dir", str(tmp_path / "run")], prog="a3c.train")
+    err = capsys.readouterr().err
+    assert code == 130 and err == "a3c.train: interrupted (Ctrl-C) before the run started; nothing was written\n", err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_ctrl_c_no_command_handles_is_one_line_and_exit_130(capsys):
+    """Every command runs through run_cli: a Ctrl-C that reaches it (a3c.evaluate between episodes, a3c.export as it
+    traces) ends in one line and 130, not Python's traceback."""
+
+    def main(argv):
+        raise KeyboardInterrupt
+
+    assert run_cli(main, [], prog="a3c.evaluate") == 130
+    assert capsys.readouterr().err == "a3c.evaluate: interrupted (Ctrl-C)\n"

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 128 + 2  # 128 + SIGINT: how a command stopped by Ctrl-C exits
 
 
 def installed_from_clone() -> bool:
@@ -87,10 +88,14 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "a3c") -> int:
-    """Run ``main(argv)``; a UserError becomes ``prog: error: message`` on stderr and exit code 2."""
+    """Run ``main(argv)``; a UserError becomes ``prog: error: message`` on stderr and exit code 2, a Ctrl-C that the
+    command does not handle itself ``prog: interrupted (Ctrl-C)`` and exit code 130 (not Python's traceback)."""
     try:
         return main(argv)
     except UserError as err:
         message = " ".join(str(err).split())  # exactly one line, whatever the message held
         print(f"{prog}: error: {message}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted (Ctrl-C)", file=sys.stderr)
+        return EXIT_INTERRUPTED
