@@ -41,9 +41,10 @@ from a3c.record.checkpoint import (
 )
 from a3c.record.files import atomic_write
 from a3c.record.run_dir import resume_checkpoint
-from a3c.spec.config import SWITCHED_SETTINGS, Config
+from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
+from a3c.spec.flags import RESET_WHEN_OFF
 from a3c.spec.validation import flag_name
 
 # settings that define the model and its optimizer state: a resumed run cannot change them
@@ -192,12 +193,14 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
     merged = {**saved, **overrides, INPUT_SCALE: saved[INPUT_SCALE]}
-    for switch, on, settings in SWITCHED_SETTINGS:
+    defaults = Config()
+    for switch, on, settings in RESET_WHEN_OFF:
         if merged.get(switch) != on:
-            # a run resumed with a switch off (a Ray run on shared memory, a tracked run without --track): the
-            # settings only that switch turns on go back to their defaults, as they would fail validation, unless
-            # given again on this command line; a tracked run's W&B run id stays, for a later session with --track
-            merged.update({key: getattr(Config(), key) for key in settings if key not in overrides})
+            # a run resumed with a switch off (a Ray run on shared memory, a tracked run without --track, a PPO run
+            # under --algo a3c): the settings only that switch turns on go back to their defaults, as they would fail
+            # validation, unless given again on this command line; a tracked run's W&B run id stays, for a later
+            # session with --track
+            merged.update({key: getattr(defaults, key) for key in settings if key not in overrides})
     try:
         config = Config.from_dict({**merged, "run_dir": str(run_dir), "resume": str(run_dir)})
     except TypeError as err:

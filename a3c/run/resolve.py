@@ -53,7 +53,7 @@ from a3c.spec.config import Config
 from a3c.spec.config_text import as_flag, no_evaluation_note, overshoot_note, preset_line, short_run_warning
 from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
-from a3c.spec.flags import BOX_ONLY_SETTINGS, PPO_ONLY_SETTINGS, VTRACE_SETTINGS
+from a3c.spec.flags import BOX_ONLY_SETTINGS
 from a3c.spec.preset_choice import CHECKPOINT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
 from a3c.spec.validation import flag_name
 
@@ -166,11 +166,6 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     overrides = {name: values[name] for name in given}
     if "workers" in overrides:  # a count given now replaces the one --workers auto chose before, and its reason
         overrides["workers_auto"] = None
-    # a run resumed under another objective (or estimator): the settings of the one it leaves go back to their
-    # defaults, as they would fail validation there, unless given again
-    for switch, value, settings in (("algo", "a3c", PPO_ONLY_SETTINGS), ("targets", "gae", VTRACE_SETTINGS)):
-        if overrides.get(switch) == value:
-            overrides.update({name: getattr(Config(), name) for name in settings if name not in overrides})
     run_dir = values["resume"]
     resume_checkpoint(run_dir)  # a path that is no run answers now, before torch is imported (a second or more)
     from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
@@ -189,6 +184,8 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
     the env's spec (``spec``: the env's, where it was made already). ``sources``: where each setting came from, so
     that a setting refused is taken off where it was set (the flag, or the preset's). Raises UserError."""
 
+    defaults = Config()
+
     def drop(*names: str) -> str:
         """How to take ``names`` off: drop the flags given, undo what the preset set (in one go: a preset for
         another action space may set several)."""
@@ -197,7 +194,7 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
         fixes = [f"drop {' and '.join(map(flag_name, typed))}"] if typed else []
         if preset_set:
             preset = f"the preset {config.preset}" if config.preset else "the env's preset"
-            undo = " ".join(as_flag(name, getattr(Config(), name)) for name in preset_set)
+            undo = " ".join(as_flag(name, getattr(defaults, name)) for name in preset_set)
             fixes.append(f"{preset} sets {' and '.join(map(flag_name, preset_set))}; give {undo}, or another --preset")
         return "; ".join(fixes)
 
@@ -217,7 +214,7 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
     changed = [
         name
         for name in (*BOX_ONLY_SETTINGS, "hidden_sizes")
-        if getattr(config, name) != getattr(Config(), name) and (sources is None or sources.get(name) != CHECKPOINT)
+        if getattr(config, name) != getattr(defaults, name) and (sources is None or sources.get(name) != CHECKPOINT)
     ]
     gaussian = [name for name in BOX_ONLY_SETTINGS if name in changed]
     if gaussian and not isinstance(spec.action_space, gym.spaces.Box):

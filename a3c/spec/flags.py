@@ -45,6 +45,14 @@ SWITCHED_SETTINGS: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
 PPO_ONLY_SETTINGS = ("n_epochs", "minibatch_size", "clip_range", "clip_range_vf", "max_policy_lag")
 # settings of V-trace alone: refused the same way without --targets vtrace
 VTRACE_SETTINGS = ("vtrace_rho_bar", "vtrace_c_bar")
+# The settings a resumed run takes the defaults of, in place of its checkpoint's, where their switch is off now (a
+# Ray run resumed on shared memory, a PPO run resumed under --algo a3c), unless given again: SWITCHED_SETTINGS and
+# the objective's. validate() refuses the objective's with messages of their own (ppo_only, vtrace_only).
+RESET_WHEN_OFF: tuple[tuple[str, Any, tuple[str, ...]], ...] = (
+    *SWITCHED_SETTINGS,
+    ("algo", "ppo", PPO_ONLY_SETTINGS),
+    ("targets", "vtrace", VTRACE_SETTINGS),
+)
 NONE = "none"  # what an optional number's flag takes to mean "not set" (a resumed run's --stop-at cleared)
 
 

@@ -202,6 +202,30 @@ def test_settings_of_a_switch_turned_off_go_back_to_their_defaults_on_resume(tmp
         resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial", "clip_obs": 3.0})
 
 
+def test_a_ppo_run_resumed_under_a3c_takes_the_defaults_of_ppos_and_vtraces_settings(tmp_path):
+    """The objective's settings are reset by the same table as the switches' (RESET_WHEN_OFF): a PPO run with V-trace
+    targets resumed under --algo a3c --targets gae takes their defaults, unless given again (then refused)."""
+    payload = _payload()
+    payload["config"] = {
+        **payload["config"],
+        **{"algo": "ppo", "n_steps": 64, "minibatch_size": 32, "n_epochs": 3, "clip_range_vf": 0.2},
+        **{"targets": "vtrace", "vtrace_rho_bar": 0.5},
+    }
+    kept = resume_config(payload, tmp_path, {"total_steps": 5000})
+    assert (kept.minibatch_size, kept.n_epochs, kept.vtrace_rho_bar) == (32, 3, 0.5)
+    moved = resume_config(payload, tmp_path, {"total_steps": 5000, "algo": "a3c", "targets": "gae"})
+    defaults = Config()
+    assert (moved.algo, moved.targets) == ("a3c", "gae")
+    assert (moved.minibatch_size, moved.n_epochs, moved.clip_range_vf, moved.vtrace_rho_bar) == (
+        defaults.minibatch_size,
+        defaults.n_epochs,
+        defaults.clip_range_vf,
+        defaults.vtrace_rho_bar,
+    )
+    with pytest.raises(UserError, match="--n-epochs 5 is for --algo ppo"):
+        resume_config(payload, tmp_path, {"total_steps": 5000, "algo": "a3c", "n_epochs": 5})
+
+
 def _spec(obs_dim, n_actions):
     return EnvSpec("Test-v0", gym.spaces.Box(-1, 1, (obs_dim,)), gym.spaces.Discrete(n_actions), None, None)
 
