@@ -25,10 +25,12 @@ import math
 import shlex
 import sys
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from a3c.spec.errors import OneLineParser, UserError, run_cli
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
 from scripts.benchmark.runner import Children, Run, execute, row_of, score, state
@@ -37,9 +39,12 @@ from scripts.benchmark.store import DEFAULT_STORE, REPO, Store, StoreError, code
 DEFAULT_WORK_DIR = REPO / "runs" / "bench"
 
 
+PROG = "python -m scripts.bench"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m scripts.bench",
+    parser = OneLineParser(
+        prog=PROG,
         description=(__doc__ or "").split("\n\n")[0],
         epilog=(__doc__ or "").split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -135,15 +140,38 @@ def _int(text: str) -> list[int] | str:
     return [int(text)] if text.isdigit() else text  # not a seed: parse_seeds names it
 
 
+# the run flags a queue file sets itself: flag -> its argparse name
+RUN_FLAGS = {"--env": "env", "--arm": "arm", "--seeds": "seeds", "--budget": "budget", "--threshold": "threshold"}
+
+
 def plan(args: argparse.Namespace) -> list[Run]:
     """The runs the command names: a queue's, or --env x --arm x --seeds at --budget."""
     if args.queue is not None:
+        # the queue names its envs, arms, seeds and budgets: a run flag beside it would be ignored (the whole queue
+        # run where one run was meant), so it is refused
+        beside = [flag for flag, value in RUN_FLAGS.items() if getattr(args, value) not in (None, [])]
+        if beside:
+            raise queue_.QueueError(
+                f"{' and '.join(beside)} {'does' if len(beside) == 1 else 'do'} not apply to --queue, whose blocks "
+                "name their runs; drop them, or --queue (--only TEXT picks the queue's blocks)"
+            )
         runs = queue_.load(args.queue)
         if args.only:
+            blocks = sorted({r.group for r in runs})
+            unmatched = [text for text in args.only if not any(text in block for block in blocks)]
+            if unmatched:
+                raise queue_.QueueError(
+                    f"--only {' '.join(map(repr, unmatched))} names no block of {args.queue}; its blocks: "
+                    f"{', '.join(map(repr, blocks))}"
+                )
             runs = [r for r in runs if any(text in r.group for text in args.only)]
         return runs
+    if args.only:
+        raise queue_.QueueError("--only picks blocks of a --queue file; give --queue FILE, or drop --only")
     if not (args.env and args.arm and args.seeds and args.budget):
         raise queue_.QueueError("give --queue FILE, or --env, --arm, --seeds and --budget")
+    if args.workers not in ("default", "auto") and not (args.workers.isdigit() and int(args.workers) >= 1):
+        raise queue_.QueueError(f"--workers must be a positive whole number, auto or default (got {args.workers!r})")
     workers = None if args.workers == "default" else args.workers
     arms = [arms_.parse_arm(text, workers, args.evaluate) for text in args.arm]
     seeds = [s for text in args.seeds for s in queue_.parse_seeds(text if "-" in text else _int(text), "--seeds")]
@@ -302,20 +330,27 @@ def cmd_figure(args: argparse.Namespace) -> int:
     if not rows:
         raise queue_.QueueError(f"no stored run in {args.store} matches")
     fig = results_store.figure(rows)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out)
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(args.out)
+    except OSError as err:
+        raise queue_.QueueError(f"--out {args.out}: cannot write it ({err.strerror or err})") from None
     print(f"wrote {args.out}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         commands = {"run": cmd_run, "adopt": cmd_adopt, "table": cmd_table, "figure": cmd_figure}
         return commands[args.command](args)
     except (queue_.QueueError, arms_.ArmError, StoreError) as err:
-        print(f"python -m scripts.bench: error: {err}", file=sys.stderr)
-        return 2
+        raise UserError(str(err)) from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command: a usage error or a refused run is one line on stderr and exit code 2 (run_cli)."""
+    return run_cli(_main, argv, prog=PROG)
 
 
 if __name__ == "__main__":

@@ -207,7 +207,55 @@ def test_table_and_figure_name_a_missing_or_unreadable_store_and_a_figure_they_c
 @pytest.mark.parametrize("flag", ["--budget 0", "--budget -5", "--jobs 0", "--evaluate -1", "--threshold nan"])
 def test_run_numbers_out_of_range_are_refused(tmp_path, capsys, flag):
     argv = ["run", "--env", "CartPole-v1", "--arm", "a=", "--seeds", "1", "--budget", "1000", *flag.split()]
-    with pytest.raises(SystemExit) as stop:
-        bench.main([*argv, "--store", str(tmp_path / "r.jsonl"), "--dry-run"])
-    assert stop.value.code == 2
-    assert flag.split()[0] in capsys.readouterr().err
+    assert bench.main([*argv, "--store", str(tmp_path / "r.jsonl"), "--dry-run"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()  # one line, not argparse's usage block
+    assert flag.split()[0] in line and "--help" in line
+
+
+def _queue_file(tmp_path):
+    path = tmp_path / "q.toml"
+    path.write_text(
+        '[arms]\na = ""\n[[runs]]\nname = "1 small"\nenvs = ["CartPole-v1"]\narms = ["a"]\nseeds = [1]\nbudget = 1000\n'
+    )
+    return path
+
+
+@pytest.mark.parametrize("flag", ["--env Acrobot-v1", "--seeds 5", "--budget 500", "--arm b=", "--threshold 10"])
+def test_a_run_flag_beside_a_queue_is_refused_not_ignored(tmp_path, capsys, flag):
+    """The queue names its runs: --env beside --queue used to be ignored, and the whole queue ran."""
+    argv = ["run", "--queue", str(_queue_file(tmp_path)), *flag.split(), "--dry-run"]
+    assert bench.main([*argv, "--store", str(tmp_path / "r.jsonl")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert flag.split()[0] in line and "--queue" in line and "CartPole" not in capsys.readouterr().out
+
+
+def test_only_that_matches_no_block_or_has_no_queue_is_refused(tmp_path, capsys):
+    queue_file = _queue_file(tmp_path)
+    argv = ["run", "--queue", str(queue_file), "--only", "Nonexistent", "--dry-run", "--store", str(tmp_path / "r")]
+    assert bench.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "'Nonexistent'" in line and "'1 small'" in line
+    argv = ["run", "--env", "CartPole-v1", "--arm", "a=", "--seeds", "1", "--budget", "1000", "--only", "small"]
+    assert bench.main([*argv, "--dry-run", "--store", str(tmp_path / "r")]) == 2
+    assert "--only" in capsys.readouterr().err
+    assert (
+        bench.main(["run", "--queue", str(queue_file), "--only", "small", "--dry-run", "--store", str(tmp_path / "r")])
+        == 0
+    )
+    assert "CartPole-v1" in capsys.readouterr().out
+
+
+def test_workers_that_is_no_count_is_refused_before_anything_runs(tmp_path, capsys):
+    argv = ["run", "--env", "CartPole-v1", "--arm", "a=", "--seeds", "1", "--budget", "1000", "--workers", "foo"]
+    assert bench.main([*argv, "--dry-run", "--store", str(tmp_path / "r")]) == 2
+    assert "--workers" in capsys.readouterr().err
+
+
+def test_a_figure_it_cannot_write_is_one_line(tmp_path, capsys):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(stored_row("CartPole-v1", "preset=", 1, 1000, final_mean_100=42.0, wall_s=3.0))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert bench.main(["figure", "--store", str(store.path), "--out", str(blocker / "fig.png")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--out" in line and "cannot write" in line
