@@ -65,8 +65,11 @@ def test_out_best_and_the_distribution_parameters(tmp_path, capsys):
         (["{tmp}/nothing", "--format", "onnx"], "no such run directory or checkpoint file"),
         (["{bf16}", "--format", "onnx"], "a --bf16 agent computes its CNN in bfloat16 under torch.autocast"),
         (["{run}", "--format", "torchscript", "--out", "{run}/config.json/x.pt"], "cannot write"),
+        (["{run}", "--format", "torchscript", "--out", "/proc/x.pt"], "cannot write /proc/x.pt"),
+        (["{run}", "--format", "torchscript", "--out", "{tmp}/p.onnx"], "give a file name ending in .pt"),
+        (["{run}", "--format", "onnx", "--out", "{tmp}/p.pt"], "ends in .pt, the suffix of torchscript"),
     ],
-    ids=["no-format", "bad-format", "no-run", "bf16-onnx", "unwritable"],
+    ids=["no-format", "bad-format", "no-run", "bf16-onnx", "unwritable", "unwritable-open", "onnx-name", "pt-name"],
 )
 def test_what_cannot_be_exported_is_one_line_and_exit_code_2(tmp_path, args, message, capsys):
     if "{bf16}" in args:
@@ -77,6 +80,14 @@ def test_what_cannot_be_exported_is_one_line_and_exit_code_2(tmp_path, args, mes
     err = capsys.readouterr().err
     assert err.startswith("a3c.export: error: ") and err.count("\n") == 1 and message in err, err
     assert not list(run.glob("policy-*")) and not list(bf16.glob("policy-*"))
+
+
+def test_an_onnx_export_prints_its_one_line_and_no_log_of_torch_onnx(tmp_path):
+    pytest.importorskip("onnxscript", reason="ONNX needs the [onnx] extra (.ci/run installs it)")
+    run = untrained_run(tmp_path / "run", Config(env="CartPole-v1"))
+    done = export_cli(run, "--format", "onnx")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("\n") == 1 and "a3c: wrote the onnx policy" in done.stderr, done.stderr
 
 
 def test_the_command_exits_2_with_one_line(tmp_path):

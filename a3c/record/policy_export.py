@@ -32,7 +32,9 @@ import contextlib
 import copy
 import importlib.util
 import json
+import logging
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,9 @@ if TYPE_CHECKING:
     from a3c.record.agent import Agent
 
 FORMATS = ("onnx", "torchscript")
+# the file name suffixes of each format (the first: the one to suggest): an --out that ends in another format's is
+# refused, as a TorchScript file named .onnx (or the reverse) fails where it is loaded, far from the export
+FORMAT_SUFFIXES = {"onnx": (".onnx",), "torchscript": (".pt", ".pth", ".torchscript")}
 ONNX_EXTRA = f"{install_extra('onnx')} (or: pip install onnx onnxruntime onnxscript)"
 EXAMPLE_BATCH = 2  # the batch traced with (the exported batch dimension is dynamic; 1 would be specialised)
 
@@ -191,8 +196,14 @@ def export_policy(agent: Agent, path: str | Path, fmt: str = "onnx", with_dist_p
     """Write the agent's acting path to ``path`` in ``fmt`` (onnx or torchscript); returns the path."""
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: a3c exports {' or '.join(FORMATS)}")
-    policy = acting_policy(agent, with_dist_params)
     out = Path(path)
+    other = next((other for other in FORMATS if other != fmt and out.suffix.lower() in FORMAT_SUFFIXES[other]), None)
+    if other is not None:
+        raise UserError(
+            f"--out {out} ends in {out.suffix}, the suffix of {other}, but --format {fmt} writes {fmt}; give a file "
+            f"name ending in {FORMAT_SUFFIXES[fmt][0]}, or --format {other}"
+        )
+    policy = acting_policy(agent, with_dist_params)
     if fmt == "onnx":
         _export_onnx(agent, policy, out)
     else:
@@ -205,7 +216,14 @@ def _export_torchscript(agent: Agent, policy: ActingPolicy, out: Path) -> None:
         warnings.simplefilter("ignore")  # torch.jit's notice that TorchScript is in maintenance mode
         traced = torch.jit.trace(policy, example_inputs(agent), check_trace=False)
         extra = {"a3c.json": json.dumps(describe(agent, policy, "torchscript"))}
-        _write(out, lambda target: torch.jit.save(traced, str(target), _extra_files=extra))
+
+        def save(target: Path) -> None:
+            # into a file opened here: torch.jit.save given a path reports a failed open as a RuntimeError of its C++
+            # writer, which _write would not know for the OSError it is
+            with open(target, "wb") as file:
+                torch.jit.save(traced, file, _extra_files=extra)
+
+        _write(out, save)
 
 
 def _export_onnx(agent: Agent, policy: ActingPolicy, out: Path) -> None:
@@ -223,7 +241,7 @@ def _export_onnx(agent: Agent, policy: ActingPolicy, out: Path) -> None:
     example = example_inputs(agent)
     batch = torch.export.Dim("batch")
     shapes = {"obs": {0: batch}, **({"state": {1: batch}} if policy.recurrent else {})}
-    with torch.no_grad(), warnings.catch_warnings():
+    with torch.no_grad(), warnings.catch_warnings(), _quiet_onnx_logs():
         warnings.simplefilter("ignore")
         program = torch.onnx.export(
             policy,
@@ -239,6 +257,19 @@ def _export_onnx(agent: Agent, policy: ActingPolicy, out: Path) -> None:
     proto = program.model_proto
     onnx.helper.set_model_props(proto, {"a3c": json.dumps(describe(agent, policy, "onnx"))})
     _write(out, lambda target: onnx.save_model(proto, str(target)))
+
+
+@contextlib.contextmanager
+def _quiet_onnx_logs() -> Iterator[None]:
+    """torch.onnx's exporter logs a warning for each torchvision operator it skips where torchvision is not installed
+    (four lines on every export, through logging, which warnings.catch_warnings does not reach): errors only."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _write(out: Path, save: Any) -> None:
