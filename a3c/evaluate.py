@@ -20,6 +20,7 @@ import importlib.util
 import json
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -189,9 +190,23 @@ def _recording_env(config: Any, folder: Path, prefix: str, env_kwargs: dict[str,
 
     from a3c.record.agent import make_eval_envs
 
+    taken = sorted(folder.glob(f"{prefix}-episode-*.mp4")) if folder.is_dir() else []
+    if taken:  # (RecordVideo would write over them, with a warning of its own)
+        raise UserError(
+            f"--video {folder} already holds {count(len(taken), 'video')} of this checkpoint ({taken[0].name}, ...), "
+            "which recording would overwrite; give another folder, or move them"
+        )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(
+            f"--video {folder}: cannot make the folder ({err.strerror or err}); give a writable one"
+        ) from None
     env = make_eval_envs(config, 1, **{**env_kwargs, "render_mode": "rgb_array"})[0]
     try:
-        return RecordVideo(env, str(folder), episode_trigger=lambda episode: True, name_prefix=prefix)
+        with warnings.catch_warnings():  # its "Overwriting existing videos" for any folder that exists: checked above
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            return RecordVideo(env, str(folder), episode_trigger=lambda episode: True, name_prefix=prefix)
     except ValueError as err:  # RecordVideo refuses an env that renders no frames
         env.close()
         raise UserError(f"--video: env {config.env!r} cannot be recorded ({err})") from None

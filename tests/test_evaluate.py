@@ -154,7 +154,7 @@ def test_evaluate_user_errors(run, tmp_path, capsys, monkeypatch):
     assert expected in capsys.readouterr().err
 
 
-def test_evaluate_records_videos(run, tmp_path):
+def test_evaluate_records_videos(run, tmp_path, capsys):
     pytest.importorskip("moviepy")
     pytest.importorskip("pygame")
     videos = tmp_path / "videos"
@@ -162,6 +162,13 @@ def test_evaluate_records_videos(run, tmp_path):
     files = sorted(p.name for p in videos.glob("*.mp4"))
     assert files == ["latest-episode-0.mp4", "latest-episode-1.mp4"]
     assert all((videos / f).stat().st_size > 1000 for f in files)
+    # a second evaluation into the folder would write over them (RecordVideo warns and goes on): refused
+    stamps = {f: (videos / f).stat().st_mtime_ns for f in files}
+    capsys.readouterr()
+    assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2", "--video", str(videos)], prog="a3c.evaluate") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already holds 2 videos of this checkpoint" in err, err
+    assert {f: (videos / f).stat().st_mtime_ns for f in files} == stamps
 
 
 def test_evaluate_video_without_a_display_prints_no_error(run, tmp_path):
@@ -218,7 +225,7 @@ def test_the_cli_plays_on_one_native_thread(run, tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "2"
 
 
-@pytest.mark.parametrize("where", ["video", "json"])
+@pytest.mark.parametrize("where", ["video", "video-under-a-file", "json"])
 def test_an_output_path_that_cannot_be_written_is_refused_before_any_episode(run, tmp_path, monkeypatch, capsys, where):
     """Bugs (found combining flags): --video naming a file ended in RecordVideo's FileExistsError traceback; --json
     into a missing folder played every episode (minutes, on Atari) before it said it could not write. Both are now
@@ -226,8 +233,12 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_episode(run
     played = []
     monkeypatch.setattr("a3c.record.agent.run_episodes", lambda *a, **k: played.append(1))
     (tmp_path / "afile").write_text("")
-    flag = ["--video", str(tmp_path / "afile")] if where == "video" else ["--json", str(tmp_path / "nodir" / "x.json")]
+    flag = {
+        "video": ["--video", str(tmp_path / "afile")],
+        "video-under-a-file": ["--video", str(tmp_path / "afile" / "videos")],
+        "json": ["--json", str(tmp_path / "nodir" / "x.json")],
+    }[where]
     assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2", *flag], prog="a3c.evaluate") == 2
     err = capsys.readouterr().err
-    assert err.startswith("a3c.evaluate: error: ") and err.count("\n") == 1 and f"--{where}" in err, err
+    assert err.startswith("a3c.evaluate: error: ") and err.count("\n") == 1 and f"--{where.split('-')[0]}" in err, err
     assert played == []
