@@ -18,7 +18,7 @@ import typing
 from collections.abc import Sequence
 from pathlib import Path
 
-from a3c.spec.errors import OneLineParser, UserError
+from a3c.spec.errors import OneLineParser, UserError, install_extra
 from a3c.spec.validation import flag_name
 from a3c.train import parse_flags
 
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def require_optuna() -> None:
     if importlib.util.find_spec("optuna") is None:
-        raise UserError('python -m a3c.tune needs Optuna, which is not installed; pip install -e ".[tune]"')
+        raise UserError(f"python -m a3c.tune needs Optuna, which is not installed; {install_extra('tune')}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -210,7 +210,12 @@ def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]
         evaluations=own.evaluations,
         seed=int(values["seed"]),
     )
-    study_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        study_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(
+            f"--study-dir {study_dir}: cannot make the folder ({err.strerror or err}); give a writable one"
+        ) from None
     return study_dir, settings
 
 

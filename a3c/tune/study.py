@@ -31,6 +31,7 @@ auto).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -38,6 +39,7 @@ import re
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,14 +138,15 @@ def open_study(settings: StudySettings) -> optuna.Study:
         pruner = optuna.pruners.NopPruner()
     else:
         pruner = optuna.pruners.MedianPruner(n_startup_trials=settings.n_startup_trials)
-    study = optuna.create_study(
-        storage=storage(settings.storage),
-        study_name=settings.study_name,
-        direction="maximize",
-        sampler=sampler(settings, settings.seed),
-        pruner=pruner,
-        load_if_exists=True,
-    )
+    with optuna_quiet():  # (Optuna's "A new study created in RDB" / "Using an existing study" lines: a3c.tune says)
+        study = optuna.create_study(
+            storage=storage(settings.storage),
+            study_name=settings.study_name,
+            direction="maximize",
+            sampler=sampler(settings, settings.seed),
+            pruner=pruner,
+            load_if_exists=True,
+        )
     so_far = len(study.get_trials(deepcopy=False))
     if so_far:
         # a resumed (or joining) session: a sampler seeded as the first session's would draw the same settings
@@ -287,10 +290,17 @@ def optimize(study: optuna.Study, settings: StudySettings, study_dir: Path, time
 def optimize_quietly(study: optuna.Study, objective: Any, **kwargs: Any) -> None:
     """study.optimize with Optuna's own log lines off (a3c.tune prints one line per trial of its own; Optuna's line
     for a failed trial carries a traceback of the exception that only says the run failed)."""
+    with optuna_quiet():
+        study.optimize(objective, gc_after_trial=True, **kwargs)
+
+
+@contextlib.contextmanager
+def optuna_quiet() -> Iterator[None]:
+    """Optuna's log lines at errors only, while the block runs."""
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
-        study.optimize(objective, gc_after_trial=True, **kwargs)
+        yield
     finally:
         optuna.logging.set_verbosity(verbosity)
 

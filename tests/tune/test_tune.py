@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from procs import Run, episodes_started, summary, wait_for
 
-from a3c.spec.errors import run_cli
+from a3c.spec.errors import install_extra, run_cli
 
 optuna = pytest.importorskip("optuna")
 
@@ -154,7 +154,7 @@ def test_optuna_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
     monkeypatch.setattr(cli.importlib.util, "find_spec", lambda name: None)
     assert run_cli(cli.main, ["--env", "CartPole-v1", "--trials", "2"], prog="a3c.tune") == 2
     err = capsys.readouterr().err
-    assert err == 'a3c.tune: error: python -m a3c.tune needs Optuna, which is not installed; pip install -e ".[tune]"\n'
+    assert err == f"a3c.tune: error: python -m a3c.tune needs Optuna, which is not installed; {install_extra('tune')}\n"
 
 
 @pytest.mark.parametrize(
@@ -163,6 +163,7 @@ def test_optuna_missing_is_one_line_naming_the_extra(monkeypatch, capsys):
         (["--resume", "{dir}", "--lr", "0.1"], "--resume keeps the study's settings (its study.json), so --lr cannot"),
         (["--resume", "{dir}", "--space", "x.toml"], "so --space cannot be given with it"),
         (["--study-dir", "{dir}", "--trials", "2"], "is not empty; choose a new directory, or --resume"),
+        (["--study-dir", "{dir}/study.json/s", "--trials", "2"], "cannot make the folder (Not a directory)"),
         (["--study-dir", "{new}", "--run-dir", "x"], "--run-dir: each trial's run directory is STUDY_DIR/trials"),
         (["--study-dir", "{new}", "--exp-name", "x"], "--exp-name: each trial's run directory is STUDY_DIR/trials"),
         (["--study-dir", "{new}", "--lr", "-1"], "--lr must be a positive number"),
@@ -336,3 +337,20 @@ def test_a_storage_that_cannot_be_opened_is_one_line_without_optuna_s_warnings(t
     assert done.returncode == 2
     assert done.stderr.startswith("a3c.tune: error: --storage bogus://x: cannot open it"), done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_opening_a_study_prints_no_optuna_log_line(tmp_path):
+    """Optuna logs "A new study created in RDB" (and "Using an existing study") on stderr beside a3c.tune's own line;
+    a fresh process, as Optuna's log handler holds the stderr of the process that imported it."""
+    code = (
+        "from pathlib import Path\n"
+        "from a3c.tune.study import StudySettings, open_study, sqlite_url\n"
+        f"folder = Path({str(tmp_path)!r})\n"
+        "settings = StudySettings(study_name='s', storage=sqlite_url(folder), trials=1, train_args=['--env', "
+        "'CartPole-v1'], space={}, space_source='x', sampler='tpe', pruner='none', n_startup_trials=1, "
+        "evaluations=1, seed=0)\n"
+        "open_study(settings)\n"
+        "open_study(settings)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
