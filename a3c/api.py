@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import os
 import signal
 import time
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
+from a3c.spec.setting_types import type_problem
 
 if TYPE_CHECKING:
     from a3c.record.agent import Agent
@@ -50,6 +52,11 @@ def api_settings(config: Config | None = None, **settings: Any) -> tuple[dict[st
     So ``a3c.train(env="Acrobot-v1")`` and ``a3c.train(Config(env="Acrobot-v1"))`` both train with Acrobot's preset,
     under it what is given, as ``python -m a3c.train --env Acrobot-v1`` does; ``preset="none"`` for the plain
     defaults. With ``resume=RUN_DIR``, the given settings go on top of the run's checkpointed config."""
+    if config is not None and not isinstance(config, Config):
+        raise UserError(
+            f"a3c.train's one positional argument is an a3c.Config (got {type(config).__name__} {config!r}); give "
+            'the settings as keywords, e.g. a3c.train(env="CartPole-v1")'
+        )
     fields = {f.name: f for f in dataclasses.fields(Config)}
     for name in settings:
         if name in fields and fields[name].metadata["internal"]:
@@ -58,17 +65,21 @@ def api_settings(config: Config | None = None, **settings: Any) -> tuple[dict[st
             close = difflib.get_close_matches(name, sorted(fields), n=1)
             hint = f"did you mean {close[0]!r}?" if close else "see a3c.Config for the settings"
             raise UserError(f"unknown setting {name!r}; {hint}")
-    if "hidden_sizes" in settings:
-        settings["hidden_sizes"] = tuple(settings["hidden_sizes"])
     base, defaults = config if config is not None else Config(), Config()
     values = {name: getattr(base, name) for name in fields}
-    values["hidden_sizes"] = tuple(values["hidden_sizes"])
     given = {
         name
         for name, f in fields.items()
         if not f.metadata["internal"] and _normal(values[name]) != _normal(getattr(defaults, name))
-    }
-    return {**values, **settings}, given | set(settings)
+    } | set(settings)
+    # a path as a pathlib.Path (run_dir, resume, preset_file, an env file) is the string the command line would give
+    values.update({name: os.fspath(v) if isinstance(v, os.PathLike) else v for name, v in settings.items()})
+    for name in sorted(given):  # (the command line's flags parse into these types; a caller may pass anything)
+        problem = type_problem(name, values[name])
+        if problem is not None:
+            raise UserError(problem)
+    values["hidden_sizes"] = tuple(values["hidden_sizes"])
+    return values, given
 
 
 def _normal(value: Any) -> Any:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import a3c
+from a3c.api import api_settings
 from a3c.spec.errors import run_cli
 from a3c.train import main as train_main
 
@@ -40,6 +41,39 @@ def test_bad_settings_raise_value_error_with_the_cli_message(settings, argv, cap
     assert run_cli(train_main, argv, prog="a3c.train") == 2
     printed = capsys.readouterr().err.strip()
     assert printed == f"a3c.train: error: {' '.join(str(err.value).split())}"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"total_steps": "2000"}, "total_steps must be an integer (got str '2000')"),
+        ({"total_steps": 2000.5}, "total_steps must be an integer (got float 2000.5)"),
+        ({"gamma": "0.9"}, "gamma must be a number (got str '0.9')"),
+        ({"workers": "2"}, "workers must be an integer or 'auto' (got str '2')"),
+        ({"workers": True}, "workers must be an integer or 'auto' (got bool True)"),
+        ({"hidden_sizes": 64}, "hidden_sizes must be a list of integers (got int 64)"),
+        ({"env": None}, "env must be a string (got NoneType None)"),
+        ({"env_kwargs": "x=1"}, "env_kwargs must be a dict with string keys (got str 'x=1')"),
+        ({"stop_at": "high"}, "stop_at must be a number or None (got str 'high')"),
+    ],
+)
+def test_a_setting_of_the_wrong_type_is_named_with_the_type_it_takes(settings, message):
+    """Found by probing: a string where a number belongs failed in a comparison that named no setting ("'>=' not
+    supported between 'str' and 'int'"), "2" workers said "--workers must be at least 1 (got 2)", True was a count."""
+    with pytest.raises(ValueError) as err:
+        a3c.train(**settings)
+    assert str(err.value) == message
+
+
+def test_a_positional_argument_that_is_no_config_and_the_values_a_caller_may_pass(tmp_path):
+    with pytest.raises(ValueError, match=r"one positional argument is an a3c.Config \(got str 'CartPole-v1'\)"):
+        a3c.train("CartPole-v1")
+    np = pytest.importorskip("numpy")
+    values, given = api_settings(
+        lr=np.float32(1e-3), total_steps=np.int64(5000), hidden_sizes=[32, 32], run_dir=tmp_path / "r", workers="auto"
+    )
+    assert values["hidden_sizes"] == (32, 32) and values["run_dir"] == str(tmp_path / "r")
+    assert {"lr", "total_steps", "hidden_sizes", "run_dir", "workers"} <= given
 
 
 def test_unknown_setting_and_existing_run_dir(tmp_path):

@@ -18,6 +18,7 @@ from typing import Any
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 from a3c.spec.flags import ALGOS, OBJECTIVES
+from a3c.spec.setting_types import fits, setting_types
 from a3c.spec.validation import flag_name
 
 if sys.version_info >= (3, 11):
@@ -165,21 +166,18 @@ def checked_setting(path: Path, name: str, key: str, value: Any) -> Any:
         raise UserError(f"{where}: no such setting; use the flags of python -m a3c.train --help, without '--'")
     if field_name in NOT_PRESETTABLE:
         raise UserError(f"{where}: a preset cannot set {flag_name(field_name)}; give it on the command line")
-    hint = typing.get_type_hints(Config)[field_name]
+    hint = setting_types()[field_name]
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         if value is None:
             return None
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    origin = typing.get_origin(hint)
-    if origin is tuple and isinstance(value, list) and all(type(v) is int for v in value):
+    if not fits(value, hint):  # (a TOML value is a bool, int, float, str, list or table: no numpy scalars here)
+        raise UserError(f"{where} = {value!r}: expected {_toml_type(hint)}")
+    if isinstance(value, list):
         return tuple(value)
-    if origin is dict and isinstance(value, dict):
+    if isinstance(value, dict):
         return dict(value)
-    if hint is float and type(value) in (int, float):
-        return float(value)
-    if origin is None and type(value) is hint:  # type(), not isinstance: a bool is not an int here
-        return value
-    raise UserError(f"{where} = {value!r}: expected {_toml_type(hint)}")
+    return float(value) if hint is float else value
 
 
 def _toml_type(hint: Any) -> str:

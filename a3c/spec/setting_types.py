@@ -1,0 +1,73 @@
+"""The Python type each setting (a field of Config) takes, checked where a Python caller gives settings (a3c.train's
+keywords, a Config built by hand): the command line's flags parse their text into these types, a caller can pass
+anything, and a string where a number belongs failed later in a comparison that named no setting."""
+
+from __future__ import annotations
+
+import numbers
+import types
+import typing
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+from a3c.spec.config import Config
+
+# the strings a setting typed "int | str" takes (its other values are numbers)
+STRING_CHOICES = {"workers": ("auto",)}
+
+
+@cache
+def setting_types() -> dict[str, Any]:
+    """Config's field name -> its type hint (resolved from the dataclass's string annotations)."""
+    return typing.get_type_hints(Config)
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of ``hint``: an integer is a float's too (not a bool: True is no count), numpy's scalars
+    count as the Python numbers they stand for, a list of integers is a tuple[int, ...]'s."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is Any:
+        return True
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if origin is tuple:
+        (item, *_) = typing.get_args(hint)
+        return isinstance(value, (list, tuple)) and all(fits(v, item) for v in value)
+    if origin is dict:
+        return isinstance(value, Mapping) and all(isinstance(key, str) for key in value)
+    return isinstance(value, hint)
+
+
+def describe(hint: Any) -> str:
+    """A type hint in words: "an integer or None"."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(describe(arg) for arg in typing.get_args(hint))
+    words = {int: "an integer", float: "a number", str: "a string", bool: "True or False", type(None): "None"}
+    if hint in words:
+        return words[hint]
+    if typing.get_origin(hint) is tuple:
+        return f"a list of {describe(typing.get_args(hint)[0]).removeprefix('an ').removeprefix('a ')}s"
+    if typing.get_origin(hint) is dict:
+        return "a dict with string keys"
+    return getattr(hint, "__name__", str(hint))
+
+
+def type_problem(name: str, value: Any) -> str | None:
+    """What is wrong with the type of setting ``name``'s ``value``, in one line, or None where it fits."""
+    hint = setting_types()[name]
+    choices = STRING_CHOICES.get(name)
+    if fits(value, hint) and not (choices and isinstance(value, str) and value not in choices):
+        return None
+    wanted = describe(hint)
+    if choices:
+        wanted = wanted.replace("a string", " or ".join(map(repr, choices)))
+    return f"{name} must be {wanted} (got {type(value).__name__} {value!r})"

@@ -1,0 +1,39 @@
+"""a3c/spec/setting_types.py: every setting's default fits its own type, and the values of another type are named."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from a3c.spec.config import Config
+from a3c.spec.setting_types import describe, fits, setting_types, type_problem
+
+
+def test_every_default_fits_its_settings_type():
+    defaults = Config()
+    for field in dataclasses.fields(Config):
+        assert type_problem(field.name, getattr(defaults, field.name)) is None, field.name
+
+
+def test_each_type_hint_of_config_is_one_the_checker_describes():
+    """A new kind of type hint on Config (a Literal, a list) must be taught to fits() and describe()."""
+    for name, hint in setting_types().items():
+        assert not describe(hint).startswith(("typing.", "<")), (name, hint)
+
+
+@given(st.integers())
+def test_an_integer_is_a_float_settings_too_but_never_a_bool(n):
+    assert fits(n, float) and fits(n, int) and not fits(n, bool)
+    assert not fits(bool(n % 2), int) and not fits(bool(n % 2), float)
+
+
+@given(st.text())
+def test_a_string_is_no_number_and_workers_takes_only_auto(text):
+    assert type_problem("total_steps", text) == f"total_steps must be an integer (got str {text!r})"
+    assert (type_problem("workers", text) is None) == (text == "auto")
+
+
+@pytest.mark.parametrize(("value", "ok"), [((64, 64), True), ([8], True), ([], True), ([1.5], False), ("64", False)])
+def test_hidden_sizes_takes_a_list_or_tuple_of_integers(value, ok):
+    assert (type_problem("hidden_sizes", value) is None) == ok
