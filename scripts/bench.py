@@ -173,7 +173,12 @@ def plan(args: argparse.Namespace) -> list[Run]:
     if args.workers not in ("default", "auto") and not (args.workers.isdigit() and int(args.workers) >= 1):
         raise queue_.QueueError(f"--workers must be a positive whole number, auto or default (got {args.workers!r})")
     workers = None if args.workers == "default" else args.workers
-    arms = [arms_.parse_arm(text, workers, args.evaluate) for text in args.arm]
+    try:
+        arms = [arms_.parse_arm(text, workers, args.evaluate) for text in args.arm]
+    except ValueError as err:  # shlex: an unclosed quote (ArmError, a ValueError too, says its own)
+        if isinstance(err, arms_.ArmError):
+            raise
+        raise arms_.ArmError(f"--arm: {err}") from None
     seeds = [s for text in args.seeds for s in queue_.parse_seeds(text if "-" in text else _int(text), "--seeds")]
     return [Run(env, arm, seed, args.budget, args.threshold) for seed in seeds for env in args.env for arm in arms]
 
@@ -225,6 +230,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if args.dry_run or not todo:
         return 0
+    store.check_writable()  # (said now, not after the first run's minutes)
+    _check_work_dir(args.work_dir)
     bench_command = shlex.join(["python", "-m", "scripts.bench", *sys.argv[1:]])
     children = Children()
     children.install()
@@ -259,6 +266,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _check_work_dir(work_dir: Path) -> None:
+    try:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise queue_.QueueError(
+            f"--work-dir {work_dir}: cannot make it ({err.strerror or err}); give a writable folder"
+        ) from None
+
+
 def cmd_adopt(args: argparse.Namespace) -> int:
     from scripts.benchmark import adopt
 
@@ -273,11 +289,15 @@ def cmd_adopt(args: argparse.Namespace) -> int:
         raise arms_.ArmError(f"--arm {args.arm}: a3c.train has no {' '.join(missing)}")
     run, entries = adopt.prepare(args.run_dir, arm, args.log)
     commit, store = code_commit(args.code), Store(args.store)
+    if commit == "unknown":
+        raise queue_.QueueError(f"--code {args.code}: not a git checkout of a3c; give the checkout whose code ran it")
+    store.check_writable()
     if store.find(run.env, arm.name, run.seed, run.budget, commit) is not None:
         raise queue_.QueueError(f"{run.env} {arm.name} seed {run.seed} is stored already for commit {commit}")
     spec = {"kind": "a3c", "flags": list(arm.flags), "evaluate": args.evaluate, "adopted": True}
     for line in conflicts({arm.name: spec}, store, how="adopted"):
         raise queue_.QueueError(line)
+    _check_work_dir(args.work_dir)
     folder = adopt.make_folder(run, args.run_dir, entries, args.work_dir.resolve(), commit)
     if args.evaluate:
         children = Children()

@@ -82,7 +82,20 @@ def _arm(name: str, value: Any, workers: int | str | None, where: str) -> Arm:
     evaluate = value.get("evaluate", 0)
     if not isinstance(evaluate, int) or isinstance(evaluate, bool) or evaluate < 0:
         raise QueueError(f"{where}: evaluate is a number of episodes (got {evaluate!r})")
-    return Arm(name, tuple(shlex.split(value.get("flags", ""))), workers=workers, evaluate=evaluate)
+    flags = value.get("flags", "")
+    try:
+        words = shlex.split(flags) if isinstance(flags, str) else None
+    except ValueError as err:  # an unclosed quote
+        raise QueueError(f"{where}: flags {flags!r}: {err}") from None
+    if words is None:
+        raise QueueError(f"{where}: flags are one string, as typed after python -m a3c.train (got {flags!r})")
+    return Arm(name, tuple(words), workers=workers, evaluate=evaluate)
+
+
+def _strings(value: Any, what: str, where: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise QueueError(f'{where}: {what} is a list of names, e.g. ["CartPole-v1"] (got {value!r})')
+    return value
 
 
 def load(path: Path) -> list[Run]:
@@ -91,15 +104,21 @@ def load(path: Path) -> list[Run]:
         data = tomllib.loads(Path(path).read_text())
     except OSError as err:
         raise QueueError(f"--queue {path}: {err.strerror}") from None
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise QueueError(f"--queue {path}: not TOML ({err})") from None
     unknown = set(data) - {"defaults", "arms", "runs"}
     if unknown:
         raise QueueError(f"{path}: unknown tables {sorted(unknown)} (defaults, arms, runs)")
+    for table, kind in (("defaults", dict), ("arms", dict), ("runs", list)):
+        if not isinstance(data.get(table, kind()), kind):
+            form = "[[runs]] blocks" if kind is list else f"a table [{table}]"
+            raise QueueError(f"{path}: {table} is {form} (got {data[table]!r})")
     workers = _workers(data.get("defaults", {}).get("workers", DEFAULT_WORKERS), f"{path} [defaults]")
     arms = {name: _arm(name, value, workers, f"{path} [arms] {name}") for name, value in data.get("arms", {}).items()}
     runs: list[Run] = []
     for i, block in enumerate(data.get("runs", []), 1):
+        if not isinstance(block, dict):
+            raise QueueError(f"{path}: runs #{i} is not a [[runs]] block (got {block!r})")
         where = f"{path} [[runs]] #{i}" + (f" ({block['name']})" if "name" in block else "")
         allowed = {"name", "envs", "arms", "seeds", "budget", "threshold", "only_seeds"}
         if not set(block) <= allowed or not {"envs", "arms", "seeds", "budget"} <= set(block):
@@ -108,16 +127,23 @@ def load(path: Path) -> list[Run]:
             block_arms = [arms[a] if a in arms else peer(a) for a in block["arms"]]
         except ArmError as err:
             raise QueueError(f"{where}: {err}; or name it in [arms]") from None
+        envs = _strings(block["envs"], "envs", where)
+        _strings(block["arms"], "arms", where)
+        budget, threshold = block["budget"], block.get("threshold")
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+            raise QueueError(f"{where}: budget is a positive whole number of env steps (got {budget!r})")
+        if threshold is not None and (not isinstance(threshold, (int, float)) or isinstance(threshold, bool)):
+            raise QueueError(f"{where}: threshold is a number, the return counted as solved (got {threshold!r})")
         seeds = parse_seeds(block["seeds"], where)
         only = {a: parse_seeds(s, f"{where} only_seeds.{a}") for a, s in block.get("only_seeds", {}).items()}
         if not set(only) <= set(block["arms"]):
             extra = sorted(set(only) - set(block["arms"]))
             raise QueueError(f"{where}: only_seeds names arms the block does not run: {extra}")
-        threshold = None if block.get("threshold") is None else float(block["threshold"])
+        threshold = None if threshold is None else float(threshold)
         for seed in seeds:
-            for env in block["envs"]:
+            for env in envs:
                 for arm in block_arms:
                     if arm.name in only and seed not in only[arm.name]:
                         continue
-                    runs.append(Run(env, arm, seed, int(block["budget"]), threshold, block.get("name", f"#{i}")))
+                    runs.append(Run(env, arm, seed, budget, threshold, block.get("name", f"#{i}")))
     return runs

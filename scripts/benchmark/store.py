@@ -9,6 +9,7 @@ paths had uncommitted changes). ``FIELDS`` names every key a row holds, one spel
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -114,12 +115,39 @@ class Store:
         for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
-                    out.append(json.loads(line))
+                    row = json.loads(line)
                 except json.JSONDecodeError as err:
                     raise StoreError(
                         f"{self.path}:{n}: not a JSON object ({err.msg}); mend or remove the line"
                     ) from None
+                if not isinstance(row, dict) or any(k not in row for k in (*KEY, "arm_spec")):
+                    raise StoreError(
+                        f"{self.path}:{n}: not a results row (a JSON object with {', '.join(KEY)} and arm_spec); "
+                        "mend or remove the line"
+                    )
+                out.append(row)
         return out
+
+    def check_writable(self) -> None:
+        """A StoreError now where a finished run's row could not be appended (its folder not one, no permission):
+        said before the run, not after it. Writes nothing (a missing file and its folders are made by the first
+        append)."""
+        try:
+            if self.path.exists():
+                with open(self.path, "a"):
+                    pass
+                return
+            folder = self.path.parent
+            while not folder.exists():  # the nearest folder that exists: the one the missing ones go into
+                folder = folder.parent
+            if not folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+            if not os.access(folder, os.W_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+        except OSError as err:
+            raise StoreError(
+                f"--store {self.path}: cannot write it ({err.strerror or err}); give a writable file"
+            ) from None
 
     def find(self, env: str, arm: str, seed: int, budget: int, commit: str | None) -> dict[str, Any] | None:
         """The newest stored row of this run (``commit`` None: of any commit), or None."""
@@ -133,6 +161,7 @@ class Store:
 
     def append(self, row: dict[str, Any]) -> None:
         check_row(row)
+        self.check_writable()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(row, separators=(",", ":")) + "\n"
         with open(self.path, "a") as f:

@@ -131,6 +131,8 @@ def test_adopt_says_in_one_line_what_it_cannot_take(tmp_path, capsys):
         (["--arm", "x=--n-steps '16"], "closing quotation"),
         (["--arm", "x=--n-steps 16 --no-such-flag"], "a3c.train has no --no-such-flag"),
         (["--arm", "sb3-ppo"], "adopt takes an a3c run"),
+        # found by probing: the row was stored with commit "unknown"
+        (["--arm", "x=--n-steps 16", "--code", str(tmp_path / "nowhere")], "not a git checkout"),
     ]
     for extra, said in cases:
         assert bench.main([*base, *extra]) == 2

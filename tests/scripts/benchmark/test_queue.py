@@ -67,11 +67,26 @@ threshold = 50
         ('[arms]\nx = { flags = "", workers = 0 }', "workers must be"),
         ("[nope]", "unknown tables"),
         ("x = ", "not TOML"),
+        # found by probing: each of these ended in a traceback, or planned nonsense without a word
+        ('[arms]\nx = "--lr \'3"', "No closing quotation"),
+        ("defaults = 3", "defaults is a table"),
+        ("runs = [1]", "runs #1 is not a"),
+        ('[[runs]]\nenvs = "CartPole-v1"\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = 1', "envs is a list of names"),
+        ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = "2k"', "budget is a positive"),
+        ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = 0', "budget is a positive"),
+        ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = 1\nthreshold = "high"', "threshold is"),
     ],
 )
 def test_a_mistake_is_named(tmp_path, text, message):
     with pytest.raises(queue.QueueError, match=message):
         queue.load(write(tmp_path, text))
+
+
+def test_a_queue_file_that_is_not_text_is_named(tmp_path):
+    path = tmp_path / "q.toml"
+    path.write_bytes(b"\xff\xfe[[runs]]")
+    with pytest.raises(queue.QueueError, match="not TOML"):
+        queue.load(path)
 
 
 def test_the_queue_holds_the_must_shows():

@@ -62,6 +62,25 @@ def test_a_line_that_is_not_json_is_named(tmp_path):
         store_.Store(path).rows()
 
 
+@pytest.mark.parametrize("line", ['[{"env": "CartPole-v1"}]', '{"env": "CartPole-v1"}', "3"])
+def test_a_line_that_is_json_but_no_row_is_named(tmp_path, line):
+    """Found by probing: `table` over such a line ended in a TypeError or KeyError traceback."""
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(row()) + "\n" + line + "\n")
+    with pytest.raises(store_.StoreError, match=r"r\.jsonl:2: not a results row"):
+        store_.Store(path).rows()
+
+
+def test_a_store_that_cannot_be_written_is_named_before_a_run(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    store = store_.Store(blocker / "r.jsonl")
+    with pytest.raises(store_.StoreError, match="cannot write it"):
+        store.check_writable()
+    with pytest.raises(store_.StoreError, match="cannot write it"):
+        store.append(row())
+
+
 def test_latest_keeps_the_last_row_of_each_run():
     rows = [row(final_mean_100=1.0), row(seed=2), row(commit="new", final_mean_100=5.0)]
     assert [r["final_mean_100"] for r in store_.latest(rows)] == [5.0, 10.0]
