@@ -109,10 +109,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        # the reason is the "WeightsUnpickler error: ..." line of torch's long message, e.g. "Unsupported global:
-        # GLOBAL io.open was not an allowed global": the file asks to run code, which the safe loader never does
-        reason = next((line.strip() for line in str(err).splitlines() if "WeightsUnpickler error" in line), "")
-        reason = reason.removeprefix("WeightsUnpickler error:").split(". ")[0].strip() or "unsafe content"
+        reason = unpickling_reason(str(err))
+        if "global" not in reason.lower():  # damaged bytes ("Unsupported operand 0"), not a request to run code
+            raise UserError(f"checkpoint {path} is corrupt ({reason}); use another checkpoint") from None
         raise UserError(
             f"checkpoint {path} was refused by the safe loader ({reason}): it is not a plain a3c checkpoint and may "
             "run code when unpickled; use a checkpoint that a3c wrote"
@@ -123,6 +122,24 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"checkpoint {path} is not an a3c checkpoint of format {FORMAT}; use one written by this a3c")
     return payload
+
+
+# the lines of torch.load's refusal that are the same for every file, or advice (torch 2.6-2.13 word them so)
+_BOILERPLATE = ("Weights only load failed", "Check the documentation of torch.load", "(1)", "(2)", "Please file")
+_MARK = "WeightsUnpickler error:"
+
+
+def unpickling_reason(message: str) -> str:
+    """The reason in torch.load's weights-only refusal, without the advice around it: "Unsupported global: GLOBAL
+    io.open was not an allowed global by default", "Trying to load unsupported GLOBAL posix.getcwd whose module
+    posix is blocked" (a file asking to run code) or "Unsupported operand 0" (damaged bytes). torch words and places
+    it differently from file to file: after "WeightsUnpickler error:" on its line or a later one, or on a line alone."""
+    if _MARK in message:
+        lines = message.split(_MARK, 1)[1].splitlines()
+    else:
+        lines = [line for line in message.splitlines() if not line.strip().startswith(_BOILERPLATE)]
+    reason = next((line.strip() for line in lines if line.strip()), "")
+    return reason.split(". ")[0].strip().rstrip(".") or "unsafe content"
 
 
 def model_input_scale(payload: dict[str, Any]) -> float | None:

@@ -4,6 +4,7 @@ checkpoint schedule (steps or seconds) with its retention. All in-process, fast.
 
 import csv
 import random
+import zipfile
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +22,7 @@ from a3c.record.checkpoint import (
     set_rng_state,
     step_checkpoints,
     step_file,
+    unpickling_reason,
 )
 from a3c.record.resume import check_compatible, elapsed_wall_time, load_resume, resume_config, trim_episode_log
 from a3c.spec.config import Config
@@ -121,6 +123,54 @@ def test_truncated_checkpoint_is_a_user_error(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(UserError, match="corrupt"):
         load_checkpoint(path)
+
+
+def test_a_checkpoint_whose_pickle_bytes_are_damaged_is_corrupt_not_unsafe(tmp_path):
+    """Found by probing: bytes zeroed inside data.pkl were called "refused by the safe loader (Please file an issue
+    ...): may run code"; torch 2.13 puts the reason on a line of its own."""
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, _payload())
+    with zipfile.ZipFile(path) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    pickled = next(name for name in files if name.endswith("data.pkl"))
+    files[pickled] = files[pickled][:10] + bytes(20) + files[pickled][30:]
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+    with pytest.raises(UserError) as err:
+        load_checkpoint(path)
+    assert "is corrupt (Unsupported operand" in str(err.value) and "run code" not in str(err.value), err.value
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        (
+            "Weights only load failed. In PyTorch 2.6, we changed ...\nPlease file an issue with the following so that "
+            "we can make `weights_only=True` compatible with your use case: WeightsUnpickler error: Unsupported "
+            "global: GLOBAL io.open was not an allowed global by default. Please use ...\n\nCheck the documentation",
+            "Unsupported global: GLOBAL io.open was not an allowed global by default",
+        ),
+        (
+            "Weights only load failed. In PyTorch 2.6 ...\n\n\nTrying to load unsupported GLOBAL posix.getcwd whose "
+            "module posix is blocked.\n\nCheck the documentation of torch.load to learn more",
+            "Trying to load unsupported GLOBAL posix.getcwd whose module posix is blocked",
+        ),
+        (
+            "Weights only load failed.\nPlease file an issue ...: WeightsUnpickler error: \n\nUnsupported operand 0\n",
+            "Unsupported operand 0",
+        ),
+        (
+            "Weights only load failed. This file can still be loaded ...\n\t(1) In PyTorch 2.6, we changed ...\n\t(2) "
+            "Alternatively, ...\n\tWeightsUnpickler error: Unsupported global: GLOBAL io.open was not an allowed "
+            "global by default. Please use ...\n\nCheck the documentation of torch.load",
+            "Unsupported global: GLOBAL io.open was not an allowed global by default",
+        ),
+        ("", "unsafe content"),
+    ],
+)
+def test_the_reason_of_torchs_refusal_without_its_advice(message, reason):
+    assert unpickling_reason(message) == reason
 
 
 def test_a_torch_file_that_is_not_an_a3c_checkpoint_is_a_user_error(tmp_path):
