@@ -92,9 +92,17 @@ class StudySettings:
             raise UserError(f"--resume {study_dir}: no such directory; give the directory of an a3c.tune study")
         try:
             data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
             known = {f.name for f in dataclasses.fields(cls)}
-            return cls(**{k: v for k, v in data.items() if k in known})
-        except (OSError, ValueError, TypeError) as err:
+            settings = cls(**{k: v for k, v in data.items() if k in known})
+            if not (isinstance(settings.train_args, list) and all(isinstance(a, str) for a in settings.train_args)):
+                raise ValueError(f"train_args is not a list of flags: {settings.train_args!r}")
+            if not isinstance(settings.space, dict):
+                # (said before the study's database opens, not in the first trial)
+                raise ValueError(f"space is not a table of settings: {settings.space!r}")
+            return settings
+        except (OSError, ValueError, TypeError) as err:  # (a UserError of the space is a ValueError)
             raise UserError(
                 f"--resume {study_dir}: cannot read its {STUDY_JSON} ({err}); is it an a3c.tune study directory?"
             ) from None

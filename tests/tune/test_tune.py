@@ -339,6 +339,29 @@ def test_a_storage_that_cannot_be_opened_is_one_line_without_optuna_s_warnings(t
     assert done.stderr.count("\n") == 1, done.stderr
 
 
+@pytest.mark.parametrize("text", ["[1, 2]", '{"study_name": "s", "train_args": "--env CartPole-v1"}', "SPACE"])
+def test_a_study_json_that_is_not_a3c_tunes_is_one_line_before_the_database_opens(tmp_path, capsys, text):
+    """Found by probing: a list ended in an AttributeError traceback, a space that is no table in one from the first
+    trial, after Optuna had made the study's database."""
+    from a3c.tune.cli import main
+
+    study = tmp_path / "study"
+    study.mkdir()
+    good = {
+        "study_name": "s",
+        "storage": f"sqlite:///{study / 'study.db'}",
+        "trials": 2,
+        "train_args": ["--env", "CartPole-v1"],
+        "space": "garbage",
+        "space_source": "x",
+    }
+    (study / "study.json").write_text(json.dumps(good) if text == "SPACE" else text)
+    assert run_cli(main, ["--resume", str(study)], prog="a3c.tune") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot read its study.json" in err, err
+    assert not (study / "study.db").exists()
+
+
 def test_opening_a_study_prints_no_optuna_log_line(tmp_path):
     """Optuna logs "A new study created in RDB" (and "Using an existing study") on stderr beside a3c.tune's own line;
     a fresh process, as Optuna's log handler holds the stderr of the process that imported it."""
