@@ -56,19 +56,23 @@ def read_episodes(path: Path) -> RunEpisodes:
     csv_path = path / "episodes.csv"
     if not csv_path.is_file():
         raise UserError(f"{path} holds no episodes.csv; pass a run directory written by a3c.train")
-    with open(csv_path, newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None or not set(NEEDED) <= set(header):
-            raise UserError(f"{csv_path} lacks the columns {', '.join(NEEDED)}; is it an a3c.train episodes.csv?")
-        rows = []
-        for row in reader:
-            if len(row) != len(header):
-                continue
-            try:
-                rows.append([float(v) for v in row])
-            except ValueError:
-                continue
+    try:
+        with open(csv_path, newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None or not set(NEEDED) <= set(header):
+                raise UserError(f"{csv_path} lacks the columns {', '.join(NEEDED)}; is it an a3c.train episodes.csv?")
+            rows = []
+            for row in reader:
+                if len(row) != len(header):
+                    continue
+                try:
+                    rows.append([float(v) for v in row])
+                except ValueError:
+                    continue
+    except (OSError, UnicodeDecodeError) as err:  # (not text: the file of something else under its name)
+        why = err.strerror if isinstance(err, OSError) and err.strerror else "not text"
+        raise UserError(f"cannot read {csv_path} ({why}); is it an a3c.train episodes.csv?") from None
     if not rows:
         raise UserError(f"{csv_path} has no finished episodes yet; plot it once some episodes have ended")
     data = np.asarray(rows, dtype=float)

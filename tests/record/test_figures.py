@@ -190,6 +190,12 @@ def test_plot_several_runs_on_one_figure(tmp_path):
         ),
         (lambda tmp: write_run(tmp / "a", 1, 5) and write_run(tmp / "b", 1, 5), ["{tmp}/a", "{tmp}/b"], "--out"),
         (lambda tmp: None, ["--bogus"], "--help"),
+        # (found by probing: a UnicodeDecodeError traceback)
+        (
+            lambda tmp: ((tmp / "bin").mkdir(), (tmp / "bin" / "episodes.csv").write_bytes(b"\xff\xfe\x00binary")),
+            ["{tmp}/bin"],
+            "(not text); is it an a3c.train episodes.csv?",
+        ),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(tmp_path, capsys, make, argv, message):
