@@ -253,6 +253,16 @@ def check_json_path(out: Path) -> None:
         raise UserError(f"--json {out} is a folder; give a file name (--json FILE)")
     if not out.parent.is_dir():
         raise UserError(f"cannot write {out} (no folder {out.parent}); give a writable --json FILE")
+    try:  # (a folder that refuses files: said before the episodes, not after them)
+        if out.exists():
+            with open(out, "a"):
+                pass
+        else:
+            with open(out, "x"):
+                pass
+            out.unlink()
+    except OSError as err:
+        raise UserError(f"cannot write {out} ({err.strerror or err}); give a writable --json FILE") from None
 
 
 def update_model_card(result: dict[str, Any]) -> str | None:
