@@ -92,7 +92,11 @@ def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
     total_steps=200_000)``. The env's preset applies under the settings given, as on the command line
     (``api_settings``); ``preset="none"`` trains with the plain defaults.
 
-    Returns a TrainResult (run_dir, summary, agent). Raises ValueError for bad input (the CLI's message),
+    Each setting takes the type the flag parses into (an integer, a number, a string, True or False, a list of
+    integers for ``hidden_sizes``, a dict for ``env_kwargs``; numpy's scalars count; a path may be a pathlib.Path).
+
+    Returns a TrainResult (run_dir, summary, agent). Raises ValueError for bad input (the CLI's message; a setting of
+    another type names the type it takes),
     KeyboardInterrupt after an interrupted run has shut down, RuntimeError when the run failed (a worker out of
     restarts, non-finite updates, a file of its run directory that could not be written, e.g. on a full disk; the
     run directory keeps what was done)."""
