@@ -456,13 +456,13 @@ def test_mountaincar_s_preset_is_ppo_s_and_its_earlier_a3c_table_is_what_algo_a3
 
 
 def test_lunarlandercontinuous_s_preset_is_ppo_s_and_its_earlier_a3c_table_is_what_algo_a3c_takes():
-    """LunarLanderContinuous-v3's preset became PPO's (rl-zoo3's PPO settings, no normalisation; presets.toml says
-    why): ``--algo a3c`` takes the A3C table it had before (rl-zoo3's A2C settings with gSDE)."""
+    """LunarLanderContinuous-v3's preset became PPO's (rl-zoo3's PPO settings, with a3c's observation normalisation;
+    presets.toml says why): ``--algo a3c`` takes the A3C table it had before (rl-zoo3's A2C settings with gSDE)."""
     config, sources, _ = parse_cli(["--env", "LunarLanderContinuous-v3"])
     assert (config.preset, config.algo, sources["algo"]) == ("LunarLanderContinuous-v3", "ppo", "preset")
     assert (config.n_steps, config.envs_per_worker, config.minibatch_size, config.n_epochs) == (1024, 8, 64, 4)
     assert (config.gamma, config.gae_lambda, config.ent_coef, config.clip_range_vf) == (0.999, 0.98, 0.01, None)
-    assert not config.normalize_obs and not config.normalize_reward and not config.gsde
+    assert config.normalize_obs and not config.normalize_reward and not config.gsde
     config, sources, _ = parse_cli(["--env", "LunarLanderContinuous-v3", "--algo", "a3c"])
     assert (config.preset, config.optimizer, config.n_steps, config.gsde, config.log_std_init) == (
         "LunarLanderContinuous-v3@a3c",
