@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
-from a3c.spec.setting_types import type_problem
+from a3c.spec.setting_types import plain, setting_types, type_problem
 
 if TYPE_CHECKING:
     from a3c.record.agent import Agent
@@ -72,12 +72,15 @@ def api_settings(config: Config | None = None, **settings: Any) -> tuple[dict[st
         for name, f in fields.items()
         if not f.metadata["internal"] and _normal(values[name]) != _normal(getattr(defaults, name))
     } | set(settings)
-    # a path as a pathlib.Path (run_dir, resume, preset_file, an env file) is the string the command line would give
-    values.update({name: os.fspath(v) if isinstance(v, os.PathLike) else v for name, v in settings.items()})
+    values.update(settings)
+    hints = setting_types()
     for name in sorted(given):  # (the command line's flags parse into these types; a caller may pass anything)
-        problem = type_problem(name, values[name])
+        # a path as a pathlib.Path (run_dir, resume, preset_file, an env file) is the string a flag would give
+        value = os.fspath(values[name]) if isinstance(values[name], os.PathLike) else values[name]
+        problem = type_problem(name, value)
         if problem is not None:
             raise UserError(problem)
+        values[name] = plain(value, hints[name])  # (numpy's scalars as Python's: config.json is JSON)
     values["hidden_sizes"] = tuple(values["hidden_sizes"])
     return values, given
 

@@ -12,6 +12,7 @@ import pytest
 
 import a3c
 from a3c.api import api_settings
+from a3c.run.resolve import resolve_settings
 from a3c.spec.errors import run_cli
 from a3c.train import main as train_main
 
@@ -70,10 +71,25 @@ def test_a_positional_argument_that_is_no_config_and_the_values_a_caller_may_pas
         a3c.train("CartPole-v1")
     np = pytest.importorskip("numpy")
     values, given = api_settings(
-        lr=np.float32(1e-3), total_steps=np.int64(5000), hidden_sizes=[32, 32], run_dir=tmp_path / "r", workers="auto"
+        env="CartPole-v1",
+        lr=np.float32(1e-3),
+        total_steps=np.int64(5000),
+        seed=np.int64(3),
+        workers=np.int64(2),
+        hidden_sizes=[np.int64(32), 32],
+        normalize_obs=np.bool_(True),
+        run_dir=tmp_path / "r",
     )
-    assert values["hidden_sizes"] == (32, 32) and values["run_dir"] == str(tmp_path / "r")
-    assert {"lr", "total_steps", "hidden_sizes", "run_dir", "workers"} <= given
+    assert {"lr", "total_steps", "hidden_sizes", "run_dir", "workers", "seed"} <= given
+    # numpy's scalars become Python's: a run's config.json is JSON (np.int64 failed there, after the run directory
+    # was made), and the range checks print them as the flags would ("--workers must be at least 1 (got 2)" for 2)
+    config = resolve_settings(values, given).config
+    assert json.loads(json.dumps(config.to_dict()))["total_steps"] == 5000
+    assert (config.workers, config.seed, config.hidden_sizes, config.run_dir) == (2, 3, (32, 32), str(tmp_path / "r"))
+    assert type(config.lr) is float and config.normalize_obs is True
+    # a Config built by hand with a pathlib.Path
+    values, _ = api_settings(a3c.Config(env="CartPole-v1", run_dir=tmp_path / "r"))
+    assert values["run_dir"] == str(tmp_path / "r")
 
 
 def test_unknown_setting_and_existing_run_dir(tmp_path):

@@ -34,7 +34,7 @@ def fits(value: Any, hint: Any) -> bool:
     if hint is Any:
         return True
     if hint is bool:
-        return isinstance(value, bool)
+        return isinstance(value, bool) or _numpy_kind(value) == "b"
     if hint is int:
         return isinstance(value, numbers.Integral) and not isinstance(value, bool)
     if hint is float:
@@ -45,6 +45,29 @@ def fits(value: Any, hint: Any) -> bool:
     if origin is dict:
         return isinstance(value, Mapping) and all(isinstance(key, str) for key in value)
     return isinstance(value, hint)
+
+
+def _numpy_kind(value: Any) -> str | None:
+    """numpy's kind letter of a numpy scalar ("b" for numpy.bool_, which no numbers ABC counts), else None."""
+    dtype = getattr(value, "dtype", None)
+    return getattr(dtype, "kind", None) if getattr(value, "shape", None) == () else None
+
+
+def plain(value: Any, hint: Any) -> Any:
+    """``value`` (which fits ``hint``) as the plain Python value the command line's flag would give: numpy's
+    scalars as int, float or bool (config.json is JSON, and the range checks print them), a list as a tuple."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return plain(value, next(arg for arg in typing.get_args(hint) if fits(value, arg)))
+    if hint is bool:
+        return bool(value)
+    if hint is int:
+        return int(value)
+    if hint is float:
+        return float(value)
+    if typing.get_origin(hint) is tuple:
+        (item, *_) = typing.get_args(hint)
+        return tuple(plain(v, item) for v in value)
+    return value
 
 
 def describe(hint: Any) -> str:
@@ -70,4 +93,6 @@ def type_problem(name: str, value: Any) -> str | None:
     wanted = describe(hint)
     if choices:
         wanted = wanted.replace("a string", " or ".join(map(repr, choices)))
-    return f"{name} must be {wanted} (got {type(value).__name__} {value!r})"
+    kind = type(value)
+    where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+    return f"{name} must be {wanted} (got {where}{kind.__name__} {value!r})"

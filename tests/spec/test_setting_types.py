@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from a3c.spec.config import Config
-from a3c.spec.setting_types import describe, fits, setting_types, type_problem
+from a3c.spec.setting_types import describe, fits, plain, setting_types, type_problem
 
 
 def test_every_default_fits_its_settings_type():
@@ -37,3 +37,13 @@ def test_a_string_is_no_number_and_workers_takes_only_auto(text):
 @pytest.mark.parametrize(("value", "ok"), [((64, 64), True), ([8], True), ([], True), ([1.5], False), ("64", False)])
 def test_hidden_sizes_takes_a_list_or_tuple_of_integers(value, ok):
     assert (type_problem("hidden_sizes", value) is None) == ok
+
+
+@given(st.integers(min_value=-(2**62), max_value=2**62), st.floats(allow_nan=False, width=32))
+def test_numpy_scalars_fit_and_become_pythons_own(n, x):
+    np = pytest.importorskip("numpy")
+    for value, hint, kind in ((np.int64(n), int, int), (np.float32(x), float, float), (np.bool_(n % 2), bool, bool)):
+        assert fits(value, hint)
+        assert type(plain(value, hint)) is kind and plain(value, hint) == value
+    assert plain([np.int64(n)], setting_types()["hidden_sizes"]) == (n,)
+    assert plain(np.int64(n), setting_types()["workers"]) == n and type(plain(np.int64(n), int | str)) is int
