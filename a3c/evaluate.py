@@ -16,6 +16,7 @@ renders headless (software or GPU) where libEGL is installed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -189,27 +190,31 @@ def _recording_env(config: Any, folder: Path, prefix: str, env_kwargs: dict[str,
     from gymnasium.wrappers import RecordVideo
 
     from a3c.record.agent import make_eval_envs
+    from a3c.record.files import make_folder
 
     taken = sorted(folder.glob(f"{prefix}-episode-*.mp4")) if folder.is_dir() else []
     if taken:  # (RecordVideo would write over them, with a warning of its own)
         raise UserError(
-            f"--video {folder} already holds {count(len(taken), 'video')} of this checkpoint ({taken[0].name}, ...), "
-            "which recording would overwrite; give another folder, or move them"
+            f"--video {folder} already holds {count(len(taken), 'video')} named {prefix}-episode-*.mp4 "
+            f"({taken[0].name}, ...), which recording would overwrite; give another folder, or move them"
         )
+    made = not folder.exists()
+    make_folder(folder, "--video")  # (RecordVideo's own makedirs raises a traceback where it cannot)
+    env = None
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(
-            f"--video {folder}: cannot make the folder ({err.strerror or err}); give a writable one"
-        ) from None
-    env = make_eval_envs(config, 1, **{**env_kwargs, "render_mode": "rgb_array"})[0]
-    try:
+        env = make_eval_envs(config, 1, **{**env_kwargs, "render_mode": "rgb_array"})[0]
         with warnings.catch_warnings():  # its "Overwriting existing videos" for any folder that exists: checked above
             warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
             return RecordVideo(env, str(folder), episode_trigger=lambda episode: True, name_prefix=prefix)
-    except ValueError as err:  # RecordVideo refuses an env that renders no frames
-        env.close()
-        raise UserError(f"--video: env {config.env!r} cannot be recorded ({err})") from None
+    except BaseException as err:
+        if env is not None:
+            env.close()
+        if made:  # (nothing was recorded: the folder made for it goes too)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        if isinstance(err, ValueError) and not isinstance(err, UserError):  # RecordVideo: an env rendering no frames
+            raise UserError(f"--video: env {config.env!r} cannot be recorded ({err})") from None
+        raise
 
 
 def result_line(result: dict[str, Any]) -> str:

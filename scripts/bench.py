@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from a3c.record.files import make_folder
 from a3c.spec.errors import OneLineParser, UserError, run_cli
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threshold", type=_finite, help="the return counted as solved (default: the env's)")
     run.add_argument(
         "--workers",
-        default="2",
+        default=None,
         help="--workers of an a3c arm whose flags name none (default: 2; default: give none, a3c.train's own)",
     )
     run.add_argument(
@@ -141,7 +142,15 @@ def _int(text: str) -> list[int] | str:
 
 
 # the run flags a queue file sets itself: flag -> its argparse name
-RUN_FLAGS = {"--env": "env", "--arm": "arm", "--seeds": "seeds", "--budget": "budget", "--threshold": "threshold"}
+RUN_FLAGS = {
+    "--env": "env",
+    "--arm": "arm",
+    "--seeds": "seeds",
+    "--budget": "budget",
+    "--threshold": "threshold",
+    "--workers": "workers",
+    "--evaluate": "evaluate",
+}
 
 
 def plan(args: argparse.Namespace) -> list[Run]:
@@ -149,11 +158,13 @@ def plan(args: argparse.Namespace) -> list[Run]:
     if args.queue is not None:
         # the queue names its envs, arms, seeds and budgets: a run flag beside it would be ignored (the whole queue
         # run where one run was meant), so it is refused
-        beside = [flag for flag, value in RUN_FLAGS.items() if getattr(args, value) not in (None, [])]
+        beside = [flag for flag, value in RUN_FLAGS.items() if getattr(args, value) not in (None, [], 0)]
         if beside:
+            one = len(beside) == 1
             raise queue_.QueueError(
-                f"{' and '.join(beside)} {'does' if len(beside) == 1 else 'do'} not apply to --queue, whose blocks "
-                "name their runs; drop them, or --queue (--only TEXT picks the queue's blocks)"
+                f"{' and '.join(beside)} {'does' if one else 'do'} not apply to --queue, whose file names its runs "
+                f"(their workers and evaluations too); drop {'it' if one else 'them'}, or --queue (--only TEXT picks "
+                "the queue's blocks)"
             )
         runs = queue_.load(args.queue)
         if args.only:
@@ -170,15 +181,16 @@ def plan(args: argparse.Namespace) -> list[Run]:
         raise queue_.QueueError("--only picks blocks of a --queue file; give --queue FILE, or drop --only")
     if not (args.env and args.arm and args.seeds and args.budget):
         raise queue_.QueueError("give --queue FILE, or --env, --arm, --seeds and --budget")
-    if args.workers not in ("default", "auto") and not (args.workers.isdigit() and int(args.workers) >= 1):
-        raise queue_.QueueError(f"--workers must be a positive whole number, auto or default (got {args.workers!r})")
-    workers = None if args.workers == "default" else args.workers
+    workers_given = args.workers or str(arms_.DEFAULT_WORKERS)
+    if workers_given not in ("default", "auto") and not (workers_given.isdigit() and int(workers_given) >= 1):
+        raise queue_.QueueError(f"--workers must be a positive whole number, auto or default (got {workers_given!r})")
+    workers = None if workers_given == "default" else workers_given
     try:
         arms = [arms_.parse_arm(text, workers, args.evaluate) for text in args.arm]
     except ValueError as err:  # shlex: an unclosed quote (ArmError, a ValueError too, says its own)
         if isinstance(err, arms_.ArmError):
             raise
-        raise arms_.ArmError(f"--arm: {err}") from None
+        raise arms_.ArmError(f"--arm: {err}; close the quote") from None
     seeds = [s for text in args.seeds for s in queue_.parse_seeds(text if "-" in text else _int(text), "--seeds")]
     return [Run(env, arm, seed, args.budget, args.threshold) for seed in seeds for env in args.env for arm in arms]
 
@@ -231,7 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run or not todo:
         return 0
     store.check_writable()  # (said now, not after the first run's minutes)
-    _check_work_dir(args.work_dir)
+    make_folder(args.work_dir, "--work-dir")
     bench_command = shlex.join(["python", "-m", "scripts.bench", *sys.argv[1:]])
     children = Children()
     children.install()
@@ -266,15 +278,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _check_work_dir(work_dir: Path) -> None:
-    try:
-        work_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise queue_.QueueError(
-            f"--work-dir {work_dir}: cannot make it ({err.strerror or err}); give a writable folder"
-        ) from None
-
-
 def cmd_adopt(args: argparse.Namespace) -> int:
     from scripts.benchmark import adopt
 
@@ -297,7 +300,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     spec = {"kind": "a3c", "flags": list(arm.flags), "evaluate": args.evaluate, "adopted": True}
     for line in conflicts({arm.name: spec}, store, how="adopted"):
         raise queue_.QueueError(line)
-    _check_work_dir(args.work_dir)
+    make_folder(args.work_dir, "--work-dir")
     folder = adopt.make_folder(run, args.run_dir, entries, args.work_dir.resolve(), commit)
     if args.evaluate:
         children = Children()

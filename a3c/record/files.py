@@ -1,7 +1,8 @@
 """Writing a whole file atomically (``atomic_write``): every file a3c writes in one piece goes through it (checkpoints,
 config.json and summary.json, the loss-history figure, episodes.csv and eval.csv rewritten on resume), so that a
 reader, or a run resumed after a crash, sees the old file or the new one, never half of one, and a write that fails
-(a full disk) leaves no temporary file behind. Its own module, importing nothing of a3c, so that the light modules
+(a full disk) leaves no temporary file behind. And making a folder the user named (``make_folder``), or saying in
+one line why it cannot be made. Its own module, importing nothing of a3c but its errors, so that the light modules
 (a3c.record.figures, which ``python -m a3c.plot`` imports without torch) can use it too.
 """
 
@@ -12,6 +13,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from a3c.spec.errors import UserError
 
 
 def atomic_write(path: Path, write: Callable[[IO[Any]], object], *, binary: bool = False, durable: bool = True) -> Path:
@@ -41,3 +44,12 @@ def atomic_write(path: Path, write: Callable[[IO[Any]], object], *, binary: bool
         finally:
             os.close(dir_fd)
     return path
+
+
+def make_folder(path: Path, flag: str) -> None:
+    """Make the folder ``path`` that ``flag`` names (and the missing ones above it); a UserError naming the flag and
+    the reason where it cannot be made (a file in the way, no permission), in place of makedirs' traceback."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{flag} {path}: cannot make the folder ({err.strerror or err}); give a writable one") from None

@@ -171,6 +171,7 @@ def _resumed(parser: argparse.ArgumentParser, own: argparse.Namespace, rest: lis
 
 
 def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]:
+    from a3c.record.files import make_folder
     from a3c.tune.check import check_space
     from a3c.tune.space import load_space
     from a3c.tune.study import StudySettings, check_new_study_dir, default_study_dir, sqlite_url
@@ -210,12 +211,7 @@ def _new(own: argparse.Namespace, rest: list[str]) -> tuple[Path, StudySettings]
         evaluations=own.evaluations,
         seed=int(values["seed"]),
     )
-    try:
-        study_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(
-            f"--study-dir {study_dir}: cannot make the folder ({err.strerror or err}); give a writable one"
-        ) from None
+    make_folder(study_dir, "--study-dir")
     return study_dir, settings
 
 

@@ -86,13 +86,14 @@ def _arm(name: str, value: Any, workers: int | str | None, where: str) -> Arm:
     try:
         words = shlex.split(flags) if isinstance(flags, str) else None
     except ValueError as err:  # an unclosed quote
-        raise QueueError(f"{where}: flags {flags!r}: {err}") from None
+        raise QueueError(f"{where}: flags {flags!r}: {err}; close the quote") from None
     if words is None:
         raise QueueError(f"{where}: flags are one string, as typed after python -m a3c.train (got {flags!r})")
     return Arm(name, tuple(words), workers=workers, evaluate=evaluate)
 
 
 def _strings(value: Any, what: str, where: str) -> list[str]:
+    """A block's list of names (``envs``, ``arms``): a string in its place would be iterated letter by letter."""
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
         raise QueueError(f'{where}: {what} is a list of names, e.g. ["CartPole-v1"] (got {value!r})')
     return value

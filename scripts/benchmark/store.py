@@ -88,9 +88,14 @@ def key_of(row: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(row[k] for k in KEY)
 
 
+def missing_fields(row: dict[str, Any]) -> list[str]:
+    """The keys of FIELDS that ``row`` lacks (all but ``extra`` are required)."""
+    return [k for k in FIELDS if k not in row and k != "extra"]
+
+
 def check_row(row: dict[str, Any]) -> None:
     """A ValueError naming the first key a row lacks or does not know (one spelling of each)."""
-    missing = [k for k in FIELDS if k not in row and k != "extra"]
+    missing = missing_fields(row)
     unknown = [k for k in row if k not in FIELDS]
     if missing or unknown:
         raise ValueError(f"a results row: missing {missing}, unknown {unknown} (store.FIELDS names them)")
@@ -120,10 +125,10 @@ class Store:
                     raise StoreError(
                         f"{self.path}:{n}: not a JSON object ({err.msg}); mend or remove the line"
                     ) from None
-                if not isinstance(row, dict) or any(k not in row for k in (*KEY, "arm_spec")):
+                if not isinstance(row, dict) or missing_fields(row):
+                    lacking = missing_fields(row) if isinstance(row, dict) else ["a JSON object"]
                     raise StoreError(
-                        f"{self.path}:{n}: not a results row (a JSON object with {', '.join(KEY)} and arm_spec); "
-                        "mend or remove the line"
+                        f"{self.path}:{n}: not a results row (it lacks {', '.join(lacking)}); mend or remove the line"
                     )
                 out.append(row)
         return out

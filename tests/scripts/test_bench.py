@@ -220,13 +220,17 @@ def _queue_file(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("flag", ["--env Acrobot-v1", "--seeds 5", "--budget 500", "--arm b=", "--threshold 10"])
+@pytest.mark.parametrize(
+    "flag",
+    ["--env Acrobot-v1", "--seeds 5", "--budget 500", "--arm b=", "--threshold 10", "--workers 4", "--evaluate 3"],
+)
 def test_a_run_flag_beside_a_queue_is_refused_not_ignored(tmp_path, capsys, flag):
     """The queue names its runs: --env beside --queue used to be ignored, and the whole queue ran."""
     argv = ["run", "--queue", str(_queue_file(tmp_path)), *flag.split(), "--dry-run"]
     assert bench.main([*argv, "--store", str(tmp_path / "r.jsonl")]) == 2
-    (line,) = capsys.readouterr().err.strip().splitlines()
-    assert flag.split()[0] in line and "--queue" in line and "CartPole" not in capsys.readouterr().out
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert flag.split()[0] in line and "--queue" in line and "CartPole" not in captured.out
 
 
 def test_only_that_matches_no_block_or_has_no_queue_is_refused(tmp_path, capsys):

@@ -62,7 +62,15 @@ def test_a_line_that_is_not_json_is_named(tmp_path):
         store_.Store(path).rows()
 
 
-@pytest.mark.parametrize("line", ['[{"env": "CartPole-v1"}]', '{"env": "CartPole-v1"}', "3"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '[{"env": "CartPole-v1"}]',
+        '{"env": "CartPole-v1"}',
+        "3",
+        json.dumps({k: v for k, v in row().items() if k != "final_mean_100"}),
+    ],
+)
 def test_a_line_that_is_json_but_no_row_is_named(tmp_path, line):
     """Found by probing: `table` over such a line ended in a TypeError or KeyError traceback."""
     path = tmp_path / "r.jsonl"
