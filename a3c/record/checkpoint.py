@@ -110,11 +110,12 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         reason = unpickling_reason(str(err))
-        if "global" not in reason.lower():  # damaged bytes ("Unsupported operand 0"), not a request to run code
+        if reason and not any(word in reason.lower() for word in RUNS_CODE):
+            # damaged bytes ("Unsupported operand 0"), not a request to load or call something
             raise UserError(f"checkpoint {path} is corrupt ({reason}); use another checkpoint") from None
         raise UserError(
-            f"checkpoint {path} was refused by the safe loader ({reason}): it is not a plain a3c checkpoint and may "
-            "run code when unpickled; use a checkpoint that a3c wrote"
+            f"checkpoint {path} was refused by the safe loader ({reason or 'unsafe content'}): it is not a plain a3c "
+            "checkpoint and may run code when unpickled; use a checkpoint that a3c wrote"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -127,6 +128,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 # the lines of torch.load's refusal that are the same for every file, or advice (torch 2.6-2.13 word them so)
 _BOILERPLATE = ("Weights only load failed", "Check the documentation of torch.load", "(1)", "(2)", "Please file")
 _MARK = "WeightsUnpickler error:"
+# the words of a refusal of something the file asks the loader to import or call ("Unsupported global: GLOBAL ...",
+# "Trying to call reduce for unrecognized function ..."): what an unsafe pickle does
+RUNS_CODE = ("global", "reduce", "function", "class", "module")
 
 
 def unpickling_reason(message: str) -> str:
@@ -139,7 +143,7 @@ def unpickling_reason(message: str) -> str:
     else:
         lines = [line for line in message.splitlines() if not line.strip().startswith(_BOILERPLATE)]
     reason = next((line.strip() for line in lines if line.strip()), "")
-    return reason.split(". ")[0].strip().rstrip(".") or "unsafe content"
+    return reason.split(". ")[0].strip().rstrip(".")
 
 
 def model_input_scale(payload: dict[str, Any]) -> float | None:
