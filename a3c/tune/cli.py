@@ -9,6 +9,7 @@ run with those flags plus the trial's sampled settings, resolved by the same ste
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib.util
 import math
@@ -112,7 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         study_dir, settings = Path(own.resume), _resumed(parser, own, rest)
     else:
         study_dir, settings = _new(own, rest)
-    study = studies.open_study(settings)
+    try:
+        study = studies.open_study(settings)
+    except UserError:
+        if own.resume is None:  # a refused new study (its --storage, --study-name) leaves no folder behind
+            with contextlib.suppress(OSError):
+                study_dir.rmdir()  # (only where empty: a study's files are never removed)
+        raise
     if own.resume is None:
         settings.write(study_dir)  # (once the database is open: a --storage that cannot be opened leaves none)
     env = str(parse_flags(settings.train_args)[0]["env"])

@@ -337,6 +337,7 @@ def test_a_storage_that_cannot_be_opened_is_one_line_without_optuna_s_warnings(t
     assert done.returncode == 2
     assert done.stderr.startswith("a3c.tune: error: --storage bogus://x: cannot open it"), done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "new").exists()  # (the refused study left its empty folder behind)
 
 
 @pytest.mark.parametrize("text", ["[1, 2]", '{"study_name": "s", "train_args": "--env CartPole-v1"}', "SPACE"])
