@@ -144,3 +144,35 @@ def test_fork_server_children_start_with_sigint_ignored():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"the fork server's child began with SIGINT live (exit {done.returncode})"
+
+
+def test_a_ctrl_c_while_a_worker_starts_under_the_fork_server_is_not_lost():
+    """Found by probing: the main process ignored SIGINT through each worker's start(), which under the fork server
+    waits seconds on a run's first start (the server importing torch); a Ctrl-C then was thrown away and the run
+    trained on to its end. The worker is forked by the server, whose SIGINT is ignored, so the main process's
+    handler stays live: here the signal arrives as start() begins, and the handler has it; the child still begins
+    with SIGINT ignored. In a fresh interpreter: the fork server is one per process."""
+    script = (
+        "import multiprocessing as mp, os, signal\n"
+        "from a3c.spec.config import Config\n"
+        "from a3c.run.resolve import start_fork_server\n"
+        "from a3c.run.backends.shared_memory import ProcessLauncher\n"
+        "from _sigint_probe import CtrlCAtStart, report_sigint_of_worker\n"
+        "class Ctx:\n"
+        "    def __init__(self, ctx): self.ctx = ctx\n"
+        "    def __getattr__(self, name): return getattr(self.ctx, name)\n"
+        "    def Process(self, *args, **kwargs): return CtrlCAtStart(*args, **kwargs)\n"
+        "if __name__ == '__main__':\n"
+        "    got = []\n"
+        "    signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
+        "    start_fork_server(Config(start_method='forkserver'))\n"
+        "    launcher = ProcessLauncher(Ctx(mp.get_context('forkserver')), report_sigint_of_worker, lambda rank: ())\n"
+        "    launcher.start(0, 0)\n"
+        "    launcher.procs[0].process.join(30)\n"
+        "    raise SystemExit(10 * (not got) + launcher.procs[0].process.exitcode)\n"
+    )
+    tests_dir = str(Path(__file__).resolve().parents[1])  # tests/: _sigint_probe.py
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert done.returncode != 10, "the Ctrl-C that came as the worker started was lost"
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"

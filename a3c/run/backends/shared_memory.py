@@ -9,6 +9,7 @@ tensors are then simply memory, and the channel is the same code.
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -310,12 +311,21 @@ class ProcessLauncher:
         # Started with SIGINT ignored: a spawned child inherits SIG_IGN through exec, so a Ctrl-C that arrives while
         # it is still importing cannot kill it with a KeyboardInterrupt traceback (the worker ignores SIGINT anyway
         # once it runs; the main process decides what a Ctrl-C means). The fork server is started the same way
-        # (a3c.run.resolve.start_fork_server), so its children begin with SIGINT ignored too.
+        # (a3c.run.resolve.start_fork_server, or here), so its children begin with SIGINT ignored too; and since
+        # they are forked by the server, not by this process, this process's handler stays live while start()
+        # waits for the server, seconds on a run's first start (the server importing torch): ignoring SIGINT
+        # there lost a Ctrl-C, and the run trained on to its end.
+        forked_by_server = self.ctx.get_start_method() == "forkserver"
         previous_handler = _ignore_sigint()
         try:
-            process.start()
+            if forked_by_server:
+                multiprocessing.forkserver.ensure_running()  # (a no-op where it runs; quick where it does not)
+            else:
+                process.start()
         finally:
             _restore_sigint(previous_handler)
+        if forked_by_server:
+            process.start()
         write_end.close()  # the child has its own copy; ours would keep the pipe open forever
         self.procs[rank] = _Process(process, read_end, time.time())
 
