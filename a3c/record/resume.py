@@ -302,6 +302,41 @@ def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
     return [values for _, values in kept]
 
 
+def counted_episodes(path: Path, written: np.ndarray) -> list[dict[str, float]]:
+    """The rows of episodes.csv that the checkpoint counted (what trim_episode_log keeps), read only."""
+    _, rows = _episode_rows(path)
+    return [values for _, values in rows if _counted(values, written)]
+
+
+def last_window_mean(rows: list[dict[str, float]], size: int = 100) -> float | None:
+    """The mean return of the run's last ``size`` episodes by global step (then worker, index: the record's order), as
+    the dashboard's window holds them after a resume; None before there are ``size``."""
+    if len(rows) < size:
+        return None
+    ordered = sorted(rows, key=lambda r: (r["global_step"], r["worker"], r["index"]))
+    return float(np.mean([r["return"] for r in ordered[-size:]]))
+
+
+def already_solved_problem(config: Config, payload: dict[str, Any], threshold: float | None) -> str | None:
+    """The line refusing a resume that would stop at its first episode: its stop (--stop-at, --stop-when-solved) is
+    met by the 100-episode window its checkpoint left (a run that stopped solved, resumed for more steps, stopped
+    again at once and said only "solved"). None where the run would train on."""
+    if threshold is None or not config.stops_at_threshold or config.resume is None:
+        return None
+    written = payload["episodes_written"]
+    rows = counted_episodes(Path(config.resume) / "episodes.csv", np.asarray(written))
+    mean = last_window_mean(rows)
+    if mean is None or mean < threshold:
+        return None
+    stop = f"--stop-at {threshold:g}" if config.stop_at is not None else f"--stop-when-solved (the env's {threshold:g})"
+    fix = ["--stop-at none"] if config.stop_at is not None else []
+    fix += ["--no-stop-when-solved"] if config.stop_when_solved else []
+    return (
+        f"the run's last 100 episodes average {mean:.1f}, which meets its {stop}, so it would stop at its first "
+        f"episode; give {' and '.join(fix)} to train on, or a --stop-at above {mean:.1f}"
+    )
+
+
 def _counted(values: dict[str, float], written: np.ndarray) -> bool:
     w, i = int(values["worker"]), int(values["index"])
     return 0 <= w < len(written) and i < written[w]

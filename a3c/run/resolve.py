@@ -109,6 +109,11 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
                 print(line, file=sys.stderr)
     if resume is not None:
         check_resume_fits(resume, spec, config)
+        from a3c.record.resume import already_solved_problem  # (torch: loaded for the resume already)
+
+        problem = already_solved_problem(config, resume, config.stop_threshold(spec.reward_threshold))
+        if problem is not None:
+            raise UserError(problem)
     else:
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
     # --workers auto: measured now, while the fork server starts; a resumed run weighs the steps it has left

@@ -315,3 +315,22 @@ def test_the_lr_schedule_note_is_only_for_a_moved_linear_end():
     assert lr_schedule_note(Config(env="CartPole-v1", total_steps=1000), previous_total=500, step=400) is None
     note = lr_schedule_note(linear(4000), previous_total=2000, step=1000)
     assert note is not None and "the lr at step 1,000 goes from 0.005 to 0.0075" in note
+
+
+def test_a_resume_that_would_stop_at_its_first_episode_is_refused_in_one_line(tmp_path):
+    """Found by probing: a run resumed for more steps whose --stop-at (or --stop-when-solved) its last 100 episodes
+    already meet stopped again at its first episode, saying only "solved". Refused before anything starts, naming the
+    window's mean and the flags that train on; with them, it goes on."""
+    run_dir = tmp_path / "run"
+    first = subprocess.run(train_cmd(run_dir, "--total-steps", "5000", "--env", "CartPole-v1"), capture_output=True)
+    assert first.returncode == 0, first.stderr
+    rows = (run_dir / "episodes.csv").read_text()
+    assert len(episode_rows(run_dir)) >= 100  # (CartPole's first episodes last ~20 steps)
+    resume = train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", "6000", workers=1)
+    refused = subprocess.run([*resume, "--stop-at", "5"], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "which meets its --stop-at 5, so it would stop at its first episode; give --stop-at none" in refused.stderr
+    assert (run_dir / "episodes.csv").read_text() == rows  # nothing touched
+    goes_on = subprocess.run([*resume, "--stop-at", "1000"], capture_output=True, text=True)
+    assert goes_on.returncode == 0, goes_on.stderr
+    assert summary(run_dir)["total_steps"] >= 6000
