@@ -42,6 +42,7 @@ from a3c.record.checkpoint import (
 from a3c.record.files import atomic_write
 from a3c.record.run_dir import resume_checkpoint
 from a3c.spec.config import Config
+from a3c.spec.config_text import as_flag
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
 from a3c.spec.flags import RESET_WHEN_OFF
@@ -213,6 +214,31 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
             "give a larger --total-steps to continue it"
         )
     return config
+
+
+def reset_when_off(payload: dict[str, Any], config: Config, given: set[str]) -> tuple[list[str], str | None]:
+    """The settings whose checkpoint values resume_config replaced with their defaults, their switch being off now
+    (RESET_WHEN_OFF: a PPO run resumed under --algo a3c, a Ray run on shared memory), not given again; and the note
+    that says so (None where none was): the checkpoint's values are not kept, so switching back takes the defaults."""
+    saved = saved_settings(payload)
+    reset, switches = [], []
+    for switch, on, settings in RESET_WHEN_OFF:
+        names = [
+            name
+            for name in settings
+            if name not in given and name in saved and _normal(saved[name]) != _normal(getattr(config, name))
+        ]
+        if names:
+            reset += names
+            switches.append(as_flag(switch, on))
+    if not reset:
+        return [], None
+    was = " and ".join(as_flag(name, _normal(saved[name])) for name in reset)
+    return reset, (
+        f"a3c: note: the run's {was} count only with {' or '.join(switches)}, off now: this session takes "
+        f"{'its default' if len(reset) == 1 else 'their defaults'}, and so does a later one that turns "
+        f"{'it' if len(switches) == 1 else 'them'} on again, unless given"
+    )
 
 
 def _normal(value: Any) -> Any:

@@ -54,7 +54,7 @@ from a3c.spec.config_text import as_flag, no_evaluation_note, overshoot_note, pr
 from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import BOX_ONLY_SETTINGS
-from a3c.spec.preset_choice import CHECKPOINT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
+from a3c.spec.preset_choice import CHECKPOINT, DEFAULT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
 from a3c.spec.validation import flag_name
 
 
@@ -114,6 +114,9 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
         problem = already_solved_problem(config, resume, config.stop_threshold(spec.reward_threshold))
         if problem is not None:
             raise UserError(problem)
+        note = no_evaluation_note(config, settings.sources, step=int(resume["global_step"]))
+        if note is not None:
+            print(note, file=sys.stderr)
     else:
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
     # --workers auto: measured now, while the fork server starts; a resumed run weighs the steps it has left
@@ -173,7 +176,7 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
         overrides["workers_auto"] = None
     run_dir = values["resume"]
     resume_checkpoint(run_dir)  # a path that is no run answers now, before torch is imported (a second or more)
-    from a3c.record.resume import load_resume, resume_config  # imports torch: only when resuming
+    from a3c.record.resume import load_resume, reset_when_off, resume_config  # imports torch: only when resuming
 
     payload = load_resume(run_dir)
     with _bad_types():
@@ -181,6 +184,10 @@ def _resumed(values: Mapping[str, Any], given: Set[str]) -> Settings:
     check_given_for_objective(config.to_dict(), given)
     sources = {f.name: FLAG if f.name in given else CHECKPOINT for f in dataclasses.fields(Config)}
     sources["resume"] = sources["run_dir"] = FLAG
+    reset, note = reset_when_off(payload, config, given)
+    sources.update(dict.fromkeys(reset, DEFAULT))  # (--show-config: the default's, not the checkpoint's)
+    if note is not None:
+        print(note, file=sys.stderr)
     return Settings(config, sources, payload)
 
 

@@ -97,17 +97,25 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
     )
 
 
-def no_evaluation_note(config: Config, sources: dict[str, str]) -> str | None:
-    """A note when the run was asked to evaluate (--eval-every given, or set by the preset) but its first evaluation
-    step lies past --total-steps: the Trainer then starts no evaluator, and the run leaves no eval.csv or best.pt."""
+def no_evaluation_note(config: Config, sources: dict[str, str], step: int = 0) -> str | None:
+    """A note when the run was asked to evaluate (--eval-every given, or set by the preset) but its next evaluation
+    step (the first multiple of --eval-every past ``step``, the step a resumed run goes on from) lies past
+    --total-steps: the Trainer then starts no evaluator, and this session leaves no evaluation."""
     if not config.evaluates or sources.get("eval_every") not in (FLAG, PRESET):
         return None
-    if config.eval_every <= config.total_steps:
+    following = (step // config.eval_every + 1) * config.eval_every
+    if following <= config.total_steps:
         return None
     whose = " (the preset's)" if sources.get("eval_every") == PRESET else ""
+    if step == 0:
+        return (
+            f"a3c: note: --eval-every {config.eval_every:,}{whose} is past --total-steps {config.total_steps:,}: the "
+            "run evaluates nothing (no eval.csv, no checkpoints/best.pt); give a smaller --eval-every"
+        )
     return (
-        f"a3c: note: --eval-every {config.eval_every:,}{whose} is past --total-steps {config.total_steps:,}: the run "
-        "evaluates nothing (no eval.csv, no checkpoints/best.pt); give a smaller --eval-every"
+        f"a3c: note: with --eval-every {config.eval_every:,}{whose} the next evaluation would be at step "
+        f"{following:,}, past --total-steps {config.total_steps:,}: this session evaluates nothing; give a smaller "
+        "--eval-every, or a larger --total-steps"
     )
 
 

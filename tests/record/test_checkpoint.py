@@ -24,7 +24,14 @@ from a3c.record.checkpoint import (
     step_file,
     unpickling_reason,
 )
-from a3c.record.resume import check_compatible, elapsed_wall_time, load_resume, resume_config, trim_episode_log
+from a3c.record.resume import (
+    check_compatible,
+    elapsed_wall_time,
+    load_resume,
+    reset_when_off,
+    resume_config,
+    trim_episode_log,
+)
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
@@ -274,6 +281,14 @@ def test_a_ppo_run_resumed_under_a3c_takes_the_defaults_of_ppos_and_vtraces_sett
     )
     with pytest.raises(UserError, match="--n-epochs 5 is for --algo ppo"):
         resume_config(payload, tmp_path, {"total_steps": 5000, "algo": "a3c", "n_epochs": 5})
+    # said in one line (found by probing: they were reset without a word, and --show-config called them the
+    # checkpoint's), and named for --show-config
+    reset, note = reset_when_off(payload, moved, {"total_steps", "algo", "targets"})
+    assert set(reset) == {"minibatch_size", "n_epochs", "clip_range_vf", "vtrace_rho_bar"}
+    assert note is not None and "\n" not in note
+    assert note.startswith("a3c: note: the run's --n-epochs 3 and --minibatch-size 32 and --clip-range-vf 0.2 and ")
+    assert "count only with --algo ppo or --targets vtrace, off now" in note
+    assert reset_when_off(payload, kept, {"total_steps"}) == ([], None)
 
 
 def _spec(obs_dim, n_actions):

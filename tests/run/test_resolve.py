@@ -164,7 +164,7 @@ def test_only_envs_of_known_packages_are_preloaded(tmp_path, monkeypatch):
     assert resolve._env_module_to_preload("NotRegistered-v0") == []
 
 
-def test_a_ppo_run_resumed_under_a3c_leaves_ppos_settings_and_a_typed_ppo_flag_is_refused(tmp_path):
+def test_a_ppo_run_resumed_under_a3c_leaves_ppos_settings_and_a_typed_ppo_flag_is_refused(tmp_path, capsys):
     """A resumed run inherits its checkpoint's settings: PPO's (from its plain defaults, away from the flags'
     defaults) go back to the defaults when it goes on under --algo a3c, unless given again, which is refused."""
     from procs import train_cmd
@@ -178,5 +178,10 @@ def test_a_ppo_run_resumed_under_a3c_leaves_ppos_settings_and_a_typed_ppo_flag_i
     config, sources, _ = parse_cli(["--resume", str(run), "--total-steps", "600", "--algo", "a3c"])
     assert config.algo == "a3c" and (config.clip_range_vf, config.minibatch_size) == (None, Config().minibatch_size)
     assert config.lr == 2.5e-4 and sources["lr"] == "checkpoint"  # (the rest stays the checkpoint's)
+    # said, and --show-config names the defaults' as the defaults' (was "checkpoint")
+    assert sources["clip_range_vf"] == sources["minibatch_size"] == "default"
+    assert "a3c: note: the run's --minibatch-size 128 and --clip-range-vf 0.2 count only with --algo ppo" in (
+        capsys.readouterr().err
+    )
     with pytest.raises(UserError, match="--n-epochs 4 is for --algo ppo"):
         parse_cli(["--resume", str(run), "--total-steps", "600", "--algo", "a3c", "--n-epochs", "4"])

@@ -39,3 +39,15 @@ def test_an_evaluation_period_past_the_budget_is_noted():
     assert no_evaluation_note(config, {"eval_every": DEFAULT}) is None
     assert no_evaluation_note(dataclasses.replace(config, total_steps=250_000), {"eval_every": FLAG}) is None
     assert no_evaluation_note(dataclasses.replace(config, eval_episodes=0), {"eval_every": FLAG}) is None
+
+
+def test_a_resumed_runs_next_evaluation_past_the_budget_is_noted():
+    """Found by probing: --resume RUN --eval-every 50000 --total-steps 12000 at step 9,070 evaluated nothing, without
+    the note a new run prints: the test asked whether the first evaluation (at --eval-every) lay past the budget, not
+    the next one after the step the run goes on from."""
+    config = Config(env="CartPole-v1", eval_every=5_000, total_steps=12_000)
+    assert no_evaluation_note(config, {"eval_every": FLAG}, step=9_070) is None  # the next, 10,000: within
+    note = no_evaluation_note(dataclasses.replace(config, eval_every=50_000), {"eval_every": FLAG}, step=9_070)
+    assert note is not None and "next evaluation would be at step 50,000, past --total-steps 12,000" in note, note
+    note = no_evaluation_note(config, {"eval_every": FLAG}, step=10_500)  # the next, 15,000: past the budget
+    assert note is not None and "at step 15,000" in note and "\n" not in note
