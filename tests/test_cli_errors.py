@@ -352,7 +352,7 @@ MOMENTS_OF_3 = {"exp_avg": torch.zeros(3), "exp_avg_sq": torch.zeros(3)}  # (Ada
         ({"model": torch.zeros(7)}, [], "holds 7 parameters but the model has"),
         ({}, ["--env", "Acrobot-v1"], "--env 'Acrobot-v1' differs from the resumed run's 'CartPole-v1'"),
         ({}, ["--hidden-sizes", "32"], "--hidden-sizes [32] differs"),
-        ({}, ["--shared-torso"], "--shared-torso True differs"),
+        ({}, ["--shared-torso"], "--shared-torso differs from the resumed run's --no-shared-torso"),
         (
             {"spaces": {"observation_space": "Box(-1.0, 1.0, (6,), float32)", "action_space": "Discrete(3)"}},
             [],
@@ -363,7 +363,7 @@ MOMENTS_OF_3 = {"exp_avg": torch.zeros(3), "exp_avg_sq": torch.zeros(3)}  # (Ada
         ({}, ["--total-steps", "400"], "give a larger --total-steps"),
         ({"optimizer": "not a dict"}, [], "no valid 'optimizer' entry"),
         # --gsde changes the policy head: named as the flag, not as "the env now has 3 and 129 actions"
-        ({}, ["--gsde"], "--gsde True differs from the resumed run's False"),
+        ({}, ["--gsde"], "--gsde differs from the resumed run's --no-gsde"),
         ({}, ["--exp-name", "mine"], "--exp-name does not apply to --resume"),
         # files that unpickle but do not fit: refused before config.json or episodes.csv is touched
         ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50])}}, [], "state does not fit its model (no 'exp_avg')"),

@@ -185,11 +185,14 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     saved = saved_settings(payload)
     for key in FIXED_ON_RESUME:
         if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
-            flag = flag_name(key)
+            flag, new, old = flag_name(key), _normal(overrides[key]), saved.get(key)
+            # a switch as it is typed (--no-normalize-obs), not as "--normalize-obs False"
+            given_now = as_flag(key, new) if isinstance(new, bool) else f"{flag} {new!r}"
+            before = as_flag(key, old) if isinstance(old, bool) else repr(old)
             raise UserError(
-                f"{flag} {_normal(overrides[key])!r} differs from the resumed run's {saved.get(key)!r}; a resumed "
-                f"run keeps its env, env kwargs, model (sizes, --gsde, initial weights) and optimizer: drop {flag}, or "
-                "start a new run"
+                f"{given_now} differs from the resumed run's {before}; a resumed run keeps its env, env kwargs, model "
+                "(sizes, --gsde, initial weights, observation normalisation) and optimizer: drop "
+                f"{given_now.split()[0]}, or start a new run"
             )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")

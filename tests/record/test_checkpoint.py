@@ -227,7 +227,7 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
     # the initial weights' settings: the checkpoint's weights replace what they would make (they were ignored)
     with pytest.raises(UserError, match="--log-std-init -1.0 differs"):
         resume_config(payload, tmp_path, {"log_std_init": -1.0, "total_steps": 5000})
-    with pytest.raises(UserError, match="--ortho-init False differs"):
+    with pytest.raises(UserError, match="--no-ortho-init differs from the resumed run's --ortho-init"):
         resume_config(payload, tmp_path, {"ortho_init": False, "total_steps": 5000})
 
 
