@@ -125,6 +125,13 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path, start_method):
         run.cleanup()
 
 
+def _run_with_probe(script: str) -> subprocess.CompletedProcess:
+    """``script`` in a fresh interpreter (the fork server is one per process) that imports tests/_sigint_probe.py."""
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+
+
 def test_fork_server_children_start_with_sigint_ignored():
     """Risk closed (f374bab): the fork server was started with SIGINT live, so a worker it forked ran with Python's
     KeyboardInterrupt handler until the worker ignored SIGINT itself; a Ctrl-C in that window (1 in 6 trials)
@@ -140,9 +147,7 @@ def test_fork_server_children_start_with_sigint_ignored():
         "    p.start(); p.join(30)\n"
         "    raise SystemExit(p.exitcode)\n"
     )
-    tests_dir = str(Path(__file__).resolve().parents[1])  # tests/: _sigint_probe.py
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    done = _run_with_probe(script)
     assert done.returncode == 0, f"the fork server's child began with SIGINT live (exit {done.returncode})"
 
 
@@ -171,8 +176,6 @@ def test_a_ctrl_c_while_a_worker_starts_under_the_fork_server_is_not_lost():
         "    launcher.procs[0].process.join(30)\n"
         "    raise SystemExit(10 * (not got) + launcher.procs[0].process.exitcode)\n"
     )
-    tests_dir = str(Path(__file__).resolve().parents[1])  # tests/: _sigint_probe.py
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    done = _run_with_probe(script)
     assert done.returncode != 10, "the Ctrl-C that came as the worker started was lost"
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
