@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -120,22 +121,22 @@ def test_the_real_final_line_when_solved_and_after_a_resume(tmp_path):
     assert last.startswith(f"a3c: solved at step {s1['solved_at_step']:,} ({s1['solved_at_s']:.1f} s); ")
     assert f"{s1['total_steps']:,} steps in " in last and f"mean return (last 100) {s1['mean_return_100']:g}" in last
 
-    # resumed (--stop-when-solved is kept from the checkpoint): the window is still solved, so the first episode of
-    # this session meets the threshold again, and the run stops there
+    # resumed as it was (--stop-when-solved is kept from the checkpoint): the window is still solved, so the run would
+    # stop at its first episode: refused, naming the window's mean and the fix (it used to stop there, saying "solved")
     target = s1["total_steps"] + 100_000
-    second = subprocess.run(
-        train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(target)),
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    resume = train_cmd(run_dir, "--resume", str(run_dir), "--total-steps", str(target))
+    refused = subprocess.run(resume, capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "so it would stop at its first episode" in refused.stderr, refused.stderr
+    window = float(re.search(r"last 100 episodes average ([0-9.]+)", refused.stderr).group(1))
+    # with a threshold above the window, the session trains on until it meets it, and its final line says so
+    second = subprocess.run([*resume, "--stop-at", f"{window + 3:.1f}"], capture_output=True, text=True, env=env)
     assert second.returncode == 0, second.stderr
     s2 = json.loads((run_dir / "summary.json").read_text())
     last = second.stderr.strip().splitlines()[-1]
     # (the session goes on from the final checkpoint: the one taken at the solve, before the last updates in flight)
     resumed_at = s1["final_checkpoint_step"]
     assert s1["solved_at_step"] <= resumed_at <= s1["total_steps"]
-    assert s2["stopped_solved_at_step"] > resumed_at and s2["solved_at_step"] == s1["solved_at_step"]
+    assert s2["stop_reason"] == "solved" and s2["stopped_solved_at_step"] > resumed_at
     assert last.startswith(f"a3c: solved at step {s2['stopped_solved_at_step']:,} (") and "into this session" in last
     session = s2["total_steps"] - resumed_at
     assert f"this session: steps {resumed_at:,} -> {s2['total_steps']:,} ({session:,} steps) in " in last
