@@ -5,6 +5,7 @@ limit with exact aggregates, custom-scalars layout, hparams, image, the purge on
 import csv
 import itertools
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,6 +72,17 @@ def read_events(path) -> EventAccumulator:
 
 def worker_events(run: RunDirectory, rank: int) -> EventAccumulator:
     return read_events(run.path / WORKERS_DIR / str(rank))
+
+
+def an_earlier_session(path: Path) -> None:
+    """Date the event files under ``path`` a second back, as a real earlier session's are (a resumed session starts
+    seconds after the one it resumes). TensorBoard reads a stream's files in name order, and a name is
+    events.out.tfevents.<second>.<host>.<pid>.<n>, n a counter of the process: two sessions in one test process in
+    one second sort by n as text ("12" before "9"), and a purge read before the points it purges purges nothing."""
+    for file in path.rglob("events.out.tfevents.*"):
+        parts = file.name.split(".", 4)  # events, out, tfevents, the second, the rest (the host may hold dots)
+        parts[3] = f"{int(parts[3]) - 1:010d}"
+        file.rename(file.with_name(".".join(parts)))
 
 
 def clock():
@@ -338,6 +350,7 @@ def test_purge_on_resume_reaches_every_event_stream(tmp_path):
         board.add_steps(0, 100)
         first.tick()
     first.close()  # "crashed" after step 300; the checkpoint was at step 200
+    an_earlier_session(tmp_path)
     second = Dashboard(
         run, coordinator_for(EpisodeBoard(2, capacity=64)), total_steps=10**6, reward_threshold=None, start_time=0.0
     )
@@ -362,6 +375,7 @@ def test_purge_on_resume_reaches_the_streams_of_ranks_the_session_no_longer_runs
         board.add_steps(0, 100)
         first.tick()
     first.close()  # "crashed" after step 300; the checkpoint was at step 200
+    an_earlier_session(tmp_path)
     second = Dashboard(
         run, coordinator_for(EpisodeBoard(1, capacity=64)), total_steps=10**6, reward_threshold=None, start_time=0.0
     )
