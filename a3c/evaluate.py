@@ -253,21 +253,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def check_json_path(out: Path) -> None:
-    """UserError where --json FILE cannot be written: a folder, or in a folder that does not exist."""
-    if out.is_dir():
+    """UserError where --json FILE cannot be written (a folder, in a folder that does not exist or takes no file):
+    said before the episodes, not after them."""
+    from a3c.record.files import IS_A_FOLDER, unwritable_reason
+
+    reason = unwritable_reason(out, folders_made=False)
+    if reason == IS_A_FOLDER:
         raise UserError(f"--json {out} is a folder; give a file name (--json FILE)")
-    if not out.parent.is_dir():
-        raise UserError(f"cannot write {out} (no folder {out.parent}); give a writable --json FILE")
-    try:  # (a folder that refuses files: said before the episodes, not after them)
-        if out.exists():
-            with open(out, "a"):
-                pass
-        else:
-            with open(out, "x"):
-                pass
-            out.unlink()
-    except OSError as err:
-        raise UserError(f"cannot write {out} ({err.strerror or err}); give a writable --json FILE") from None
+    if reason is not None:
+        raise UserError(f"cannot write {out} ({reason}); give a writable --json FILE")
 
 
 def update_model_card(result: dict[str, Any]) -> str | None:

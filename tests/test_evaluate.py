@@ -225,7 +225,9 @@ def test_the_cli_plays_on_one_native_thread(run, tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "2"
 
 
-@pytest.mark.parametrize("where", ["video", "video-under-a-file", "json", "json-where-no-file-goes"])
+@pytest.mark.parametrize(
+    "where", ["video", "video-under-a-file", "json", "json-where-no-file-goes", "json-a-folder", "json-name-too-long"]
+)
 def test_an_output_path_that_cannot_be_written_is_refused_before_any_episode(run, tmp_path, monkeypatch, capsys, where):
     """Bugs (found combining flags): --video naming a file ended in RecordVideo's FileExistsError traceback; --json
     into a missing folder played every episode (minutes, on Atari) before it said it could not write. Both are now
@@ -238,6 +240,8 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_episode(run
         "video-under-a-file": ["--video", str(tmp_path / "afile" / "videos")],
         "json": ["--json", str(tmp_path / "nodir" / "x.json")],
         "json-where-no-file-goes": ["--json", "/proc/x.json"],  # (a folder that refuses files, even to root)
+        "json-a-folder": ["--json", str(tmp_path)],
+        "json-name-too-long": ["--json", str(tmp_path / ("x" * 300))],  # (was a traceback: is_dir() raised)
     }[where]
     assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2", *flag], prog="a3c.evaluate") == 2
     err = capsys.readouterr().err

@@ -9,7 +9,6 @@ paths had uncommitted changes). ``FIELDS`` names every key a row holds, one spel
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import json
 import os
@@ -17,6 +16,8 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from a3c.record.files import unwritable_reason
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_STORE = REPO / "docs" / "data" / "results.jsonl"
@@ -137,22 +138,9 @@ class Store:
         """A StoreError now where a finished run's row could not be appended (its folder not one, no permission):
         said before the run, not after it. Writes nothing (a missing file and its folders are made by the first
         append)."""
-        try:
-            if self.path.exists():
-                with open(self.path, "a"):
-                    pass
-                return
-            folder = self.path.parent
-            while not folder.exists():  # the nearest folder that exists: the one the missing ones go into
-                folder = folder.parent
-            if not folder.is_dir():
-                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-            if not os.access(folder, os.W_OK):
-                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
-        except OSError as err:
-            raise StoreError(
-                f"--store {self.path}: cannot write it ({err.strerror or err}); give a writable file"
-            ) from None
+        reason = unwritable_reason(self.path, folders_made=True)
+        if reason is not None:
+            raise StoreError(f"--store {self.path}: cannot write it ({reason}); give a writable file")
 
     def find(self, env: str, arm: str, seed: int, budget: int, commit: str | None) -> dict[str, Any] | None:
         """The newest stored row of this run (``commit`` None: of any commit), or None."""

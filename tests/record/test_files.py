@@ -7,6 +7,7 @@ import csv
 import errno
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,3 +136,25 @@ def test_the_writers_write_what_they_did_before(tmp_path):
         b"\r\n", b"\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt", "episodes.csv", "plots", "s.json"]
+
+
+def test_unwritable_reason_says_why_and_leaves_nothing_behind(tmp_path):
+    """The one "could a file be written here" check (evaluate's --json, the benchmark driver's --store): a reason
+    where it could not, None where it could, and the disk as it was either way."""
+    from a3c.record.files import unwritable_reason
+
+    existing = tmp_path / "kept.json"
+    existing.write_text("{}")
+    assert unwritable_reason(existing, folders_made=False) is None and existing.read_text() == "{}"
+    assert unwritable_reason(tmp_path / "new.json", folders_made=False) is None
+    assert unwritable_reason(tmp_path / "a" / "b" / "new.json", folders_made=True) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]  # nothing made, nothing left
+
+    assert unwritable_reason(tmp_path, folders_made=True) == files.IS_A_FOLDER == os.strerror(errno.EISDIR)
+    assert unwritable_reason(tmp_path / "a" / "new.json", folders_made=False) == f"no folder {tmp_path / 'a'}"
+    assert unwritable_reason(existing / "new.json", folders_made=False) == os.strerror(errno.ENOTDIR)
+    assert unwritable_reason(existing / "a" / "new.json", folders_made=True) == os.strerror(errno.ENOTDIR)
+    assert unwritable_reason(tmp_path / ("x" * 300), folders_made=False) == os.strerror(errno.ENAMETOOLONG)
+    # a folder that takes no file, even from root (where permission bits do not refuse)
+    assert unwritable_reason(Path("/proc/x.json"), folders_made=False) is not None
+    assert unwritable_reason(Path("/proc/a/x.json"), folders_made=True) is not None
