@@ -18,7 +18,7 @@ from typing import Any
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 from a3c.spec.flags import ALGOS, OBJECTIVES
-from a3c.spec.setting_types import fits, setting_types
+from a3c.spec.setting_types import describe, fits, setting_types
 from a3c.spec.validation import flag_name
 
 if sys.version_info >= (3, 11):
@@ -172,22 +172,12 @@ def checked_setting(path: Path, name: str, key: str, value: Any) -> Any:
             return None
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     if not fits(value, hint):  # (a TOML value is a bool, int, float, str, list or table: no numpy scalars here)
-        raise UserError(f"{where} = {value!r}: expected {_toml_type(hint)}")
+        raise UserError(f"{where} = {value!r}: expected {describe(hint, toml=True)}")
     if isinstance(value, list):
         return tuple(value)
     if isinstance(value, dict):
         return dict(value)
     return float(value) if hint is float else value
-
-
-def _toml_type(hint: Any) -> str:
-    """A Config field's type as a preset file writes it (a tuple of sizes is a TOML list: [64, 64])."""
-    origin = typing.get_origin(hint)
-    if origin is tuple:
-        return "a list of whole numbers, e.g. [64, 64]"
-    if origin is dict:
-        return "a table, e.g. { key = 1 }"
-    return getattr(hint, "__name__", str(hint))
 
 
 def toml_key(name: str) -> str:

@@ -70,17 +70,21 @@ def plain(value: Any, hint: Any) -> Any:
     return value
 
 
-def describe(hint: Any) -> str:
-    """A type hint in words: "an integer or None"."""
+def describe(hint: Any, *, toml: bool = False) -> str:
+    """A type hint in words: "an integer or None"; ``toml``: as a preset file writes the value ("true or false", a
+    list and a table with an example)."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(describe(arg) for arg in typing.get_args(hint))
+        return " or ".join(describe(arg, toml=toml) for arg in typing.get_args(hint))
     words = {int: "an integer", float: "a number", str: "a string", bool: "True or False", type(None): "None"}
+    if toml:
+        words[bool] = "true or false"
     if hint in words:
         return words[hint]
     if typing.get_origin(hint) is tuple:
-        return f"a list of {describe(typing.get_args(hint)[0]).removeprefix('an ').removeprefix('a ')}s"
+        items = f"a list of {describe(typing.get_args(hint)[0]).removeprefix('an ').removeprefix('a ')}s"
+        return f"{items}, e.g. [64, 64]" if toml else items
     if typing.get_origin(hint) is dict:
-        return "a dict with string keys"
+        return "a table, e.g. { key = 1 }" if toml else "a dict with string keys"
     return getattr(hint, "__name__", str(hint))
 
 

@@ -64,7 +64,7 @@ def test_settings_given_are_not_searched_and_the_space_survives_study_json():
         ("normalize-obs = { low = 0, high = 1 }", "a range needs low and high, and a number setting"),
         ("lr = { low = 0.0, high = 0.1, log = true }", "a log range needs low > 0"),
         ("lr = { low = 0.1, high = 0.01 }", "needs low < high"),
-        ("n-steps = { choices = [5, 8.5] }", "n-steps = 8.5: expected int"),
+        ("n-steps = { choices = [5, 8.5] }", "n-steps = 8.5: expected an integer"),
         ("n-steps = { choices = [] }", "choices must be a non-empty list"),
         ("n-steps = { values = [5] }", "give { low = A, high = B }"),
         ("[returns]\nn-steps = { choices = [5] }\n[more]\nn-steps = { choices = [8] }", "n-steps appear more than"),
