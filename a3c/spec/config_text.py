@@ -100,7 +100,14 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
 def no_evaluation_note(config: Config, sources: dict[str, str], step: int = 0) -> str | None:
     """A note when the run was asked to evaluate (--eval-every given, or set by the preset) but its next evaluation
     step (the first multiple of --eval-every past ``step``, the step a resumed run goes on from) lies past
-    --total-steps: the Trainer then starts no evaluator, and this session leaves no evaluation."""
+    --total-steps: the Trainer then starts no evaluator, and this session leaves no evaluation. And when --eval-every
+    was given with --eval-episodes 0 (no evaluation at all; a preset's --eval-every with --eval-episodes 0 is the way
+    to turn evaluation off, and gets no note)."""
+    if sources.get("eval_every") == FLAG and config.eval_every > 0 and config.eval_episodes == 0:
+        return (
+            f"a3c: note: --eval-every {config.eval_every:,} with --eval-episodes 0: the run evaluates nothing (no "
+            "eval.csv, no checkpoints/best.pt); give --eval-episodes N to evaluate"
+        )
     if not config.evaluates or sources.get("eval_every") not in (FLAG, PRESET):
         return None
     following = (step // config.eval_every + 1) * config.eval_every

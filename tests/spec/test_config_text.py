@@ -38,7 +38,20 @@ def test_an_evaluation_period_past_the_budget_is_noted():
         assert "--total-steps 100,000" in note and "evaluates nothing" in note
     assert no_evaluation_note(config, {"eval_every": DEFAULT}) is None
     assert no_evaluation_note(dataclasses.replace(config, total_steps=250_000), {"eval_every": FLAG}) is None
-    assert no_evaluation_note(dataclasses.replace(config, eval_episodes=0), {"eval_every": FLAG}) is None
+    assert no_evaluation_note(dataclasses.replace(config, eval_episodes=0), {"eval_every": PRESET}) is None
+
+
+def test_an_evaluation_period_given_with_no_episodes_is_noted():
+    """Found reading the code: --eval-every 5000 --eval-episodes 0 evaluated nothing without a word. A preset's
+    --eval-every with --eval-episodes 0 is how a user turns the preset's evaluation off: no note then."""
+    config = Config(env="CartPole-v1", eval_every=5_000, eval_episodes=0, total_steps=100_000)
+    note = no_evaluation_note(config, {"eval_every": FLAG, "eval_episodes": FLAG})
+    assert note == (
+        "a3c: note: --eval-every 5,000 with --eval-episodes 0: the run evaluates nothing (no eval.csv, no "
+        "checkpoints/best.pt); give --eval-episodes N to evaluate"
+    )
+    assert no_evaluation_note(config, {"eval_every": PRESET, "eval_episodes": FLAG}) is None
+    assert no_evaluation_note(dataclasses.replace(config, eval_every=0), {"eval_every": FLAG}) is None
 
 
 def test_a_resumed_runs_next_evaluation_past_the_budget_is_noted():
