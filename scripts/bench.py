@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c.record.files import make_folder
+from a3c.spec.environment import check_env_id
 from a3c.spec.errors import OneLineParser, UserError, run_cli
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
@@ -214,6 +215,8 @@ def conflicts(asked: dict[str, dict[str, Any]], store: Store, how: str = "asked"
 
 def cmd_run(args: argparse.Namespace) -> int:
     runs = plan(args)
+    for env in sorted({run.env for run in runs}):  # (an unknown id said now, not when its first run starts)
+        check_env_id(env)
     store = Store(args.store)
     for line in conflicts({r.arm.name: r.arm.spec() for r in runs}, store):
         raise queue_.QueueError(line)

@@ -357,10 +357,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     try:
         env = gym.make(make_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
-        own = None if module is None else _not_registered_by(module, env_id.rpartition(":")[2])
-        if own is not None:
-            raise UserError(own) from None
-        raise UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}") from None
+        raise _unknown_id(env_id, module, err) from None
     except gym.error.DependencyNotInstalled as err:
         needs = _env_extra(make_id)
         if needs is None:
@@ -398,6 +395,30 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
         env = gym.wrappers.FlattenObservation(env)
     return env
+
+
+def _unknown_id(env_id: str, module: str | None, err: Exception) -> UserError:
+    """The UserError for an id gymnasium has no env for (``err``: its NameNotFound and kin)."""
+    own = None if module is None else _not_registered_by(module, env_id.rpartition(":")[2])
+    if own is not None:
+        return UserError(own)
+    return UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}")
+
+
+def check_env_id(env_id: str) -> None:
+    """A UserError where ``env_id`` names no env registered here (an unknown id, a module of ``module:Id`` that does
+    not import or registers no such id, an Atari game without ale-py), as make_env would say it, but without making
+    the env: for a command that plans many runs and says so before the first (the benchmark driver)."""
+    module = env_module(env_id)
+    if module is not None:
+        import_env_module(module)  # (which registers its ids: gymnasium.spec takes the id without the module)
+    spec_id = env_id.rpartition(":")[2]
+    if is_atari(env_id):
+        atari_kwargs(env_id, {})  # (registers the ALE ids)
+    try:
+        gym.spec(spec_id)
+    except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
+        raise _unknown_id(env_id, module, err) from None
 
 
 # the env families of gymnasium whose libraries are an extra of this project (pyproject.toml): entry point -> extra

@@ -249,6 +249,17 @@ def test_only_that_matches_no_block_or_has_no_queue_is_refused(tmp_path, capsys)
     assert "CartPole-v1" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("env", ["NoSuch-v0", "CartPole-v9", "nosuchmodule:X-v0"])
+def test_an_env_id_it_cannot_make_is_refused_before_the_runs_are_listed(tmp_path, capsys, env):
+    """Found by probing: a dry run listed NoSuch-v0's runs as "to run" (each failed only when it started, maybe hours
+    into a queue). Checked up front, without making any env; the line is a3c.train's for the same id."""
+    argv = ["run", "--env", "CartPole-v1", "--env", env, "--arm", "a=", "--seeds", "1", "--budget", "1000"]
+    assert bench.main([*argv, "--dry-run", "--store", str(tmp_path / "r")]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert repr(env.split(":")[0] if ":" in env else env) in line and captured.out == ""
+
+
 def test_workers_that_is_no_count_is_refused_before_anything_runs(tmp_path, capsys):
     argv = ["run", "--env", "CartPole-v1", "--arm", "a=", "--seeds", "1", "--budget", "1000", "--workers", "foo"]
     assert bench.main([*argv, "--dry-run", "--store", str(tmp_path / "r")]) == 2

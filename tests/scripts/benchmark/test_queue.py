@@ -95,9 +95,10 @@ def test_the_queue_holds_the_must_shows():
     assert min(r.seed for r in runs) >= 501  # seeds no setting was chosen on
     # 1. LunarLander-v3 1M: the preset on 10 seeds, SB3's PPO (rl-zoo3) on 3 of them
     assert count["LunarLander-v3", "preset", 1_000_000] == 10 and count["LunarLander-v3", "sb3-ppo", 1_000_000] == 3
-    # 2. the three robots at 1M on 3 seeds, SB3's PPO with CleanRL's settings on 1
+    # 2. the three robots at 1M on 3 seeds, SB3's PPO with CleanRL's settings on 1 (block 7: on Walker2d-v5's 3)
     for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5"):
-        assert count[env, "preset", 1_000_000] == 3 and count[env, "sb3-ppo-cleanrl", 1_000_000] == 1
+        assert count[env, "preset", 1_000_000] == 3 and count[env, "sb3-ppo-cleanrl", 1_000_000] >= 1
+    assert count["Walker2d-v5", "sb3-ppo-cleanrl", 1_000_000] == 3
     # 3. continuous control against SB3's PPO on the same 3 seeds
     for env in ("Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3"):
         assert {arm: n for (e, arm, _), n in count.items() if e == env} == {"preset": 3, "sb3-ppo": 3}
