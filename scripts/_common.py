@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from a3c.spec.cpu import native_bf16
+
 REPO = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
@@ -43,6 +45,7 @@ def machine() -> dict[str, Any]:
         "gymnasium": gymnasium.__version__,
         "numpy": numpy.__version__,
         "platform": platform.platform(),
+        "bf16_instructions": native_bf16(),
         "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
 

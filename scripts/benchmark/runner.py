@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from a3c.spec.cpu import native_bf16
 from scripts._common import cpu_name
 from scripts.benchmark import curves
 from scripts.benchmark.arms import Arm, command, shown
@@ -157,6 +158,7 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "cpu": cpu_name(),
         "python": platform.python_version(),
+        "bf16_instructions": native_bf16(),
         "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
     }
 
@@ -227,6 +229,7 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
         steps = sum(s["total_steps"] - (s.get("resumed_from_step") or 0) for s in ran)
         workers = summary.get("workers")
         extra = {k: summary.get(k) for k in A3C_EXTRA}
+        extra["bf16"] = (read_json(run_dir / "config.json") or {}).get("bf16")  # (a preset's holds on bf16 CPUs only)
         final, best = (scored(folder, run.arm.evaluate, b) if run.arm.evaluate else None for b in (False, True))
         if final is not None:
             extra["eval_mean_return"], extra["eval_episodes"] = final["mean_return"], final["episodes"]

@@ -48,7 +48,7 @@ FIELDS: dict[str, str] = {
     "stop_reason": "total_steps, or solved for an arm that stops when solved",
     "workers": "a3c's worker processes (a peer: its envs, stepped in one process)",
     "curve": "[[step, wall seconds, 100-episode mean], ...] after each episode, at most 200 points",
-    "machine": "cores, cpu, the 1-minute load average when the run started",
+    "machine": "cores, cpu, whether it has bfloat16 instructions, the 1-minute load average when the run started",
     "finished_at": "when it ended (UTC, ISO 8601)",
     "extra": "what only one kind of arm reports (a3c: update path, objective, solve steps, restarts, skips)",
 }

@@ -70,12 +70,22 @@ def test_the_row_of_a_resumed_run_counts_every_session(tmp_path):
     assert row["sessions"] == 2 and row["command"] == "session 1" and row["machine"] == {"cores": 2}
     assert row["train_s"] == 7.0 and row["steps_per_s"] == (400 + 700) / 7.0
     assert row["wall_s"] == 9.0 and row["total_steps"] == 1000 and row["episodes"] == 120
+    assert row["extra"]["bf16"] is None  # (no config.json here; a run's says whether its network ran in bfloat16)
+    (folder / "run" / "config.json").write_text(json.dumps({"bf16": True}))
+    assert runner.row_of(run, folder, "abc", "")["extra"]["bf16"] is True
     assert row["final_mean_100"] == sum(range(21, 121)) / 100
     # the first full window (episode 100, step 10,000, 90 s) already has a mean of 50.5 >= 15
     assert (row["reached_at_step"], row["reached_at_s"]) == (10000, 90.0)
     assert row["curve"][-1] == [12000, 108.0, row["final_mean_100"]] and len(row["curve"]) == 120
     assert row["extra"]["algo"] == "a3c" and row["workers"] == 2
     assert row["arm_spec"] == A3C.spec()
+
+
+def test_the_machine_says_whether_it_has_bfloat16_instructions(monkeypatch):
+    """Atari's preset computes in bfloat16 only where the CPU has the instructions: a row must say which it had."""
+    for has in (True, False):
+        monkeypatch.setattr(runner, "native_bf16", lambda has=has: has)
+        assert runner.machine()["bf16_instructions"] is has
 
 
 def test_a_run_another_driver_holds_is_left_alone(tmp_path):
