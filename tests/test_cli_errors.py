@@ -156,10 +156,27 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
         ),
     ],
 )
-def test_a_setting_the_env_cannot_take_is_taken_off_where_it_came_from(argv, expected, capsys, tmp_path):
+def test_a_setting_the_env_cannot_take_is_taken_off_where_it_came_from(argv, expected, capsys, tmp_path, monkeypatch):
     """Bug (found combining flags): a preset's --gsde or --bf16 under an env that cannot take it was answered "drop
-    --gsde", a flag the user never typed."""
+    --gsde", a flag the user never typed. The CPU is pinned to one with bfloat16 instructions: elsewhere the atari
+    preset's --bf16 is dropped (a3c.spec.preset_choice), the command is accepted and would train (the test below)."""
+    from a3c.spec import cpu
+
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
     assert expected in _cli(argv, capsys, tmp_path / "run")
+
+
+def test_a_presets_bf16_the_env_cannot_take_is_not_refused_on_a_cpu_without_bfloat16(monkeypatch):
+    """The other side of the atari case above: on a CPU without bfloat16 instructions the preset's --bf16 is dropped
+    before the env is checked, so the command is not refused for it. Resolved only (parse_cli), not run: it would
+    train."""
+    from a3c.spec import cpu
+    from a3c.spec.preset_choice import CPU
+    from a3c.train import parse_cli
+
+    monkeypatch.setattr(cpu, "native_bf16", lambda: False)
+    config, sources, _ = parse_cli(["--workers", "1", "--env", "CartPole-v1", "--preset", "atari"])
+    assert config.preset == "atari" and config.bf16 is False and sources["bf16"] == CPU
 
 
 def test_an_env_file_that_does_not_register_the_id_says_what_it_registers(capsys, tmp_path):

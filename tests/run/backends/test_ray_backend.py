@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -205,12 +204,12 @@ def test_ctrl_c_stops_a_ray_run_cleanly_and_leaves_no_ray_process(tmp_path):
         assert len(shm.names) >= 9, shm.names  # the server's state, in named shared memory
         started = descendants(run.pid)  # the local Ray instance (GCS, raylet) and its worker processes
         assert len(started) >= 4, run.output()
-        t0 = time.monotonic()
         run.signal_group(signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
-        code = run.wait(timeout=30)
-        took = time.monotonic() - t0
-        assert code == 128 + signal.SIGINT, run.output()
-        assert took < 10, f"took {took:.1f} s to stop"
+        code = run.wait(timeout=30)  # (a hang is caught here)
+        out = run.output()
+        assert code == 128 + signal.SIGINT, out
+        # the workers stopped on the stop, not by the launcher's fallbacks for one that does not (RayLauncher.join)
+        assert not any(s in out for s in ("did not stop within", "terminating it", "killing it")), out
         assert wait_for(lambda: not alive(started), timeout=10), f"left running: {alive(started)}"
         assert not shm.left(), "the parameter server's shared memory outlived the run"
     finally:
