@@ -3,14 +3,15 @@
 Prints one line (the checkpoint, its step, the return's mean ± std, the mean length, the episodes) on stdout and
 writes the result as JSON (every episode's return and length too), saying where on stderr. The run directory's model
 card (README.md, a3c.record.model_card) is rewritten with the result, unless --env-kwargs played a variant of the env.
-By default the episodes are the run's own evaluation episodes (the same env seeds, the
-deterministic policy, as many as --eval-episodes): evaluating checkpoints/best.pt (``--best``) reproduces the
-evaluation that made it best. ``--seed`` picks other start states, ``--stochastic`` samples actions from the policy,
-``--env-kwargs`` plays in a variant of the run's env (its keyword arguments for gymnasium.make over the run's: say an
-Atari policy trained without sticky actions played with ALE v5's ``repeat_action_probability=0.25``),
-``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video`` extra: moviepy). A MuJoCo env
-renders through the OpenGL that MUJOCO_GL names; with no display and MUJOCO_GL unset, --video asks for EGL, which
-renders headless (software or GPU) where libEGL is installed.
+By default the episodes are the run's own evaluation episodes (the same env seeds, the same policy: its most likely
+actions, or its samples where the run evaluated so (``--eval-stochastic``, the atari presets'), as many as
+--eval-episodes): evaluating checkpoints/best.pt (``--best``) reproduces the evaluation that made it best. ``--seed``
+picks other start states, ``--stochastic`` samples actions from the policy and ``--deterministic`` plays its most likely
+ones, whatever the run evaluated, ``--env-kwargs`` plays in a variant of the run's env (its keyword arguments for
+gymnasium.make over the run's: say an Atari policy trained without sticky actions played with ALE v5's
+``repeat_action_probability=0.25``), ``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video``
+extra: moviepy). A MuJoCo env renders through the OpenGL that MUJOCO_GL names; with no display and MUJOCO_GL unset,
+--video asks for EGL, which renders headless (software or GPU) where libEGL is installed.
 """
 
 from __future__ import annotations
@@ -44,9 +45,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--episodes", type=int, default=None, help="episodes to play (default: the run's --eval-episodes, or 10)"
     )
-    parser.add_argument(
-        "--stochastic", action="store_true", help="sample actions from the policy (default: the most likely)"
+    policy = parser.add_mutually_exclusive_group()
+    policy.add_argument(
+        "--stochastic",
+        action="store_const",
+        const=True,
+        dest="stochastic",
+        help="sample actions from the policy (default: as the run evaluated, --eval-stochastic; else the most likely)",
     )
+    policy.add_argument(
+        "--deterministic",
+        action="store_const",
+        const=False,
+        dest="stochastic",
+        help="play the policy's most likely actions, also for a run that evaluated its samples",
+    )
+    parser.set_defaults(stochastic=None)  # (None: as the run evaluated)
     parser.add_argument(
         "--seed", type=int, default=None, help="seed of the episodes' start states (default: the run's --seed)"
     )
@@ -109,14 +123,16 @@ def _is_gl_failure(err: BaseException) -> bool:
 def evaluate(
     path: str | Path,
     episodes: int | None = None,
-    stochastic: bool = False,
+    stochastic: bool | None = None,
     seed: int | None = None,
     video: str | Path | None = None,
     best: bool = False,
     env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Play ``episodes`` episodes with the agent of ``path`` (a3c.load) and return the result as a dict.
-    ``env_kwargs``: keyword arguments for gymnasium.make over the run's own (the envs played are that variant)."""
+    ``stochastic``: sampled actions (True), the most likely (False), or as the run evaluated (None: its
+    --eval-stochastic). ``env_kwargs``: keyword arguments for gymnasium.make over the run's own (the envs played are
+    that variant)."""
     if episodes is not None and episodes < 1:
         raise UserError(f"--episodes must be at least 1 (got {episodes})")
     if seed is not None:  # the episodes' seeds come from it as a run's do
@@ -149,6 +165,7 @@ def evaluate(
     config = agent.config
     n = episodes if episodes is not None else (config.eval_episodes or 10)
     seed = config.seed if seed is None else seed
+    stochastic = config.eval_stochastic if stochastic is None else stochastic
     variant = dict(env_kwargs or {})
     if video is None:
         envs = make_eval_envs(config, n, **variant)  # all episodes in lockstep: one batched forward pass per step

@@ -103,6 +103,41 @@ def test_evaluate_best_reproduces_the_runs_evaluation(run, tmp_path, capsys):
     assert f", {EPISODES} episodes (deterministic, seed " in lines[0]
 
 
+@pytest.fixture(scope="module")
+def stochastic_run(tmp_path_factory):
+    """A run evaluated by its policy's samples (--eval-stochastic, the atari presets')."""
+    run_dir = tmp_path_factory.mktemp("eval-stochastic") / "run"
+    flags = ("--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.001", "--total-steps", str(TOTAL))
+    more = ("--eval-every", str(EVERY), "--eval-episodes", str(EPISODES), "--seed", "2", "--eval-stochastic")
+    proc = subprocess.run(train_cmd(run_dir, *flags, *more), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return run_dir
+
+
+def test_a_stochastic_evaluation_is_reproduced_and_can_be_played_deterministically(stochastic_run, tmp_path, capsys):
+    """--eval-stochastic: the evaluator samples the policy's actions (rl-zoo3's Atari protocol); python -m
+    a3c.evaluate --best plays the same samples by default (the same sampler, seeded alike), so it reproduces the
+    evaluation that made best.pt best, and --deterministic plays the most likely actions instead."""
+    card = (stochastic_run / "README.md").read_text()  # the model card of the run's end: its last evaluation's
+    assert "the last evaluation during training (" in card and ", stochastic, seed 2)" in card
+    out = tmp_path / "best.json"
+    assert run_cli(evaluate_cli.main, [str(stochastic_run), "--best", "--json", str(out)]) == 0
+    assert f"{EPISODES} episodes (stochastic, seed 2)" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    best = max(_rows(stochastic_run), key=lambda r: r["mean_return"])
+    assert result["deterministic"] is False and result["global_step"] == int(best["global_step"])
+    assert result["mean_return"] == best["mean_return"] and result["std_return"] == pytest.approx(best["std_return"])
+    assert run_cli(evaluate_cli.main, [str(stochastic_run), "--best", "--deterministic", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["deterministic"] is True
+    assert "(deterministic, seed 2)" in capsys.readouterr().out
+
+
+def test_stochastic_and_deterministic_are_one_choice(run, capsys):
+    assert run_cli(evaluate_cli.main, [str(run), "--stochastic", "--deterministic"], prog="a3c.evaluate") == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--deterministic" in line and "--stochastic" in line
+
+
 def test_evaluate_latest_with_options(run, capsys):
     assert run_cli(evaluate_cli.main, [str(run), "--episodes", "4", "--seed", "9", "--stochastic"]) == 0
     result = json.loads((run / "evaluate-latest.json").read_text())  # the default: in the run directory

@@ -64,13 +64,14 @@ def model_card(run_dir: Path, summary: dict[str, Any] | None = None, evaluation:
     config = Config.from_dict(data)
     if summary is None:
         summary = _read_json(run_dir / "summary.json") or {}
-    result = evaluation if evaluation is not None else _last_evaluation(run_dir)
+    result = evaluation if evaluation is not None else _last_evaluation(run_dir, config)
     front = _front_matter(config, result)
     return front + _body(run_dir, config, data, summary, result)
 
 
-def _last_evaluation(run_dir: Path) -> dict[str, Any] | None:
-    """eval.csv's last row as an evaluation result (the run's own evaluation episodes: deterministic, its seed)."""
+def _last_evaluation(run_dir: Path, config: Config) -> dict[str, Any] | None:
+    """eval.csv's last row as an evaluation result (the run's own evaluation episodes: its seed, the policy's most
+    likely actions or, --eval-stochastic, its samples)."""
     rows = read_eval_log(run_dir / "eval.csv")
     if not rows:
         return None
@@ -80,7 +81,7 @@ def _last_evaluation(run_dir: Path) -> dict[str, Any] | None:
         "std_return": row["std_return"],
         "episodes": int(row["episodes"]),
         "global_step": int(row["global_step"]),
-        "deterministic": True,
+        "deterministic": not config.eval_stochastic,
         "during_training": True,
     }
 

@@ -68,7 +68,7 @@ def custom_scalars_layout() -> dict[str, dict[str, list[Any]]]:
             ],
             "explained variance (--algo ppo)": ["Multiline", [r"^workers/\d+/explained_variance$"]],
         },
-        "eval": {  # a3c.run.evaluator: the deterministic policy, on the evaluator's own envs
+        "eval": {  # a3c.run.evaluator: the policy (--eval-stochastic: its samples), on the evaluator's own envs
             "mean and std of the return": ["Multiline", ["^eval/mean_return$", "^eval/std_return$"]],
             "mean episode length": ["Multiline", ["^eval/mean_length$"]],
         },

@@ -1,5 +1,6 @@
-"""Evaluation during training (``--eval-every STEPS``, ``--eval-episodes N``): the deterministic policy scored on
-envs of its own, apart from the workers, as the A3C paper's and pytorch-a3c's test process does.
+"""Evaluation during training (``--eval-every STEPS``, ``--eval-episodes N``): the deterministic policy (its most
+likely actions; ``--eval-stochastic``: actions sampled from it, by a sampler seeded alike for every evaluation) scored
+on envs of its own, apart from the workers, as the A3C paper's and pytorch-a3c's test process does.
 
 Every ``eval_every`` global steps the main process takes a snapshot of the run (``Coordinator.snapshot()``: the
 weights, at one instant, with the global step they belong to), copies its weights into the evaluation channel and
@@ -32,7 +33,7 @@ from multiprocessing.connection import Connection
 import torch
 
 from a3c.learn.model import build_model, flatten_parameters
-from a3c.record.agent import Agent, eval_seeds, make_eval_envs, normalisation, run_episodes
+from a3c.record.agent import Agent, eval_sampler, eval_seeds, make_eval_envs, normalisation, run_episodes
 from a3c.record.eval_log import RESULT_FIELDS
 from a3c.record.rows import STATS_WIDTH, Stat
 from a3c.spec.config import Config
@@ -108,7 +109,14 @@ class Evaluator:
         norm = self.channel.norm_stats
         transform, self.agent.value_scale = normalisation(norm.get("obs_stats"), norm.get("reward_stats"), self.config)
         self.agent.obs_transform = transform or (lambda obs: obs)
-        stats = run_episodes(self.agent, self.envs, self.seeds, deterministic=True, on_step=self._step_done)
+        stats = run_episodes(
+            self.agent,
+            self.envs,
+            self.seeds,
+            deterministic=not self.config.eval_stochastic,
+            rng=eval_sampler(self.config.seed),  # (the same samples each time: evaluations differ by the weights)
+            on_step=self._step_done,
+        )
         summary = stats.summary()
         self.channel.result.copy_(torch.tensor([summary[f] for f in RESULT_FIELDS], dtype=torch.float64))
         self.channel.done[0] = request  # publishes the result written above

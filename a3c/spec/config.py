@@ -395,10 +395,17 @@ class Config:
     eval_every: int = flag(
         50_000,
         group="evaluation",
-        help="evaluate the deterministic policy every this many steps, in a separate process, on its own envs "
-        "(eval.csv, eval/* tags, checkpoints/best.pt); 0: off",
+        help="evaluate the policy every this many steps, in a separate process, on its own envs (eval.csv, eval/* "
+        "tags, checkpoints/best.pt); 0: off",
     )
     eval_episodes: int = flag(10, group="evaluation", help="episodes per evaluation (0: no evaluation)")
+    eval_stochastic: bool = flag(
+        False,
+        group="evaluation",
+        help="evaluate the policy's sampled actions, not its most likely ones (the atari presets', as rl-zoo3 "
+        "evaluates Atari: a most-likely policy that never presses FIRE after a lost life plays on to ALE's frame "
+        "cap); python -m a3c.evaluate plays the run's choice unless told",
+    )
     worker_timeout: float = flag(
         60.0, group="faults", help="restart a worker whose heartbeat (one per update) is older than this (s)"
     )

@@ -97,7 +97,7 @@ FLAG_GROUPS: tuple[tuple[str, str, str], ...] = (
     ("env", "env", "the environment, and what a3c does to its observations and rewards"),
     ("algorithm", "algorithm", "the update: the objective, rollouts, returns, the loss and the shared optimizer"),
     ("model", "model", "the network built from the env's spaces"),
-    ("evaluation", "evaluation", "the deterministic policy scored during training"),
+    ("evaluation", "evaluation", "the policy scored during training"),
     ("logging", "logging and checkpoints", "TensorBoard, Weights & Biases (--track) and the checkpoint files"),
     ("faults", "faults", "hung and failing workers, non-finite updates"),
     ("backend", "backend and Ray", "where the workers run: processes, one process, or a Ray cluster"),

@@ -233,6 +233,7 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
         final, best = (scored(folder, run.arm.evaluate, b) if run.arm.evaluate else None for b in (False, True))
         if final is not None:
             extra["eval_mean_return"], extra["eval_episodes"] = final["mean_return"], final["episodes"]
+            extra["eval_deterministic"] = final.get("deterministic")  # (the run's choice: --eval-stochastic samples)
         if best is not None:  # its best checkpoint (checkpoints/best.pt), evaluated alike
             extra["eval_best_mean_return"] = best["mean_return"]
         spec = run.arm.spec()

@@ -135,6 +135,7 @@ def test_an_evaluated_arm_stores_its_final_and_best_checkpoints_scores_and_a_mis
     (row,) = Store(store).rows()
     assert row["extra"]["eval_episodes"] == 2
     assert row["extra"]["eval_mean_return"] is not None and row["extra"]["eval_best_mean_return"] is not None
+    assert row["extra"]["eval_deterministic"] is True  # (the most likely actions: no --eval-stochastic)
     (folder,) = work.iterdir()
     (folder / "eval_best.json").unlink()
     final_made = (folder / "eval.json").stat().st_mtime_ns
