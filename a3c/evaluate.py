@@ -69,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--env-kwargs",
         nargs="+",
+        action="extend",  # (given twice, both sets count)
         default=[],
         metavar="KEY=VALUE",
         help="keyword arguments for gymnasium.make over the run's own (a variant of its env, e.g. "

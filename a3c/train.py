@@ -84,8 +84,9 @@ def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: 
         parser.add_argument(name, nargs="?", const=0, type=optional(int), default=None, metavar="PORT", help=help_text)
         return
     if f.name == "env_kwargs":
-        # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored
-        parser.add_argument(name, nargs="*", default=None, metavar="KEY=VALUE", help=help_text)
+        # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored;
+        # given twice, both sets count (extend: argparse's default would keep the last one alone, without a word)
+        parser.add_argument(name, nargs="*", action="extend", default=None, metavar="KEY=VALUE", help=help_text)
         return
     origin = typing.get_origin(hint)
     if origin is tuple:

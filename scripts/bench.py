@@ -56,10 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run what is not stored yet")
     run.add_argument("--queue", type=Path, help="the runs of this queue file (benchmarks/queue.toml)")
-    run.add_argument("--only", nargs="+", metavar="TEXT", help="with --queue: the blocks whose name holds one of these")
-    run.add_argument("--env", nargs="+", default=[], metavar="ID", help="envs (without --queue)")
-    run.add_argument("--arm", nargs="+", default=[], metavar="ARM", help="NAME=FLAGS or a peer's name")
-    run.add_argument("--seeds", nargs="+", default=[], metavar="SEED", help="seeds, or FIRST-LAST")
+    # a list flag given twice counts every value (action="extend": argparse's default kept the last list alone, so
+    # --arm A --arm B ran B without a word)
+    run.add_argument(
+        "--only", nargs="+", action="extend", metavar="TEXT", help="with --queue: the blocks whose name holds a TEXT"
+    )
+    run.add_argument("--env", nargs="+", action="extend", default=[], metavar="ID", help="envs (without --queue)")
+    run.add_argument("--arm", nargs="+", action="extend", default=[], metavar="ARM", help="NAME=FLAGS or a peer's name")
+    run.add_argument("--seeds", nargs="+", action="extend", default=[], metavar="SEED", help="seeds, or FIRST-LAST")
     run.add_argument("--budget", type=_positive, help="env steps of each run")
     run.add_argument("--threshold", type=_finite, help="the return counted as solved (default: the env's)")
     run.add_argument(
@@ -101,9 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, what in (("table", "print the store's table"), ("figure", "draw the store's curves into a PNG")):
         p = sub.add_parser(name, help=what)
         p.add_argument("--store", type=Path, default=DEFAULT_STORE, help=store_help)
-        p.add_argument("--env", nargs="+", metavar="ID", help="only these envs")
-        p.add_argument("--arm", nargs="+", metavar="NAME", help="only these arms")
-        p.add_argument("--budget", nargs="+", type=_positive, help="only these budgets")
+        p.add_argument("--env", nargs="+", action="extend", metavar="ID", help="only these envs")
+        p.add_argument("--arm", nargs="+", action="extend", metavar="NAME", help="only these arms")
+        p.add_argument("--budget", nargs="+", action="extend", type=_positive, help="only these budgets")
         if name == "table":
             p.add_argument("--view", choices=["arms", "seeds"], default="arms", help="env x arm, or each run")
         else:

@@ -261,6 +261,20 @@ def test_an_env_id_it_cannot_make_is_refused_before_the_runs_are_listed(tmp_path
     assert repr(env.split(":")[0] if ":" in env else env) in line and captured.out == ""
 
 
+def test_a_list_flag_given_twice_counts_both(tmp_path, capsys):
+    """Found by probing: --arm A --arm B planned B's runs alone (argparse kept the last list), so a tuning command
+    written one arm a flag ran half its arms without a word. Every list flag of run extends now."""
+    argv = ["run", "--env", "CartPole-v1", "--env", "Acrobot-v1", "--arm", "a=", "--arm", "b=--lr 0.01"]
+    argv += ["--seeds", "1", "--seeds", "2", "--budget", "1000", "--dry-run", "--store", str(tmp_path / "r")]
+    assert bench.main(argv) == 0
+    planned = [line for line in capsys.readouterr().out.splitlines() if line.endswith(": run")]
+    assert len(planned) == 2 * 2 * 2
+    assert {line.split()[1] for line in planned} == {"a", "b"} and {line.split()[0] for line in planned} == {
+        "CartPole-v1",
+        "Acrobot-v1",
+    }
+
+
 def test_workers_that_is_no_count_is_refused_before_anything_runs(tmp_path, capsys):
     argv = ["run", "--env", "CartPole-v1", "--arm", "a=", "--seeds", "1", "--budget", "1000", "--workers", "foo"]
     assert bench.main([*argv, "--dry-run", "--store", str(tmp_path / "r")]) == 2

@@ -46,6 +46,17 @@ def test_flags_reach_the_config():
     assert cfg.env_kwargs == {"max_episode_steps": 50} and cfg.stop_when_solved
 
 
+def test_env_kwargs_given_twice_are_both_taken():
+    """Found by probing: --env-kwargs a=1 --env-kwargs b=2 kept b=2 alone, without a word (argparse's default for a
+    list flag given twice); both sets count now, and a bare one is still reported."""
+    cfg = parse_config(
+        ["--env", "CartPole-v1", "--env-kwargs", "max_episode_steps=50", "--env-kwargs", "render_mode=x"]
+    )
+    assert cfg.env_kwargs == {"max_episode_steps": 50, "render_mode": "x"}
+    with pytest.raises(UserError):
+        parse_config(["--env", "CartPole-v1", "--env-kwargs"])
+
+
 def test_config_round_trips_through_a_dict():
     cfg = Config(workers=3, hidden_sizes=(5, 6), env_kwargs={"x": 1})
     assert Config.from_dict(cfg.to_dict()) == cfg
