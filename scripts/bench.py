@@ -219,16 +219,18 @@ def conflicts(asked: dict[str, dict[str, Any]], store: Store, how: str = "asked"
 
 def cmd_run(args: argparse.Namespace) -> int:
     runs = plan(args)
-    for env in sorted({run.env for run in runs}):  # (an unknown id said now, not when its first run starts)
-        check_env_id(env)
     store = Store(args.store)
     for line in conflicts({r.arm.name: r.arm.spec() for r in runs}, store):
         raise queue_.QueueError(line)
     commit = code_commit()
     known = arms_.a3c_flags() if any(r.arm.peer is None for r in runs) else set()
+    found = [store.find(r.env, r.arm.name, r.seed, r.budget, None if args.any_commit else commit) for r in runs]
+    # an env id it cannot make, said before the runs are listed, not when its first run starts (hours into a
+    # queue); the envs of stored runs are not made again, so they need not be makeable here
+    for env in sorted({run.env for run, stored in zip(runs, found, strict=True) if stored is None}):
+        check_env_id(env)
     todo, waiting, done = [], [], 0
-    for run in runs:
-        stored = store.find(run.env, run.arm.name, run.seed, run.budget, None if args.any_commit else commit)
+    for run, stored in zip(runs, found, strict=True):
         missing = arms_.unknown_flags(run.arm, known)
         if stored is not None:
             done += 1

@@ -50,7 +50,14 @@ from a3c.record.tensorboard_server import check_port
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
-from a3c.spec.config_text import as_flag, no_evaluation_note, overshoot_note, preset_line, short_run_warning
+from a3c.spec.config_text import (
+    as_flag,
+    lag_limit_note,
+    no_evaluation_note,
+    overshoot_note,
+    preset_line,
+    short_run_warning,
+)
 from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import BOX_ONLY_SETTINGS
@@ -121,6 +128,9 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
     # --workers auto: measured now, while the fork server starts; a resumed run weighs the steps it has left
     config = resolve_workers(config, spec, steps_done=0 if resume is None else int(resume["global_step"]))
+    note = lag_limit_note(config)
+    if note is not None:
+        print(note, file=sys.stderr)
     if resume is None:  # a new run's frames: their background level, which the CNN takes off (a resume keeps its own)
         note = overshoot_note(config)
         if note is not None:

@@ -126,6 +126,25 @@ def no_evaluation_note(config: Config, sources: dict[str, str], step: int = 0) -
     )
 
 
+def lag_limit_note(config: Config) -> str | None:
+    """A note when --max-policy-lag can drop nothing: it counts the other workers' optimizer steps since a rollout
+    acted, and a run of one worker has none, nor has the serial backend, whose workers each roll out and update in
+    one turn. A note, not a refusal: --workers auto may choose 1 after the check, and a resumed run takes its
+    checkpoint's limit without being asked. ``config.workers``: resolved (a number)."""
+    if config.algo != "ppo" or config.max_policy_lag == 0:
+        return None
+    if config.workers == 1:
+        why = "this run has 1 worker"
+    elif config.backend == "serial":
+        why = "under --backend serial each worker rolls out and updates in one turn"
+    else:
+        return None
+    return (
+        f"a3c: note: --max-policy-lag {config.max_policy_lag} counts the other workers' optimizer steps since a "
+        f"rollout acted, and {why}: it drops nothing"
+    )
+
+
 def overshoot_note(config: Config) -> str | None:
     """A note when one round of rollouts (each worker's --envs-per-worker x --n-steps, every worker) holds more steps
     than --total-steps: each worker ends the rollout and update it is in, so the run takes that many at least.

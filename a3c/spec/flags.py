@@ -139,7 +139,8 @@ def parse_scalar(text: str) -> Any:
 
 
 def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
-    """Parse ``key=value`` strings into typed keyword arguments for gymnasium.make."""
+    """Parse ``key=value`` strings into typed keyword arguments for gymnasium.make. A key given twice is refused (the
+    second would win without a word: --env-kwargs given twice extends one list)."""
     kwargs: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -147,5 +148,7 @@ def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
             raise UserError(
                 f"--env-kwargs takes key=value pairs with a Python name as key (got {item!r}); e.g. latency=0.01"
             )
+        if key in kwargs:
+            raise UserError(f"--env-kwargs gives {key} twice ({key}={kwargs[key]!r} and {item}); give it once")
         kwargs[key] = parse_scalar(value)
     return kwargs

@@ -98,11 +98,6 @@ def check(config: Config) -> None:
             f"--envs-per-worker {c.envs_per_worker} = {c.n_steps * c.envs_per_worker} samples) with "
             "--algo ppo; give a longer --n-steps or a smaller --minibatch-size",
         ),
-        (
-            c.max_policy_lag == 0 or c.workers != 1,
-            f"--max-policy-lag {c.max_policy_lag} counts the other workers' optimizer steps since a rollout acted, "
-            "and with --workers 1 there are none; drop it, or give --workers 2 or more",
-        ),
         (c.targets in TARGETS, f"--targets must be one of {', '.join(TARGETS)} (got {c.targets!r})"),
         *(
             (_positive(getattr(c, name)), f"{flag_name(name)} must be a positive number (got {getattr(c, name)})")

@@ -233,7 +233,6 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
         final, best = (scored(folder, run.arm.evaluate, b) if run.arm.evaluate else None for b in (False, True))
         if final is not None:
             extra["eval_mean_return"], extra["eval_episodes"] = final["mean_return"], final["episodes"]
-            extra["eval_deterministic"] = final.get("deterministic")  # (the run's choice: --eval-stochastic samples)
         if best is not None:  # its best checkpoint (checkpoints/best.pt), evaluated alike
             extra["eval_best_mean_return"] = best["mean_return"]
         spec = run.arm.spec()
@@ -283,7 +282,8 @@ def scored(folder: Path, episodes: int, best: bool = False) -> dict[str, Any] | 
     """The score a3c.evaluate wrote for the run of ``folder`` (``best``: of checkpoints/best.pt) if it played
     ``episodes`` episodes; None where there is none (not made, cut short, or made for another --evaluate)."""
     made = read_json(score_path(folder, best)) or {}
-    return made if made.get("episodes") == episodes and made.get("mean_return") is not None else None
+    ours = made.get("episodes") == episodes and made.get("deterministic", True) is True  # (evaluate's, above)
+    return made if ours and made.get("mean_return") is not None else None
 
 
 def score(run: Run, folder: Path, children: Children, out: IO[str] | None) -> str | None:
@@ -306,8 +306,10 @@ def score(run: Run, folder: Path, children: Children, out: IO[str] | None) -> st
 
 def evaluate(run: Run, folder: Path, children: Children, out: IO[str] | None, best: bool = False) -> int:
     """a3c.evaluate on the run's final checkpoint (``best``: its checkpoints/best.pt) for the arm's ``evaluate``
-    episodes, into FOLDER/eval.json (eval_best.json); its exit code."""
+    episodes, into FOLDER/eval.json (eval_best.json); its exit code. The policy's most likely actions, whatever the
+    run evaluated during training (the atari presets sample): every stored score is of one protocol."""
     argv = [sys.executable, "-m", "a3c.evaluate", str(folder / "run"), "--episodes", str(run.arm.evaluate)]
+    argv += ["--deterministic"]
     argv += ["--best"] if best else []
     argv += ["--json", str(score_path(folder, best))]
     return children.wait(children.start(argv, out))

@@ -82,10 +82,12 @@ def test_a_300_epoch_update_longer_than_the_worker_timeout_is_not_a_hang(tmp_pat
         assert not [line for line in output.splitlines() if any(word in line for word in FAILED_TO_STOP)], output
         s = summary(run_dir)
         assert s["restarts"] == 0 and s["total_steps"] == 1024
-        assert s["training_time_s"] > 3 + 1, s  # (silent that long without the heartbeats: the test can fail)
         checkpoint = latest(run_dir)
         assert checkpoint is not None and checkpoint["global_step"] == 1024
         steps = optimizer_steps(checkpoint)
         assert steps == 300 * 128 * 8 // 4 == int(checkpoint["worker_stats"][:, Stat.UPDATES].sum())
+        # (silent that long without the heartbeats between minibatches: what makes the test able to fail)
+        if s["training_time_s"] <= 3 + 1:  # a machine fast enough to finish the update within the timeout
+            pytest.skip(f"the update took {s['training_time_s']:.1f} s, within --worker-timeout 3: nothing shown")
     finally:
         run.cleanup()

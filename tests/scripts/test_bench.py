@@ -125,7 +125,7 @@ def test_an_evaluated_arm_stores_its_final_and_best_checkpoints_scores_and_a_mis
     training); a finished run whose scores are missing (the driver stopped while it evaluated) is evaluated by the
     same command before its row is stored."""
     store, work = tmp_path / "r.jsonl", tmp_path / "work"
-    flags = "--workers 1 --n-steps 8 --eval-every 500 --eval-episodes 1"
+    flags = "--workers 1 --n-steps 8 --eval-every 500 --eval-episodes 1 --eval-stochastic"
     argv = ["run", "--env", "CartPole-v1", "--arm", f"ev={flags}", "--seeds", "1", "--budget", "1000"]
     argv += ["--evaluate", "2", "--store", str(store), "--work-dir", str(work)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -135,8 +135,9 @@ def test_an_evaluated_arm_stores_its_final_and_best_checkpoints_scores_and_a_mis
     (row,) = Store(store).rows()
     assert row["extra"]["eval_episodes"] == 2
     assert row["extra"]["eval_mean_return"] is not None and row["extra"]["eval_best_mean_return"] is not None
-    assert row["extra"]["eval_deterministic"] is True  # (the most likely actions: no --eval-stochastic)
     (folder,) = work.iterdir()
+    # the scores are of the most likely actions, though the run's own evaluations sampled (one protocol in the store)
+    assert all(json.loads((folder / f).read_text())["deterministic"] for f in ("eval.json", "eval_best.json"))
     (folder / "eval_best.json").unlink()
     final_made = (folder / "eval.json").stat().st_mtime_ns
     store.unlink()
@@ -259,6 +260,18 @@ def test_an_env_id_it_cannot_make_is_refused_before_the_runs_are_listed(tmp_path
     captured = capsys.readouterr()
     (line,) = captured.err.strip().splitlines()
     assert repr(env.split(":")[0] if ":" in env else env) in line and captured.out == ""
+
+
+def test_a_stored_runs_env_need_not_be_makeable_here(tmp_path, capsys):
+    """A reviewer's find: the up-front check made every env of the plan, so a dry run of a queue whose Atari rows are
+    stored failed on a machine without ale-py. Only the envs of runs still to run are checked."""
+    store = Store(tmp_path / "r.jsonl")
+    store.append(stored_row("NoSuch-v0", "preset=", 1, 1000, final_mean_100=1.0, wall_s=3.0))
+    argv = ["run", "--env", "NoSuch-v0", "--arm", "preset=", "--seeds", "1", "--budget", "1000", "--dry-run"]
+    assert bench.main([*argv, "--store", str(store.path)]) == 0
+    assert "1 runs: 1 stored, 0 to run" in capsys.readouterr().out
+    assert bench.main([*argv, "--seeds", "2", "--store", str(store.path)]) == 2  # seed 2 is to run
+    assert "unknown env id 'NoSuch-v0'" in capsys.readouterr().err
 
 
 def test_a_list_flag_given_twice_counts_both(tmp_path, capsys):

@@ -55,6 +55,10 @@ def test_env_kwargs_given_twice_are_both_taken():
     assert cfg.env_kwargs == {"max_episode_steps": 50, "render_mode": "x"}
     with pytest.raises(UserError):
         parse_config(["--env", "CartPole-v1", "--env-kwargs"])
+    with pytest.raises(UserError, match="--env-kwargs gives max_episode_steps twice"):
+        parse_config(
+            ["--env", "CartPole-v1", "--env-kwargs", "max_episode_steps=50", "--env-kwargs", "max_episode_steps=9"]
+        )
 
 
 def test_config_round_trips_through_a_dict():

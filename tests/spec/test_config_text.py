@@ -3,7 +3,7 @@
 import dataclasses
 
 from a3c.spec.config import Config
-from a3c.spec.config_text import no_evaluation_note, overshoot_note
+from a3c.spec.config_text import lag_limit_note, no_evaluation_note, overshoot_note
 from a3c.spec.preset_choice import DEFAULT, FLAG, PRESET
 
 
@@ -64,3 +64,16 @@ def test_a_resumed_runs_next_evaluation_past_the_budget_is_noted():
     assert note is not None and "next evaluation would be at step 50,000, past --total-steps 12,000" in note, note
     note = no_evaluation_note(config, {"eval_every": FLAG}, step=10_500)  # the next, 15,000: past the budget
     assert note is not None and "at step 15,000" in note and "\n" not in note
+
+
+def test_a_lag_limit_that_can_drop_nothing_is_noted():
+    """--max-policy-lag counts the other workers' optimizer steps since a rollout acted: with one worker (typed, or
+    chosen by --workers auto after the settings were checked) or the serial backend there are none. A note, not a
+    refusal (a reviewer found the refusal, made before auto chose 1, refusing the run's own resume later)."""
+    lagged = Config(env="CartPole-v1", algo="ppo", max_policy_lag=100, workers=1)
+    note = lag_limit_note(lagged)
+    assert note is not None and "\n" not in note and "this run has 1 worker: it drops nothing" in note
+    serial = dataclasses.replace(lagged, workers=2, backend="serial")
+    assert "under --backend serial" in (lag_limit_note(serial) or "")
+    assert lag_limit_note(dataclasses.replace(lagged, workers=2)) is None
+    assert lag_limit_note(dataclasses.replace(lagged, max_policy_lag=0)) is None
