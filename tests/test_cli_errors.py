@@ -381,6 +381,13 @@ MOMENTS_OF_3 = {"exp_avg": torch.zeros(3), "exp_avg_sq": torch.zeros(3)}  # (Ada
         ({"optimizer": "not a dict"}, [], "no valid 'optimizer' entry"),
         # --gsde changes the policy head: named as the flag, not as "the env now has 3 and 129 actions"
         ({}, ["--gsde"], "--gsde differs from the resumed run's --no-gsde"),
+        # the evaluations' way of choosing actions: a checkpoint from before the setting evaluated the most likely
+        (
+            {},
+            ["--eval-stochastic"],
+            "--eval-stochastic differs from the resumed run's --no-eval-stochastic; its evaluations (eval.csv, "
+            "checkpoints/best.pt) compare one way of choosing actions: drop --eval-stochastic, or start a new run",
+        ),
         ({}, ["--exp-name", "mine"], "--exp-name does not apply to --resume"),
         # files that unpickle but do not fit: refused before config.json or episodes.csv is touched
         ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50])}}, [], "state does not fit its model (no 'exp_avg')"),

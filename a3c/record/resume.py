@@ -194,6 +194,14 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
                 "(sizes, --gsde, initial weights, observation normalisation) and optimizer: drop "
                 f"{given_now.split()[0]}, or start a new run"
             )
+    if "eval_stochastic" in overrides and bool(overrides["eval_stochastic"]) != bool(saved.get("eval_stochastic")):
+        # (a checkpoint from before the setting evaluated the most likely actions: its absence is False)
+        asked = bool(overrides["eval_stochastic"])
+        new, old = as_flag("eval_stochastic", asked), as_flag("eval_stochastic", not asked)
+        raise UserError(
+            f"{new} differs from the resumed run's {old}; its evaluations (eval.csv, checkpoints/best.pt) compare "
+            f"one way of choosing actions: drop {new}, or start a new run"
+        )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
     merged = {**saved, **overrides, INPUT_SCALE: saved[INPUT_SCALE]}

@@ -218,6 +218,11 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
     with pytest.raises(UserError, match="--hidden-sizes"):
         resume_config(payload, tmp_path, {"hidden_sizes": (32,), "total_steps": 5000})
     assert resume_config(payload, tmp_path, {"hidden_sizes": (64, 64), "total_steps": 5000})  # same is fine
+    # the evaluations' protocol stays; the same value typed again (or --no-eval-stochastic on an older checkpoint, which
+    # has no such setting: it evaluated the most likely actions) is fine
+    assert not resume_config(payload, tmp_path, {"eval_stochastic": False, "total_steps": 5000}).eval_stochastic
+    with pytest.raises(UserError, match="--eval-stochastic differs from the resumed run's --no-eval-stochastic"):
+        resume_config(payload, tmp_path, {"eval_stochastic": True, "total_steps": 5000})
     with pytest.raises(UserError, match="already at step 700"):
         resume_config(payload, tmp_path, {"total_steps": 700})
     with pytest.raises(UserError, match="--lr"):
