@@ -68,7 +68,7 @@ def test_help_lists_the_flags_in_groups():
     assert {"--total-steps", "--seed", "--resume", "--run-dir", "--preset", "--show-config"} <= set(groups["run"])
     assert {"--lr", "--gamma", "--n-steps", "--optimizer"} <= set(groups["algorithm"])
     assert {"--hidden-sizes", "--lstm"} <= set(groups["model"])
-    assert {"--eval-every", "--eval-episodes"} == set(groups["evaluation"])
+    assert {"--eval-every", "--eval-episodes", "--eval-stochastic"} == set(groups["evaluation"])
     assert {"--tensorboard", "--checkpoint-every"} <= set(groups["logging and checkpoints"])
     assert {"--max-restarts", "--worker-timeout", "--max-skipped-in-row"} == set(groups["faults"])
     ray = {"--backend", "--start-method", "--ray-address", "--ray-node-ip", "--push-every"}
