@@ -28,6 +28,7 @@ import a3c.learn.update.step
 from a3c.plot import main as plot_main
 from a3c.plot import read_episodes
 from a3c.record.figures import comparison_figure
+from a3c.record.resume import newest_intact
 
 
 def _scalar_steps(run_dir, tag):
@@ -102,7 +103,10 @@ def test_resume_after_kill_9_drops_what_came_after_the_checkpoint(tmp_path):
         assert wait_for(lambda: not alive(children), timeout=5)
     finally:
         run.cleanup()
-    ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)  # maybe a later one by now
+    # the checkpoint the resume goes on from: maybe a later one than orphans_logged saw, and, where the kill fell
+    # between a checkpoint's two writes (step-N.pt, then latest.pt), a step-N.pt newer than latest.pt (the CI run of
+    # 73cee9f: latest.pt at 19,940, step-49680.pt written; this test read latest.pt and gave too small a budget)
+    _, ckpt, _ = newest_intact(run_dir / "checkpoints")
     step = ckpt["global_step"]
     # (orphaned points existed when the kill was sent: orphans_logged; a checkpoint may have landed since)
     resumed = subprocess.run(
