@@ -76,6 +76,7 @@ ADDED_SETTINGS: dict[str, Any] = {
     "normalize_reward": False,
     "input_shift": 0.0,  # (the CNN's input was not shifted before a3c.spec.background)
     "gsde": False,
+    "eval_stochastic": False,  # (evaluations played the most likely actions before the setting)
 }
 # the payload entry that records what the model multiplies its observations by (a3c.learn.model.input_scale): stamped by
 # save_checkpoint, read back by saved_input_scale (a checkpoint without it gets the scale its a3c used)

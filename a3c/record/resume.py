@@ -10,8 +10,9 @@ checkpoint interval (or, with no latest.pt yet, refuse it). When the one taken i
 why.
 
 The config is the checkpoint's, with the flags given on the command line on top, except those that define the model
-(``FIXED_ON_RESUME``). Rows of episodes.csv logged after the checkpoint was taken (before a crash) are dropped, as the
-resumed run will produce those episode indexes again; the trainer likewise purges TensorBoard events from the
+and the evaluations' way of choosing actions (``FIXED_ON_RESUME``, each with the reason its refusal gives). Rows of
+episodes.csv logged after the checkpoint was taken (before a crash) are dropped, as the resumed run will produce those
+episode indexes again; the trainer likewise purges TensorBoard events from the
 checkpoint's step on. A row the checkpoint counted is never dropped, whatever the resumed session's worker count: the
 checkpoint counts the episodes of every rank the run has had.
 """
@@ -48,20 +49,27 @@ from a3c.spec.errors import UserError
 from a3c.spec.flags import RESET_WHEN_OFF
 from a3c.spec.validation import flag_name
 
-# settings that define the model and its optimizer state: a resumed run cannot change them
-FIXED_ON_RESUME: tuple[str, ...] = (
-    "env",
-    "env_kwargs",
-    "hidden_sizes",
-    "shared_torso",
-    "lstm",
-    "optimizer",
-    "normalize_obs",  # the model was trained on (un)normalised inputs
-    "normalize_reward",
-    "gsde",  # the policy head's width (gSDE's exploration matrix)
-    "log_std_init",  # initial weights: the checkpoint's replace what these would make
-    "ortho_init",
+# settings a resumed run keeps, each with why: those that define the model and its optimizer state, and the
+# evaluations' way of choosing actions (a setting an older checkpoint lacks reads as its ADDED_SETTINGS value)
+_MODEL = (
+    "a resumed run keeps its env, env kwargs, model (sizes, --gsde, initial weights, observation normalisation) and "
+    "optimizer"
 )
+_EVALUATIONS = "its evaluations (eval.csv, checkpoints/best.pt) compare one way of choosing actions"
+FIXED_ON_RESUME: dict[str, str] = {
+    "env": _MODEL,
+    "env_kwargs": _MODEL,
+    "hidden_sizes": _MODEL,
+    "shared_torso": _MODEL,
+    "lstm": _MODEL,
+    "optimizer": _MODEL,
+    "normalize_obs": _MODEL,  # the model was trained on (un)normalised inputs
+    "normalize_reward": _MODEL,
+    "gsde": _MODEL,  # the policy head's width (gSDE's exploration matrix)
+    "log_std_init": _MODEL,  # initial weights: the checkpoint's replace what these would make
+    "ortho_init": _MODEL,
+    "eval_stochastic": _EVALUATIONS,
+}
 
 
 def load_resume(run_dir: str | Path) -> dict[str, Any]:
@@ -183,25 +191,17 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     top. UserError for an override of a setting that defines the model, or a --total-steps already reached. The
     model's input scale is the checkpoint's (``saved_settings``), whatever is given."""
     saved = saved_settings(payload)
-    for key in FIXED_ON_RESUME:
-        if key in overrides and _normal(overrides[key]) != _normal(saved.get(key)):
-            flag, new, old = flag_name(key), _normal(overrides[key]), saved.get(key)
+    for key, reason in FIXED_ON_RESUME.items():
+        old = _normal(saved.get(key))
+        if key in overrides and _normal(overrides[key]) != old:
+            new = _normal(overrides[key])
             # a switch as it is typed (--no-normalize-obs), not as "--normalize-obs False"
-            given_now = as_flag(key, new) if isinstance(new, bool) else f"{flag} {new!r}"
+            given_now = as_flag(key, new) if isinstance(new, bool) else f"{flag_name(key)} {new!r}"
             before = as_flag(key, old) if isinstance(old, bool) else repr(old)
             raise UserError(
-                f"{given_now} differs from the resumed run's {before}; a resumed run keeps its env, env kwargs, model "
-                "(sizes, --gsde, initial weights, observation normalisation) and optimizer: drop "
-                f"{given_now.split()[0]}, or start a new run"
+                f"{given_now} differs from the resumed run's {before}; {reason}: drop {given_now.split()[0]}, or "
+                "start a new run"
             )
-    if "eval_stochastic" in overrides and bool(overrides["eval_stochastic"]) != bool(saved.get("eval_stochastic")):
-        # (a checkpoint from before the setting evaluated the most likely actions: its absence is False)
-        asked = bool(overrides["eval_stochastic"])
-        new, old = as_flag("eval_stochastic", asked), as_flag("eval_stochastic", not asked)
-        raise UserError(
-            f"{new} differs from the resumed run's {old}; its evaluations (eval.csv, checkpoints/best.pt) compare "
-            f"one way of choosing actions: drop {new}, or start a new run"
-        )
     if overrides.get("run_dir") is not None and Path(overrides["run_dir"]).resolve() != Path(run_dir).resolve():
         raise UserError("--run-dir and --resume name different directories; a resumed run continues in its own")
     merged = {**saved, **overrides, INPUT_SCALE: saved[INPUT_SCALE]}

@@ -223,6 +223,10 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
     assert not resume_config(payload, tmp_path, {"eval_stochastic": False, "total_steps": 5000}).eval_stochastic
     with pytest.raises(UserError, match="--eval-stochastic differs from the resumed run's --no-eval-stochastic"):
         resume_config(payload, tmp_path, {"eval_stochastic": True, "total_steps": 5000})
+    older = {**payload, "config": {k: v for k, v in payload["config"].items() if k != "eval_stochastic"}}
+    assert not resume_config(older, tmp_path, {"eval_stochastic": False, "total_steps": 5000}).eval_stochastic
+    with pytest.raises(UserError, match="--eval-stochastic differs from the resumed run's --no-eval-stochastic"):
+        resume_config(older, tmp_path, {"eval_stochastic": True, "total_steps": 5000})
     with pytest.raises(UserError, match="already at step 700"):
         resume_config(payload, tmp_path, {"total_steps": 700})
     with pytest.raises(UserError, match="--lr"):
