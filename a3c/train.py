@@ -16,8 +16,8 @@ from typing import Any
 from a3c.run.resolve import resolve_run, resolve_settings
 from a3c.spec.config import Config
 from a3c.spec.config_text import format_config
-from a3c.spec.errors import EXIT_INTERRUPTED, OneLineParser, UserError, run_cli
-from a3c.spec.flags import FLAG_GROUPS, OTHER_GROUP, optional, parse_env_kwargs
+from a3c.spec.errors import EXIT_INTERRUPTED, OneLineParser, run_cli
+from a3c.spec.flags import FLAG_GROUPS, OTHER_GROUP, ExtendPairs, optional, parse_env_kwargs
 
 EXAMPLES = """examples:
   # CartPole-v1 until solved, as many workers as keep the cores busy (measured)
@@ -84,9 +84,9 @@ def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: 
         parser.add_argument(name, nargs="?", const=0, type=optional(int), default=None, metavar="PORT", help=help_text)
         return
     if f.name == "env_kwargs":
-        # nargs="*" and no default: a bare --env-kwargs parses as [] and is reported (parse_config), not ignored;
-        # given twice, both sets count (extend: argparse's default would keep the last one alone, without a word)
-        parser.add_argument(name, nargs="*", action="extend", default=None, metavar="KEY=VALUE", help=help_text)
+        # nargs="*": a bare --env-kwargs (first or later) reaches ExtendPairs, which refuses it in one line, where
+        # argparse's own words would not name the fix; given twice, both sets count
+        parser.add_argument(name, nargs="*", action=ExtendPairs, default=None, metavar="KEY=VALUE", help=help_text)
         return
     origin = typing.get_origin(hint)
     if origin is tuple:
@@ -104,8 +104,6 @@ def parse_flags(argv: Sequence[str] | None = None) -> tuple[dict[str, Any], set[
     typed for; whether --show-config was given)."""
     args = vars(build_parser().parse_args(argv))
     show = args.pop("show_config")
-    if args["env_kwargs"] == []:
-        raise UserError("--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out")
     args["env_kwargs"] = parse_env_kwargs(args["env_kwargs"] or [])
     args["hidden_sizes"] = tuple(args["hidden_sizes"])
     return args, _given_flags(argv), show

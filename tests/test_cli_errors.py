@@ -279,6 +279,8 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--workers", "two"], "argument --workers: takes a number of workers or auto (got 'two')"),
         (["--env-kwargs"], "--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out"),
         (["--env-kwargs", "--seed", "2"], "--env-kwargs needs key=value pairs"),
+        # a bare second one was taken as nothing, without a word (the first's pairs alone counted)
+        (["--env-kwargs", "latency=0.01", "--env-kwargs"], "--env-kwargs needs key=value pairs"),
         (["--lr", "fast"], "argument --lr: invalid float value: 'fast'"),
         (["--optimizer", "sgd"], "argument --optimizer: invalid choice"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),

@@ -138,6 +138,17 @@ def parse_scalar(text: str) -> Any:
     return text
 
 
+class ExtendPairs(argparse.Action):
+    """``--env-kwargs key=value ...`` given once or more: every time's pairs count (argparse's store would keep the
+    last time's alone, without a word); a time with no pair (a bare ``--env-kwargs``, first or later) is refused,
+    not taken as nothing."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None):
+        if not values:
+            raise UserError(f"{option} needs key=value pairs (e.g. {option} latency=0.01), or leave it out")
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *values])
+
+
 def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
     """Parse ``key=value`` strings into typed keyword arguments for gymnasium.make. A key given twice is refused (the
     second would win without a word: --env-kwargs given twice extends one list)."""
