@@ -261,8 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.json or default_json_path(Path(result["checkpoint"]))
     try:
         out.write_text(json.dumps(result, indent=2) + "\n")
-    except OSError as err:
-        raise UserError(f"cannot write {out} ({err.strerror or err}); give a writable --json FILE") from None
+    except OSError as err:  # (checked before the episodes; a disk that filled since, a default path refused)
+        raise unwritable_json(out, err.strerror or str(err)) from None
     print(f"a3c: wrote {out}" + (f"; videos in {args.video}" if args.video else ""), file=sys.stderr)
     card = update_model_card(result)
     if card is not None:
@@ -279,7 +279,12 @@ def check_json_path(out: Path) -> None:
     if reason == IS_A_FOLDER:
         raise UserError(f"--json {out} is a folder; give a file name (--json FILE)")
     if reason is not None:
-        raise UserError(f"cannot write {out} ({reason}); give a writable --json FILE")
+        raise unwritable_json(out, reason)
+
+
+def unwritable_json(out: Path, reason: str) -> UserError:
+    """The one wording of a result file that cannot be written (``reason``: why), before the episodes or after."""
+    return UserError(f"cannot write {out} ({reason}); give a writable --json FILE")
 
 
 def update_model_card(result: dict[str, Any]) -> str | None:

@@ -32,21 +32,38 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine() -> dict[str, Any]:
-    import gymnasium
-    import numpy
-    import torch
-
+def host() -> dict[str, Any]:
+    """The machine as the benchmark store's rows name it (scripts/benchmark/store.py's "machine"): its cores, CPU,
+    Python, whether it has bfloat16 instructions, and the 1-minute load average now. Light: no torch, no gymnasium
+    (the driver writes it as each run starts)."""
     return {
         "cores": os.cpu_count(),
         "cpu": cpu_name(),
         "python": platform.python_version(),
+        "bf16_instructions": native_bf16(),
+        "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+
+
+def machine() -> dict[str, Any]:
+    """``host()`` with the versions of torch, gymnasium and numpy and the platform, for a benchmark's JSON."""
+    import gymnasium
+    import numpy
+    import torch
+
+    light = host()
+    versions = {
         "torch": torch.__version__,
         "gymnasium": gymnasium.__version__,
         "numpy": numpy.__version__,
         "platform": platform.platform(),
-        "bf16_instructions": native_bf16(),
-        "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+    # the keys in the order the JSON files have them: the versions after python
+    first = ("cores", "cpu", "python")
+    return {
+        **{k: light[k] for k in first},
+        **versions,
+        **{k: v for k, v in light.items() if k not in first},
     }
 
 

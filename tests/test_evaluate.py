@@ -282,3 +282,30 @@ def test_an_output_path_that_cannot_be_written_is_refused_before_any_episode(run
     err = capsys.readouterr().err
     assert err.startswith("a3c.evaluate: error: ") and err.count("\n") == 1 and f"--{where.split('-')[0]}" in err, err
     assert played == []
+
+
+def test_a_result_file_that_cannot_be_written_is_worded_alike_before_and_after_the_episodes(
+    tmp_path, capsys, monkeypatch
+):
+    """--json FILE is checked before the episodes; a write that fails after them (the default path, beside a
+    checkpoint whose folder went away; a disk that filled) says it in the same words, as one line."""
+    played = {
+        "checkpoint": str(tmp_path / "gone" / "latest.pt"),
+        "global_step": 10,
+        "deterministic": True,
+        "seed": 0,
+        "env_kwargs_over_run": {},
+        "mean_return": 1.0,
+        "std_return": 0.0,
+        "mean_length": 1.0,
+        "episodes": 1,
+    }
+    monkeypatch.setattr(evaluate_cli, "evaluate", lambda *args, **kwargs: played)
+    before, after = tmp_path / "nodir" / "x.json", tmp_path / "gone" / "evaluate-latest.json"
+    assert run_cli(evaluate_cli.main, ["run", "--json", str(before)], prog="a3c.evaluate") == 2
+    said_before = capsys.readouterr().err
+    assert run_cli(evaluate_cli.main, ["run"], prog="a3c.evaluate") == 2  # (the default path, written after)
+    said_after = capsys.readouterr().err  # (the result's line went to stdout)
+    head = "a3c.evaluate: error: cannot write"
+    assert said_before == f"{head} {before} (no folder {before.parent}); give a writable --json FILE\n"
+    assert said_after == f"{head} {after} (No such file or directory); give a writable --json FILE\n"

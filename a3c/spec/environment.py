@@ -20,6 +20,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.registration import find_highest_version, get_env_id, load_env_creator, parse_env_id
 
 import envs  # noqa: F401  (this project's envs: importing the package registers the `envs/` ids)
 from a3c.spec.atari import AtariFrames, atari_kwargs
@@ -347,25 +348,15 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
     ``atari_wrappers``); Dict/Tuple observations are flattened."""
     user_kwargs = dict(env_kwargs or {})
-    kwargs = atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
+    kwargs = atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs  # (checked before the import)
+    make_id = register_env_id(env_id)
     module = env_module(env_id)
-    make_id = env_id
-    if module is not None:
-        import_env_module(module)
-        if _is_file(module):  # (gymnasium would take the path for a module name: the id alone, registered now)
-            make_id = env_id.rpartition(":")[2]
     try:
         env = gym.make(make_id, **kwargs)
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
         raise _unknown_id(env_id, module, err) from None
     except gym.error.DependencyNotInstalled as err:
-        needs = _env_extra(make_id)
-        if needs is None:
-            raise UserError(f"cannot make env {env_id!r}: {err}") from None
-        library, extra = needs
-        raise UserError(
-            f"{env_id} needs {library}, which is not installed; install the extra: {install_extra(extra)}"
-        ) from None
+        raise _missing_library(env_id, err) from None
     except gym.error.Error as err:
         raise UserError(f"cannot make env {env_id!r}: {err}") from None
     except UserError:
@@ -405,20 +396,57 @@ def _unknown_id(env_id: str, module: str | None, err: Exception) -> UserError:
     return UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}")
 
 
-def check_env_id(env_id: str) -> None:
-    """A UserError where ``env_id`` names no env registered here (an unknown id, a module of ``module:Id`` that does
-    not import or registers no such id, an Atari game without ale-py), as make_env would say it, but without making
-    the env: for a command that plans many runs and says so before the first (the benchmark driver)."""
+def register_env_id(env_id: str) -> str:
+    """Make ``env_id`` known to gymnasium's registry without making the env: import the module of a ``module:Id`` id
+    (or run the file of a ``file.py:Id`` one), whose ``gymnasium.register`` call registers the id, and register the
+    ALE ids for an Atari one. The id for gymnasium.make; UserError where the module, the file or ale-py is missing.
+    (make_env's first step and check_env_id's: the two say the same of an id.)"""
     module = env_module(env_id)
     if module is not None:
-        import_env_module(module)  # (which registers its ids: gymnasium.spec takes the id without the module)
-    spec_id = env_id.rpartition(":")[2]
+        import_env_module(module)
     if is_atari(env_id):
-        atari_kwargs(env_id, {})  # (registers the ALE ids)
+        atari_kwargs(env_id, {})  # (registers the ALE ids; UserError without ale-py)
+    if module is not None and _is_file(module):  # (gymnasium would take the path for a module name: the id alone)
+        return env_id.rpartition(":")[2]
+    return env_id
+
+
+def check_env_id(env_id: str) -> None:
+    """A UserError where ``env_id`` names no env registered here (an unknown id, a module of ``module:Id`` that does
+    not import or registers no such id, an Atari game without ale-py) or one whose library is missing (LunarLander
+    without Box2D, a MuJoCo env without mujoco), as make_env would say it, but without making the env: for a command
+    that plans many runs and says so before the first (the benchmark driver)."""
+    register_env_id(env_id)
     try:
-        gym.spec(spec_id)
+        spec = _registered_spec(env_id.rpartition(":")[2])
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
-        raise _unknown_id(env_id, module, err) from None
+        raise _unknown_id(env_id, env_module(env_id), err) from None
+    if isinstance(spec.entry_point, str):  # ("module:Class": a callable one is imported already)
+        # the module of the env's class, as gymnasium.make imports it before it makes the env: gymnasium's
+        # families whose library is missing raise DependencyNotInstalled here (MuJoCo's, Box2D's, at import)
+        try:
+            load_env_creator(spec.entry_point)
+        except gym.error.DependencyNotInstalled as err:
+            raise _missing_library(env_id, err) from None
+
+
+def _registered_spec(spec_id: str) -> gym.envs.registration.EnvSpec:
+    """gymnasium's EnvSpec of ``spec_id`` (an id without its ``module:``), an id without a version taken at its
+    highest one, as gymnasium.make takes it (gymnasium.spec would raise a bare gymnasium.error.Error); NameNotFound
+    and kin for an unknown id."""
+    namespace, name, version = parse_env_id(spec_id)
+    latest = find_highest_version(namespace, name) if version is None else None
+    return gym.spec(spec_id if latest is None else get_env_id(namespace, name, latest))
+
+
+def _missing_library(env_id: str, err: gym.error.DependencyNotInstalled) -> UserError:
+    """The UserError for an env whose library is not installed (``err``: gymnasium's DependencyNotInstalled, whose
+    advice is gymnasium's own extra): the extra of this project that installs it, where there is one."""
+    needs = _env_extra(env_id.rpartition(":")[2])
+    if needs is None:
+        return UserError(f"cannot make env {env_id!r}: {err}")
+    library, extra = needs
+    return UserError(f"{env_id} needs {library}, which is not installed; install the extra: {install_extra(extra)}")
 
 
 # the env families of gymnasium whose libraries are an extra of this project (pyproject.toml): entry point -> extra
@@ -431,7 +459,7 @@ ENV_EXTRAS: dict[str, tuple[str, str]] = {
 def _env_extra(env_id: str) -> tuple[str, str] | None:
     """(the library, the extra that installs it) for an env of a gymnasium family that needs one; else None."""
     try:
-        entry_point = gym.spec(env_id).entry_point
+        entry_point = _registered_spec(env_id).entry_point
     except gym.error.Error:
         return None
     module = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")

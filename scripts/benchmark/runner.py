@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import datetime
 import fcntl
-import importlib
 import json
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -31,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from a3c.spec.cpu import native_bf16
-from scripts._common import cpu_name
+from scripts._common import host
 from scripts.benchmark import curves
 from scripts.benchmark.arms import Arm, command, shown
 from scripts.benchmark.store import REPO, Store
@@ -70,20 +67,13 @@ class Run:
 
 def env_threshold(env: str) -> float | None:
     """gymnasium's reward_threshold of ``env`` (None where it has none or the id is unknown here)."""
-    try:
-        import gymnasium as gym
+    import gymnasium as gym
 
-        if env.startswith("ALE/"):
-            import ale_py
+    from a3c.spec.environment import register_env_id  # (its import registers the envs/ ids)
 
-            gym.register_envs(ale_py)
-        if env.startswith("envs/"):
-            import envs  # noqa: F401  (registers the envs/ namespace)
-        if ":" in env:  # module:Id, as gym.make takes it: the module registers the id
-            module, _, env = env.partition(":")
-            importlib.import_module(module)
-        threshold = gym.spec(env).reward_threshold
-    except Exception:  # an env this machine cannot name (a missing extra): no threshold
+    try:  # its module imported, the ALE ids registered, as a3c.train's make_env does it
+        threshold = gym.spec(register_env_id(env).rpartition(":")[2]).reward_threshold
+    except Exception:  # an env this machine cannot name (a missing extra, a module gone): no threshold
         return None
     return None if threshold is None else float(threshold)
 
@@ -154,13 +144,8 @@ def _set_aside_sessions(folder: Path) -> None:
 
 
 def machine() -> dict[str, Any]:
-    return {
-        "cores": os.cpu_count(),
-        "cpu": cpu_name(),
-        "python": platform.python_version(),
-        "bf16_instructions": native_bf16(),
-        "loadavg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-    }
+    """The machine a session ran on, as a row holds it (store.FIELDS' "machine"): scripts/_common.py's ``host``."""
+    return host()
 
 
 def _now() -> str:

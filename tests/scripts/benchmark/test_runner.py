@@ -83,8 +83,10 @@ def test_the_row_of_a_resumed_run_counts_every_session(tmp_path):
 
 def test_the_machine_says_whether_it_has_bfloat16_instructions(monkeypatch):
     """Atari's preset computes in bfloat16 only where the CPU has the instructions: a row must say which it had."""
+    from scripts import _common
+
     for has in (True, False):
-        monkeypatch.setattr(runner, "native_bf16", lambda has=has: has)
+        monkeypatch.setattr(_common, "native_bf16", lambda has=has: has)
         assert runner.machine()["bf16_instructions"] is has
 
 
