@@ -63,10 +63,10 @@ def train_cmd(run_dir: Path, *extra: str, start_method: str = "fork", workers: i
 class Run:
     """A training process started in a new session; stderr goes to a file (a full pipe would block it)."""
 
-    def __init__(self, cmd: list[str], log: Path) -> None:
+    def __init__(self, cmd: list[str], log: Path, cwd: Path | None = None) -> None:
         self.log_path = log
         self.log = open(log, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         self.pid = self.proc.pid
 
     def output(self) -> str:

@@ -176,6 +176,9 @@ def test_env_kwargs_from_the_command_line_reach_the_env() -> None:
 
 
 def test_env_defined_in_a_test_module_trains_through_a_module_id(tmp_path: Path) -> None:
+    # each worker ends an episode (and writes its row) after 2 rollouts of 5 steps an env: in 400 steps (a tenth of a
+    # second) a worker that a busy machine ran late could end none while the other took the rest; in 2,000, not
+    total = 2000
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), str(REPO)])}
     cmd = [
@@ -191,7 +194,7 @@ def test_env_defined_in_a_test_module_trains_through_a_module_id(tmp_path: Path)
         "--envs-per-worker",
         "2",
         "--total-steps",
-        "400",
+        str(total),
         "--checkpoint-every",
         "0",
         "--run-dir",
@@ -200,9 +203,9 @@ def test_env_defined_in_a_test_module_trains_through_a_module_id(tmp_path: Path)
     proc = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["env"] == "test_envs:TinyEnv-v0" and summary["total_steps"] >= 400
+    assert summary["env"] == "test_envs:TinyEnv-v0" and summary["total_steps"] >= total
     with open(run_dir / "episodes.csv") as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) >= 400 // 7 - 4  # (episodes still running at the end are not written)
+    assert len(rows) >= total // 7 - 4  # (episodes still running at the end are not written)
     assert {int(r["length"]) for r in rows} == {7}  # the kwarg reached the env in the worker processes
     assert {int(r["worker"]) for r in rows} == {0, 1}

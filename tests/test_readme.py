@@ -9,9 +9,12 @@ import importlib.util
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+from procs import Run, wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -70,6 +73,21 @@ def _train(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "a3c.train", *args], cwd=cwd, capture_output=True, text=True)
     assert proc.returncode == 0, f"{args}\n{proc.stderr[-3000:]}"
     return proc
+
+
+def _train_until_tensorboard_is_announced(args: list[str], run_dir: Path, cwd: Path) -> str:
+    """A --tensorboard command trained until it says where its server listens, then ended by Ctrl-C; its output.
+    TensorBoard starts beside the run and says so once it listens: SMALL's budget could end the run first (the server
+    stopped before that line) where the server's imports crawl on a busy machine."""
+    unbounded = [*args, "--total-steps", "100000000", "--envs-per-worker", "2", "--checkpoint-every", "0"]
+    run = Run([sys.executable, "-m", "a3c.train", *unbounded, "--run-dir", str(run_dir)], cwd / "tb.log", cwd=cwd)
+    try:
+        assert wait_for(lambda: "TensorBoard at http://127.0.0.1:" in run.output(), timeout=120), run.output()
+        run.proc.send_signal(signal.SIGINT)  # (to the main process alone: the run stops its server itself)
+        assert run.wait(timeout=60) == 128 + signal.SIGINT, run.output()
+    finally:
+        run.cleanup()
+    return run.output()
 
 
 def _ci_lines() -> list[str]:
@@ -153,10 +171,11 @@ def test_the_tour_runs_as_written(tmp_path):
             assert "# preset" in proc.stdout and "--workers" in proc.stdout
             continue
         run_dir = tmp_path / f"run{i}"
-        proc = _train([*args, *SMALL, "--run-dir", str(run_dir)], tmp_path)
-        assert (run_dir / "summary.json").exists() and proc.stderr.strip().splitlines()[-1].startswith("a3c: ")
         if "--tensorboard" in args:
-            assert "TensorBoard at http://127.0.0.1:" in proc.stderr
+            err = _train_until_tensorboard_is_announced(args, run_dir, tmp_path)
+        else:
+            err = _train([*args, *SMALL, "--run-dir", str(run_dir)], tmp_path).stderr
+        assert (run_dir / "summary.json").exists() and err.strip().splitlines()[-1].startswith("a3c: ")
         first_run = first_run or run_dir
 
 

@@ -4,8 +4,8 @@ every worker's tags, the custom-scalars layout, the hparams and the loss-history
 a port in use as a user error, and no orphan TensorBoard when its parent is killed.
 
 This module doubles as the slow environment of the training run: the run's worker processes import it through the
-``module:Env-id`` form of --env (PYTHONPATH=tests), and each env step sleeps STEP_S, so the run lasts long enough to be
-watched without using the CPU the server needs."""
+``module:Env-id`` form of --env (PYTHONPATH=tests), and each env step sleeps STEP_S, so the run leaves the server the
+CPU it needs."""
 
 import json
 import os
@@ -30,7 +30,10 @@ from a3c.spec.errors import UserError
 from a3c.train import parse_config
 
 STEP_S = 0.002
-TOTAL_STEPS = 10_000  # 2 workers x 2 envs, sleeping STEP_S per env step: at least 10 s of training
+# out of reach: the run trains until the test has seen its points grow, then Ctrl-C ends it. (A budget of 10,000 steps,
+# 5 s of training asleep, could end first: TensorBoard, started beside the workers, imports and loads for seconds of
+# CPU on a busy machine, then needs two more reloads of RELOAD_INTERVAL_S to show growth.)
+TOTAL_STEPS = 100_000_000
 ENV_ID = f"{__name__}:SlowCartPoleTB-v0"
 HERE = Path(__file__).resolve().parent
 
@@ -126,19 +129,21 @@ def test_live_run_is_served_and_everything_is_served_after_it(tmp_path):
         found = wait_for(lambda: re.search(r"TensorBoard at (http://127\.0\.0\.1:(\d+)/)", log.read_text()), 60)
         assert found, log.read_text()
         url, port = found.group(1), int(found.group(2))
-        counts = []
-        while train.poll() is None and len(set(c for c in counts if c > 0)) < 3:
+        from procs import PATIENCE
+
+        counts, deadline = [], time.time() + 60 * PATIENCE
+        while train.poll() is None and len(set(c for c in counts if c > 0)) < 3 and time.time() < deadline:
             counts.append(episodic_return_points(url))
             time.sleep(0.5)
-        alive_at_last_count, grown_at = train.poll() is None, time.time()
+        alive_at_last_count = train.poll() is None
         print("charts/episodic_return points seen while training:", sorted(set(counts)))
-        assert alive_at_last_count, f"the run ended before growth was seen: {counts}\n{log.read_text()}"
+        assert alive_at_last_count, f"the run ended: {counts}\n{log.read_text()}"
         grown = [c for c in counts if c > 0]
         assert len(set(grown)) >= 3 and grown == sorted(grown), counts
 
-        # 2. the run ends cleanly and takes its server with it
-        assert train.wait(timeout=150) == 0, log.read_text()
-        print(f"the run went on for {time.time() - grown_at:.1f} s after the growth was seen")
+        # 2. the run ends cleanly (Ctrl-C: the orderly end, its final files written) and takes its server with it
+        train.send_signal(signal.SIGINT)
+        assert train.wait(timeout=150) == 128 + signal.SIGINT, log.read_text()
         assert not port_open(port)
         assert wait_for(lambda: not tensorboard_processes(run_dir), 10), tensorboard_processes(run_dir)
         assert (run_dir / "plots" / "loss_history.png").is_file()
