@@ -84,8 +84,8 @@ def _add_flag(parser: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: 
         parser.add_argument(name, nargs="?", const=0, type=optional(int), default=None, metavar="PORT", help=help_text)
         return
     if f.name == "env_kwargs":
-        # nargs="*": a bare --env-kwargs (first or later) reaches ExtendPairs, which refuses it in one line, where
-        # argparse's own words would not name the fix; given twice, both sets count
+        # nargs="*": a bare --env-kwargs (first or later) reaches ExtendPairs, whose mark parse_env_kwargs refuses in
+        # one line, where argparse's own words would not name the fix; given twice, both sets count
         parser.add_argument(name, nargs="*", action=ExtendPairs, default=None, metavar="KEY=VALUE", help=help_text)
         return
     origin = typing.get_origin(hint)

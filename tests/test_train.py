@@ -116,3 +116,13 @@ def test_examples_close_the_help():
 def test_the_real_help_exits_0():
     proc = subprocess.run([sys.executable, "-m", "a3c.train", "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "examples:" in proc.stdout and proc.stderr == ""
+
+
+def test_help_after_a_bare_env_kwargs_prints_the_help(capsys):
+    """Found by review: a bare --env-kwargs was refused while argparse parsed, so a --help later on the line gave
+    the refusal, not the help; the refusal comes after the parse now (tests/test_cli_errors.py holds it)."""
+    from a3c.train import parse_flags
+
+    with pytest.raises(SystemExit) as exited:
+        parse_flags(["--env-kwargs", "--help"])
+    assert exited.value.code == 0 and "--env-kwargs" in capsys.readouterr().out

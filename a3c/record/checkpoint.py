@@ -76,6 +76,8 @@ ADDED_SETTINGS: dict[str, Any] = {
     "normalize_reward": False,
     "input_shift": 0.0,  # (the CNN's input was not shifted before a3c.spec.background)
     "gsde": False,
+    "log_std_init": 0.0,
+    "ortho_init": True,  # (every dense layer was initialised orthogonally before --no-ortho-init)
     "eval_stochastic": False,  # (evaluations played the most likely actions before the setting)
 }
 # the payload entry that records what the model multiplies its observations by (a3c.learn.model.input_scale): stamped by

@@ -382,7 +382,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
         try:
             return atari_wrappers(env, training)
         except gym.error.DependencyNotInstalled:
-            raise UserError(f"{env_id} needs OpenCV; install the extra: {install_extra('atari')}") from None
+            raise _needs_opencv(env_id) from None
     if isinstance(env.observation_space, (gym.spaces.Dict, gym.spaces.Tuple)) and _flattenable(env.observation_space):
         env = gym.wrappers.FlattenObservation(env)
     return env
@@ -418,9 +418,13 @@ def check_env_id(env_id: str) -> None:
     that plans many runs and says so before the first (the benchmark driver)."""
     register_env_id(env_id)
     try:
-        spec = _registered_spec(env_id.rpartition(":")[2])
+        spec = registered_spec(env_id.rpartition(":")[2])
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
         raise _unknown_id(env_id, env_module(env_id), err) from None
+    except gym.error.Error as err:  # (a deprecated version, LunarLander-v2; an id gymnasium cannot parse)
+        raise UserError(f"cannot make env {env_id!r}: {err}") from None
+    if is_atari(env_id) and importlib.util.find_spec("cv2") is None:  # (the preprocessing's, at make_env's end)
+        raise _needs_opencv(env_id)
     if isinstance(spec.entry_point, str):  # ("module:Class": a callable one is imported already)
         # the module of the env's class, as gymnasium.make imports it before it makes the env: gymnasium's
         # families whose library is missing raise DependencyNotInstalled here (MuJoCo's, Box2D's, at import)
@@ -428,9 +432,19 @@ def check_env_id(env_id: str) -> None:
             load_env_creator(spec.entry_point)
         except gym.error.DependencyNotInstalled as err:
             raise _missing_library(env_id, err) from None
+        except (ImportError, AttributeError) as err:  # (a registration whose module or class is not there)
+            raise UserError(
+                f"cannot make env {env_id!r}: its entry point {spec.entry_point!r} does not load "
+                f"({type(err).__name__}: {err}); fix its registration"
+            ) from None
 
 
-def _registered_spec(spec_id: str) -> gym.envs.registration.EnvSpec:
+def _needs_opencv(env_id: str) -> UserError:
+    """The UserError for an Atari game where OpenCV (the preprocessing's resize) is not installed."""
+    return UserError(f"{env_id} needs OpenCV; install the extra: {install_extra('atari')}")
+
+
+def registered_spec(spec_id: str) -> gym.envs.registration.EnvSpec:
     """gymnasium's EnvSpec of ``spec_id`` (an id without its ``module:``), an id without a version taken at its
     highest one, as gymnasium.make takes it (gymnasium.spec would raise a bare gymnasium.error.Error); NameNotFound
     and kin for an unknown id."""
@@ -459,7 +473,7 @@ ENV_EXTRAS: dict[str, tuple[str, str]] = {
 def _env_extra(env_id: str) -> tuple[str, str] | None:
     """(the library, the extra that installs it) for an env of a gymnasium family that needs one; else None."""
     try:
-        entry_point = _registered_spec(env_id).entry_point
+        entry_point = registered_spec(env_id).entry_point
     except gym.error.Error:
         return None
     module = entry_point if isinstance(entry_point, str) else getattr(entry_point, "__module__", "")

@@ -138,20 +138,24 @@ def parse_scalar(text: str) -> Any:
     return text
 
 
+BARE = "\0bare"  # ExtendPairs' mark of a time given without pairs (no key=value pair holds a NUL)
+
+
 class ExtendPairs(argparse.Action):
     """``--env-kwargs key=value ...`` given once or more: every time's pairs count (argparse's store would keep the
-    last time's alone, without a word); a time with no pair (a bare ``--env-kwargs``, first or later) is refused,
-    not taken as nothing."""
+    last time's alone, without a word); a time with no pair (a bare ``--env-kwargs``, first or later) leaves ``BARE``
+    in the list, which ``parse_env_kwargs`` refuses after the parse (not during it: a ``--help`` later on the line
+    still prints the help)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None):
-        if not values:
-            raise UserError(f"{option} needs key=value pairs (e.g. {option} latency=0.01), or leave it out")
-        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *values])
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), *(values or [BARE])])
 
 
 def parse_env_kwargs(items: list[str]) -> dict[str, Any]:
     """Parse ``key=value`` strings into typed keyword arguments for gymnasium.make. A key given twice is refused (the
     second would win without a word: --env-kwargs given twice extends one list)."""
+    if BARE in items:
+        raise UserError("--env-kwargs needs key=value pairs (e.g. --env-kwargs latency=0.01), or leave it out")
     kwargs: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")

@@ -67,12 +67,10 @@ class Run:
 
 def env_threshold(env: str) -> float | None:
     """gymnasium's reward_threshold of ``env`` (None where it has none or the id is unknown here)."""
-    import gymnasium as gym
+    from a3c.spec.environment import register_env_id, registered_spec  # (its import registers the envs/ ids)
 
-    from a3c.spec.environment import register_env_id  # (its import registers the envs/ ids)
-
-    try:  # its module imported, the ALE ids registered, as a3c.train's make_env does it
-        threshold = gym.spec(register_env_id(env).rpartition(":")[2]).reward_threshold
+    try:  # its module imported, the ALE ids registered, a versionless id at its highest version, as make_env does
+        threshold = registered_spec(register_env_id(env).rpartition(":")[2]).reward_threshold
     except Exception:  # an env this machine cannot name (a missing extra, a module gone): no threshold
         return None
     return None if threshold is None else float(threshold)

@@ -224,6 +224,13 @@ def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
     with pytest.raises(UserError, match="--eval-stochastic differs from the resumed run's --no-eval-stochastic"):
         resume_config(payload, tmp_path, {"eval_stochastic": True, "total_steps": 5000})
     older = {**payload, "config": {k: v for k, v in payload["config"].items() if k != "eval_stochastic"}}
+    # (and the initial weights' settings, which a checkpoint from before them lacks: the flags' defaults then were
+    # theirs; before ADDED_SETTINGS held them, --ortho-init "differed from the resumed run's None")
+    oldest = {
+        **payload,
+        "config": {k: v for k, v in payload["config"].items() if k not in ("ortho_init", "log_std_init")},
+    }
+    assert resume_config(oldest, tmp_path, {"ortho_init": True, "log_std_init": 0.0, "total_steps": 5000}).ortho_init
     assert not resume_config(older, tmp_path, {"eval_stochastic": False, "total_steps": 5000}).eval_stochastic
     with pytest.raises(UserError, match="--eval-stochastic differs from the resumed run's --no-eval-stochastic"):
         resume_config(older, tmp_path, {"eval_stochastic": True, "total_steps": 5000})

@@ -46,3 +46,40 @@ def test_an_id_without_a_version_is_checked_as_gymnasium_make_takes_it():
     check_env_id("CartPole")
     with pytest.raises(UserError, match="unknown env id 'NoSuchThing'"):
         check_env_id("NoSuchThing")
+
+
+def test_a_deprecated_version_and_an_unparsable_id_are_one_line_as_make_env_says_them():
+    """Found by review: gymnasium's DeprecatedEnv (LunarLander-v2, the tutorials' version) and its bare Error for an
+    id it cannot parse were tracebacks from the driver's check, where make_env says one line."""
+    for env_id, words in (("LunarLander-v2", "LunarLander-v3"), ("Cart Pole!", "Malformed environment ID")):
+        with pytest.raises(UserError, match=f"cannot make env {env_id!r}: .*{words}"):
+            check_env_id(env_id)
+
+
+def test_a_registration_whose_entry_point_does_not_load_is_one_line():
+    """Found by review: loading the entry point (to find a missing library) raised the module's ImportError or the
+    missing class's AttributeError as they were."""
+    import gymnasium as gym
+
+    gym.register("A3cTestNoModule-v0", entry_point="a3c_no_such_module:Env")
+    gym.register("A3cTestNoClass-v0", entry_point="envs:NoSuchEnvClass")
+    try:
+        for env_id, kind in (("A3cTestNoModule-v0", "ModuleNotFoundError"), ("A3cTestNoClass-v0", "AttributeError")):
+            with pytest.raises(UserError, match=f"its entry point .* does not load \\({kind}: .*fix its registration"):
+                check_env_id(env_id)
+    finally:
+        for env_id in ("A3cTestNoModule-v0", "A3cTestNoClass-v0"):
+            gym.registry.pop(env_id, None)
+
+
+def test_an_atari_game_without_opencv_is_refused_in_make_envs_words(monkeypatch):
+    """Found by review: the check took ale-py alone for Atari, where make_env needs OpenCV as well (the extra
+    installs both): every Atari run of a queue would have failed as it started."""
+    pytest.importorskip("ale_py")
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cv2" else real(name, *a))
+    with pytest.raises(UserError) as checked:
+        check_env_id("ALE/Pong-v5")
+    assert str(checked.value) == f"ALE/Pong-v5 needs OpenCV; install the extra: {install_extra('atari')}"

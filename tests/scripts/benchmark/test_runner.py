@@ -161,3 +161,10 @@ def test_a_run_started_again_from_the_beginning_sets_its_earlier_sessions_aside(
 def test_a_session_line_cut_short_by_a_crash_is_skipped(tmp_path):
     (tmp_path / "sessions.jsonl").write_text('{"session_id": "a", "command": "one"}\n{"session_id": "b", "comm\n')
     assert [s["command"] for s in runner.sessions(tmp_path)] == ["one"]
+
+
+def test_the_threshold_of_an_id_is_the_one_a3c_train_uses():
+    """Found by review: an id without a version (which a3c.train takes at its highest) got no threshold (gym.spec
+    has none for it), so its row had no reached_at step where the run had one."""
+    assert runner.env_threshold("CartPole") == runner.env_threshold("CartPole-v1") == 475.0
+    assert runner.env_threshold("NoSuchThing-v0") is None
