@@ -26,16 +26,27 @@ from a3c.spec.errors import UserError, install_extra
 NOOP_MAX, FRAME_SKIP, SCREEN_SIZE, STACK = 30, 4, 84, 4
 
 
-def atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Register the ALE ids (ale-py ships the ROMs) and make the env without its own frame skip: the preprocessing
-    skips frames, once. Its own observations are the 128 bytes of the console's RAM (unless --env-kwargs asks
-    otherwise): the preprocessing reads the screen from the emulator itself and drops the env's observation, so a
-    copy of the screen at every reset would be made for nothing."""
+def register_ale(env_id: str) -> None:
+    """Register the ALE ids with gymnasium (ale-py ships the ROMs); UserError without ale-py."""
     try:
         import ale_py
     except ImportError:
         raise UserError(f"{env_id} needs ale-py; install the extra: {install_extra('atari')}") from None
     gym.register_envs(ale_py)
+
+
+def atari_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Register the ALE ids (``register_ale``), then ``atari_make_kwargs``."""
+    register_ale(env_id)
+    return atari_make_kwargs(env_id, kwargs)
+
+
+def atari_make_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """gymnasium.make's kwargs for an ALE game (the ids registered already): the env made without its own frame skip,
+    as the preprocessing skips frames, once. Its own observations are the 128 bytes of the console's RAM (unless
+    --env-kwargs asks otherwise): the preprocessing reads the screen from the emulator itself and drops the env's
+    observation, so a copy of the screen at every reset would be made for nothing. UserError for a kwarg the
+    preprocessing cannot play under."""
     if kwargs.get("continuous"):
         raise UserError(
             "--env-kwargs continuous=True: a3c plays Atari games with their discrete action set (its no-op starts "

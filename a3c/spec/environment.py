@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium.envs.registration import find_highest_version, get_env_id, load_env_creator, parse_env_id
 
 import envs  # noqa: F401  (this project's envs: importing the package registers the `envs/` ids)
-from a3c.spec.atari import AtariFrames, atari_kwargs
+from a3c.spec.atari import AtariFrames, atari_make_kwargs, register_ale
 from a3c.spec.errors import UserError, install_extra
 
 # the action spaces a3c.learn.distributions.make_distribution has a distribution for (checked here without torch: the
@@ -348,8 +348,8 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
     ``atari_wrappers``); Dict/Tuple observations are flattened."""
     user_kwargs = dict(env_kwargs or {})
-    kwargs = atari_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs  # (checked before the import)
     make_id = register_env_id(env_id)
+    kwargs = atari_make_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
     module = env_module(env_id)
     try:
         env = gym.make(make_id, **kwargs)
@@ -358,7 +358,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     except gym.error.DependencyNotInstalled as err:
         raise _missing_library(env_id, err) from None
     except gym.error.Error as err:
-        raise UserError(f"cannot make env {env_id!r}: {err}") from None
+        raise _cannot_make(env_id, err) from None
     except UserError:
         raise  # the env's own message for a bad kwarg (a UserError is a ValueError)
     except AttributeError as err:
@@ -367,7 +367,7 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
         if "must specify an" not in str(err):
             raise
         which = "action_space" if "action space" in str(err) else "observation_space"
-        raise UserError(f"cannot make env {env_id!r}: {err}; set self.{which} in the env's __init__") from None
+        raise _cannot_make(env_id, f"{err}; set self.{which} in the env's __init__") from None
     except (TypeError, ValueError) as err:
         # gymnasium.make and the env's constructor raise these for a kwarg of the wrong name, type or range
         # (max_episode_steps="abc" or 0); anything the env raises without the user's kwargs is a bug, and raises
@@ -405,7 +405,7 @@ def register_env_id(env_id: str) -> str:
     if module is not None:
         import_env_module(module)
     if is_atari(env_id):
-        atari_kwargs(env_id, {})  # (registers the ALE ids; UserError without ale-py)
+        register_ale(env_id)
     if module is not None and _is_file(module):  # (gymnasium would take the path for a module name: the id alone)
         return env_id.rpartition(":")[2]
     return env_id
@@ -422,7 +422,7 @@ def check_env_id(env_id: str) -> None:
     except (gym.error.NameNotFound, gym.error.NamespaceNotFound, gym.error.VersionNotFound) as err:
         raise _unknown_id(env_id, env_module(env_id), err) from None
     except gym.error.Error as err:  # (a deprecated version, LunarLander-v2; an id gymnasium cannot parse)
-        raise UserError(f"cannot make env {env_id!r}: {err}") from None
+        raise _cannot_make(env_id, err) from None
     if is_atari(env_id) and importlib.util.find_spec("cv2") is None:  # (the preprocessing's, at make_env's end)
         raise _needs_opencv(env_id)
     if isinstance(spec.entry_point, str):  # ("module:Class": a callable one is imported already)
@@ -433,10 +433,15 @@ def check_env_id(env_id: str) -> None:
         except gym.error.DependencyNotInstalled as err:
             raise _missing_library(env_id, err) from None
         except (ImportError, AttributeError) as err:  # (a registration whose module or class is not there)
-            raise UserError(
-                f"cannot make env {env_id!r}: its entry point {spec.entry_point!r} does not load "
-                f"({type(err).__name__}: {err}); fix its registration"
+            raise _cannot_make(
+                env_id,
+                f"its entry point {spec.entry_point!r} does not load ({type(err).__name__}: {err}); fix its registration",
             ) from None
+
+
+def _cannot_make(env_id: str, detail: object) -> UserError:
+    """The UserError for an env gymnasium cannot make or find, with what it said (``detail``)."""
+    return UserError(f"cannot make env {env_id!r}: {detail}")
 
 
 def _needs_opencv(env_id: str) -> UserError:
@@ -458,7 +463,7 @@ def _missing_library(env_id: str, err: gym.error.DependencyNotInstalled) -> User
     advice is gymnasium's own extra): the extra of this project that installs it, where there is one."""
     needs = _env_extra(env_id.rpartition(":")[2])
     if needs is None:
-        return UserError(f"cannot make env {env_id!r}: {err}")
+        return _cannot_make(env_id, err)
     library, extra = needs
     return UserError(f"{env_id} needs {library}, which is not installed; install the extra: {install_extra(extra)}")
 

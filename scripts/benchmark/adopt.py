@@ -27,9 +27,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from scripts._common import host
 from scripts.benchmark.arms import Arm, shown
 from scripts.benchmark.queue import QueueError
-from scripts.benchmark.runner import FINISHED, Run, machine, read_json, score_path
+from scripts.benchmark.runner import FINISHED, Run, read_json, score_path
 
 SESSION_START = re.compile(r"^a3c: (?:run directory |resuming )", re.M)
 # the last line of a session that ended by itself or was stopped (a3c.record.run_dir.final_line)
@@ -68,7 +69,7 @@ def sessions_from_log(text: str, config_command: str) -> list[dict[str, Any]]:
                 "training_time_s": float(end["train"]),
                 "session_wall_time_s": float(end["wall"]),
             }
-        out.append({"command": config_command, "exit_code": None, "summary": summary, "machine": machine()})
+        out.append({"command": config_command, "exit_code": None, "summary": summary, "machine": host()})
     return out
 
 
@@ -135,7 +136,7 @@ def prepare(run_dir: Path, arm: Arm, log: Path | None) -> tuple[Run, list[dict[s
     check_flags(config, arm.flags)
     first = shown(started_with(arm, config, run_dir))
     if log is None:
-        entries = [{"command": first, "exit_code": 0, "summary": summary, "machine": machine()}]
+        entries = [{"command": first, "exit_code": 0, "summary": summary, "machine": host()}]
     else:
         try:
             text = log.read_text(errors="replace")

@@ -141,11 +141,6 @@ def _set_aside_sessions(folder: Path) -> None:
         path.unlink()
 
 
-def machine() -> dict[str, Any]:
-    """The machine a session ran on, as a row holds it (store.FIELDS' "machine"): scripts/_common.py's ``host``."""
-    return host()
-
-
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -250,7 +245,7 @@ def row_of(run: Run, folder: Path, commit: str, bench_command: str) -> dict[str,
         "stop_reason": summary.get("stop_reason"),
         "workers": workers,
         "curve": [[p.step, round(p.wall_s, 3), round(p.mean, 3)] for p in curve],
-        "machine": log[0].get("machine") if log else machine(),  # the machine as the run's first session began
+        "machine": log[0].get("machine") if log else host(),  # the machine as the run's first session began
         "finished_at": _now(),
         "extra": extra,
     }
@@ -336,7 +331,7 @@ def _execute(
                 shutil.rmtree(run_dir)
             _set_aside_sessions(folder)
         argv = command(run.arm, run.env, run.seed, run.budget, run_dir, resume=what == "resume")
-        entry = {"session_id": uuid.uuid4().hex, "command": shown(argv), "started_at": _now(), "machine": machine()}
+        entry = {"session_id": uuid.uuid4().hex, "command": shown(argv), "started_at": _now(), "machine": host()}
         _log_session(folder, {**entry, "ended_at": None, "exit_code": None, "summary": None})
         code = children.wait(children.start(argv, out, lock))
         summary = read_json(run_dir / "summary.json")

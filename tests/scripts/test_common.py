@@ -15,14 +15,14 @@ JSON_KEYS += ["loadavg_1m_at_start"]  # docs/data/ppo_*.json's, with bf16_instru
 
 
 def test_a_rows_machine_is_the_light_part_of_a_benchmarks():
-    row, full = runner.machine(), _common.machine()
+    row, full = runner.host(), _common.machine()
     assert list(row) == ROW_KEYS and list(full) == JSON_KEYS
     steady = ROW_KEYS[:-1]  # (the load moves between the two calls)
     assert {k: full[k] for k in steady} == {k: row[k] for k in steady}
 
 
 def test_the_stores_rows_hold_the_keys_a_run_writes_today():
-    """docs/data's stores name a row's machine with the keys runner.machine() writes (rows from before
+    """docs/data's stores name a row's machine with the keys runner.host() writes (scripts/_common.py) (rows from before
     bf16_instructions hold fewer)."""
     stored = set()
     for store in ("results.jsonl", "tuning.jsonl"):
@@ -34,4 +34,4 @@ def test_the_stores_rows_hold_the_keys_a_run_writes_today():
 def test_both_say_whether_the_cpu_has_bfloat16_instructions(monkeypatch):
     for has in (True, False):
         monkeypatch.setattr(_common, "native_bf16", lambda has=has: has)
-        assert runner.machine()["bf16_instructions"] is has and _common.machine()["bf16_instructions"] is has
+        assert runner.host()["bf16_instructions"] is has and _common.machine()["bf16_instructions"] is has

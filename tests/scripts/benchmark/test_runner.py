@@ -87,7 +87,7 @@ def test_the_machine_says_whether_it_has_bfloat16_instructions(monkeypatch):
 
     for has in (True, False):
         monkeypatch.setattr(_common, "native_bf16", lambda has=has: has)
-        assert runner.machine()["bf16_instructions"] is has
+        assert runner.host()["bf16_instructions"] is has
 
 
 def test_a_run_another_driver_holds_is_left_alone(tmp_path):
