@@ -435,7 +435,8 @@ def check_env_id(env_id: str) -> None:
         except (ImportError, AttributeError) as err:  # (a registration whose module or class is not there)
             raise _cannot_make(
                 env_id,
-                f"its entry point {spec.entry_point!r} does not load ({type(err).__name__}: {err}); fix its registration",
+                f"its entry point {spec.entry_point!r} does not load ({type(err).__name__}: {err}); "
+                "fix its registration",
             ) from None
 
 
