@@ -10,8 +10,9 @@ picks other start states, ``--stochastic`` samples actions from the policy and `
 ones, whatever the run evaluated, ``--env-kwargs`` plays in a variant of the run's env (its keyword arguments for
 gymnasium.make over the run's: say an Atari policy trained without sticky actions played with ALE v5's
 ``repeat_action_probability=0.25``), ``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video``
-extra: moviepy). A MuJoCo env renders through the OpenGL that MUJOCO_GL names; with no display and MUJOCO_GL unset,
---video asks for EGL, which renders headless (software or GPU) where libEGL is installed.
+extra: moviepy): the same episodes, one at a time (each episode's sampled actions come from its own sampler, so
+they are the draws of the run without --video). A MuJoCo env renders through the OpenGL that MUJOCO_GL names; with no
+display and MUJOCO_GL unset, --video asks for EGL, which renders headless (software or GPU) where libEGL is installed.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def evaluate(
     from a3c.record.agent import (
         agent_from_payload,
         check_env_fits,
-        eval_sampler,
+        eval_samplers,
         eval_seeds,
         make_eval_envs,
         run_checkpoint,
@@ -174,7 +175,7 @@ def evaluate(
         envs = [_recording_env(config, Path(video), agent.path.stem if agent.path else "agent", variant)]
     try:
         check_env_fits(agent, envs[0])
-        stats = run_episodes(agent, envs, eval_seeds(seed, n), deterministic=not stochastic, rng=eval_sampler(seed))
+        stats = run_episodes(agent, envs, eval_seeds(seed, n), not stochastic, eval_samplers(seed, n))
     except DependencyNotInstalled as err:  # rendering for --video needs what the env's family needs (pygame, ...)
         raise UserError(f"--video: env {config.env!r} cannot render: {err}") from None
     except Exception as err:

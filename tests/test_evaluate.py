@@ -206,6 +206,22 @@ def test_evaluate_records_videos(run, tmp_path, capsys):
     assert {f: (videos / f).stat().st_mtime_ns for f in files} == stamps
 
 
+def test_evaluate_records_the_episodes_it_scores_sampled_actions_too(run, tmp_path):
+    """--video plays the episodes one at a time where the plain evaluation plays them as a batch: with sampled
+    actions (--stochastic) each episode draws from its own sampler, so the recorded episodes are the ones scored
+    (their draws were the batch's first: the videos showed other episodes than the numbers)."""
+    pytest.importorskip("moviepy")
+    pytest.importorskip("pygame")
+    returns = {}
+    for name, extra in (("plain", []), ("video", ["--video", str(tmp_path / "videos")])):
+        out = tmp_path / f"{name}.json"
+        argv = [str(run), "--episodes", "4", "--stochastic", "--json", str(out), *extra]
+        assert run_cli(evaluate_cli.main, argv) == 0
+        returns[name] = json.loads(out.read_text())["returns"]
+    assert returns["video"] == returns["plain"], returns
+    assert len(list((tmp_path / "videos").glob("*.mp4"))) == 4
+
+
 def test_evaluate_video_without_a_display_prints_no_error(run, tmp_path):
     """SDL's probe of a display printed "error: XDG_RUNTIME_DIR is invalid or not set" though the videos were fine."""
     pytest.importorskip("moviepy")

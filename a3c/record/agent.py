@@ -112,10 +112,17 @@ class Agent:
             )
         return torch.from_numpy(np.ascontiguousarray(self.obs_transform(x), dtype=np.float32)), single
 
-    def _actions(self, x: torch.Tensor, deterministic: bool, rng: np.random.Generator | None) -> list[Any]:
+    def _actions(
+        self, x: torch.Tensor, deterministic: bool, rng: np.random.Generator | Sequence[np.random.Generator] | None
+    ) -> list[Any]:
         with torch.inference_mode():
             params, self.state = self.model.policy(x, self._state_for(len(x)))
-        actions = self.dist.mode(params) if deterministic else self.dist.sample(params, rng or self.rng)
+        if deterministic:
+            actions = self.dist.mode(params)
+        elif isinstance(rng, Sequence):  # one sampler per row: a row's draw does not depend on the batch it is in
+            actions = np.concatenate([self.dist.sample(params[i : i + 1], r) for i, r in enumerate(rng)])
+        else:
+            actions = self.dist.sample(params, rng or self.rng)
         return self.dist.env_actions(actions)
 
     def act(self, obs: Any, deterministic: bool = True) -> Any:
@@ -126,10 +133,13 @@ class Agent:
         return actions[0] if single else np.asarray(actions)
 
     def act_batch(
-        self, obs: np.ndarray, deterministic: bool = True, rng: np.random.Generator | None = None
+        self,
+        obs: np.ndarray,
+        deterministic: bool = True,
+        rng: np.random.Generator | Sequence[np.random.Generator] | None = None,
     ) -> list[Any]:
         """Actions for a batch [B, *obs_shape], as a list of B actions the env's step() takes (``rng``: the
-        sampler for ``deterministic=False``, the agent's own by default)."""
+        sampler for ``deterministic=False``, or B samplers, one per row; the agent's own by default)."""
         return self._actions(self._batch(obs)[0], deterministic, rng)
 
     def action_probs(self, obs: Any) -> np.ndarray:
@@ -368,9 +378,11 @@ def eval_seeds(seed: int, episodes: int) -> list[int]:
     return [env_seed(seed, 0, EVALUATOR_RANK, 0, Role.ENV, i) for i in range(episodes)]
 
 
-def eval_sampler(seed: int) -> np.random.Generator:
-    """The action sampler of stochastic evaluation episodes."""
-    return np.random.default_rng(stream(seed, 0, EVALUATOR_RANK, 0, Role.SAMPLER))
+def eval_samplers(seed: int, episodes: int) -> list[np.random.Generator]:
+    """The action samplers of stochastic evaluation episodes 0 .. episodes-1 of a run with root seed ``seed``, one per
+    episode, so that an episode draws the same actions whether it is played in a batch or alone (``run_episodes``)
+    and in every evaluation of the run (evaluations differ by the weights alone)."""
+    return [np.random.default_rng(stream(seed, 0, EVALUATOR_RANK, 0, Role.SAMPLER, i)) for i in range(episodes)]
 
 
 @dataclass
@@ -396,13 +408,18 @@ def run_episodes(
     envs: Sequence[gym.Env],
     seeds: Sequence[int],
     deterministic: bool = True,
-    rng: np.random.Generator | None = None,
+    samplers: Sequence[np.random.Generator] | None = None,
     on_step: Callable[[], None] | None = None,
 ) -> EpisodeStats:
     """One episode per seed (``env.reset(seed=...)``), played by ``agent``, on ``envs`` in lockstep: the envs take
     the seeds in groups of len(envs), each group's observations go through the network as one batch (of a fixed
     size: an env whose episode is over keeps its row until the group is done, so the batch a given episode saw does
-    not depend on when the others ended). ``on_step`` is called after every step of the group (a heartbeat)."""
+    not depend on when the others ended). ``samplers`` (``deterministic=False``): one per seed, episode i's actions
+    drawn with samplers[i] (``eval_samplers``), so an episode's draws do not depend on the group it is played in;
+    without them the agent's own sampler draws for every row. ``on_step`` is called after every step of the group (a
+    heartbeat)."""
+    if samplers is not None and len(samplers) != len(seeds):
+        raise ValueError(f"run_episodes: {len(samplers)} samplers for {len(seeds)} episodes")
     returns, lengths = np.zeros(len(seeds)), np.zeros(len(seeds), dtype=np.int64)
     started = time.perf_counter()
     for first in range(0, len(seeds), len(envs)):
@@ -412,8 +429,9 @@ def run_episodes(
         )
         active = np.ones(len(group), dtype=bool)
         agent.reset(len(group))  # new episodes: a recurrent policy starts from its initial state
+        rows = None if samplers is None else list(samplers[first : first + len(group)])
         while active.any():
-            actions = agent.act_batch(obs, deterministic, rng)
+            actions = agent.act_batch(obs, deterministic, rows)
             for k in np.flatnonzero(active).tolist():
                 o, reward, terminated, truncated, _ = envs[k].step(actions[k])
                 returns[first + k] += float(reward)

@@ -33,7 +33,7 @@ from multiprocessing.connection import Connection
 import torch
 
 from a3c.learn.model import build_model, flatten_parameters
-from a3c.record.agent import Agent, eval_sampler, eval_seeds, make_eval_envs, normalisation, run_episodes
+from a3c.record.agent import Agent, eval_samplers, eval_seeds, make_eval_envs, normalisation, run_episodes
 from a3c.record.eval_log import RESULT_FIELDS
 from a3c.record.rows import STATS_WIDTH, Stat
 from a3c.spec.config import Config
@@ -114,7 +114,7 @@ class Evaluator:
             self.envs,
             self.seeds,
             deterministic=not self.config.eval_stochastic,
-            rng=eval_sampler(self.config.seed),  # (the same samples each time: evaluations differ by the weights)
+            samplers=eval_samplers(self.config.seed, len(self.seeds)),  # (the same draws each evaluation)
             on_step=self._step_done,
         )
         summary = stats.summary()

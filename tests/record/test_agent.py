@@ -13,7 +13,7 @@ from countdown_env import LENGTH, true_value
 import a3c
 from a3c.evaluate import evaluate
 from a3c.learn.model import build_model, flatten_parameters
-from a3c.record.agent import Agent, eval_seeds, make_eval_envs, run_episodes
+from a3c.record.agent import Agent, eval_samplers, eval_seeds, make_eval_envs, run_episodes
 from a3c.record.checkpoint import save_checkpoint
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env
@@ -126,6 +126,21 @@ def test_run_episodes_in_lockstep_equals_one_at_a_time(tmp_path):
     assert len(set(together.returns.tolist())) > 1  # the seeds give different start states
     summary = together.summary()
     assert summary["episodes"] == 6 and summary["mean_return"] == pytest.approx(together.returns.mean())
+
+
+def test_sampled_episodes_are_the_same_in_lockstep_and_one_at_a_time(tmp_path):
+    """Stochastic evaluation draws each episode's actions from that episode's own sampler (eval_samplers), so an
+    episode samples the same actions whether it is played in a batch (a3c.evaluate, the evaluator) or alone
+    (a3c.evaluate --video, one recording env): the video shows the episodes the numbers are of."""
+    path, _ = _checkpoint(tmp_path / "run", seed=3)
+    agent = a3c.load(path)
+    seeds = eval_seeds(7, 6)
+    together = run_episodes(agent, make_eval_envs(agent.config, 6), seeds, False, eval_samplers(7, 6))
+    alone = run_episodes(agent, make_eval_envs(agent.config, 1), seeds, False, eval_samplers(7, 6))
+    assert np.array_equal(together.returns, alone.returns) and np.array_equal(together.lengths, alone.lengths)
+    assert len(set(together.returns.tolist())) > 1
+    again = run_episodes(agent, make_eval_envs(agent.config, 3), seeds, False, eval_samplers(8, 6))
+    assert not np.array_equal(again.returns, together.returns)  # (another seed: other samples)
 
 
 @pytest.mark.parametrize("normalize", [False, True])
