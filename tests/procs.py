@@ -161,11 +161,29 @@ def shm_entries() -> set[str]:
 
 
 def leaked_shm(before: set[str], pids: set[int]) -> set[str]:
-    """Entries of /dev/shm that appeared since ``before`` and belong to this run: torch names its segments
-    torch_<pid>_..., multiprocessing its semaphores sem.mp-... and shared memory psm_... (other sessions on the same
-    machine may be creating entries of their own, so only these kinds count)."""
+    """Entries of /dev/shm that appeared since ``before``, belong to this run and no live process holds (call it once
+    the run's processes have exited): torch names its segments torch_<pid>_..., multiprocessing its semaphores
+    sem.mp-... and shared memory psm_... with no pid in the name, so an entry of those two kinds that another process on
+    the machine (another run, another session) still maps or keeps open is that process's, not a leak."""
     new = shm_entries() - before
-    return {e for e in new if e.startswith(("sem.mp-", "psm_")) or any(f"_{p}_" in e for p in pids)}
+    ours = {e for e in new if e.startswith(("sem.mp-", "psm_")) or any(f"_{p}_" in e for p in pids)}
+    return ours - held_shm() if ours else ours
+
+
+def held_shm() -> set[str]:
+    """The /dev/shm entries some live process maps or holds open (the processes /proc lets this one read)."""
+    held: set[str] = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                held.update(line.rsplit("/dev/shm/", 1)[1].split(" ")[0] for line in maps if "/dev/shm/" in line)
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    held.add(target[len("/dev/shm/") :].split(" ")[0])
+        except OSError:  # (gone meanwhile, or not ours to read)
+            continue
+    return held
 
 
 def run_backends(
