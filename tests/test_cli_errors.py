@@ -267,6 +267,15 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
         (["--push-every", "0", "--backend", "ray"], "--push-every must be at least 1 (got 0)"),
         (["--push-every", "4"], "--push-every 4 is for --backend ray"),
         (["--ray-same-node", "ray"], "--ray-same-node ray is for --backend ray"),
+        # settings that do nothing where two others meet (found combining flags: both were taken without a word)
+        (
+            ["--backend", "serial", "--start-method", "spawn"],
+            "--start-method spawn is how worker processes start, and --backend serial starts none",
+        ),
+        (
+            ["--backend", "ray", "--push-every", "4"],
+            "--push-every 4 is for workers that reach the server by actor calls, and a local Ray's",
+        ),
         (["--exp-name", "mine"], "--exp-name names the default run directory, and --run-dir names another"),
         (["--ray-address", "auto"], "--ray-address auto is for --backend ray; drop it, or add --backend ray"),
         (["--ray-node-ip", "10.0.0.2"], "--ray-node-ip 10.0.0.2 is for --backend ray"),

@@ -27,7 +27,7 @@ def test_no_flag_shows_its_default_twice():
     flat = " ".join(_help().split())
     assert "(default: None)" not in flat and "(default: False)" not in flat and "(default: [])" not in flat
     assert "--run-dir RUN_DIR run directory (default: runs/<env>__<exp-name>__<seed>__<unix-time>)" in flat
-    assert "(default: forkserver on Linux, spawn elsewhere)" in flat
+    assert "(default: forkserver on Linux, spawn elsewhere; none under --backend serial)" in flat
 
 
 def test_run_directories_are_called_run_dir():

@@ -47,7 +47,7 @@ from a3c.spec.config_text import as_flag
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
 from a3c.spec.flags import RESET_WHEN_OFF
-from a3c.spec.validation import flag_name
+from a3c.spec.validation import flag_name, inert_settings
 
 # settings a resumed run keeps, each with why: those that define the model and its optimizer state, and the
 # evaluations' way of choosing actions (a setting an older checkpoint lacks reads as its ADDED_SETTINGS value)
@@ -217,6 +217,9 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
         config = Config.from_dict({**merged, "run_dir": str(run_dir), "resume": str(run_dir)})
     except TypeError as err:
         raise UserError(f"the checkpoint's config does not fit this a3c ({err}); start a new run instead") from None
+    for key in inert_settings(config):  # (the same, for a setting two others leave with nothing to do now)
+        if key not in overrides:
+            setattr(config, key, getattr(defaults, key))
     config.validate()
     step = payload["global_step"]
     if config.total_steps <= step:

@@ -303,7 +303,8 @@ class Config:
     start_method: str | None = flag(
         None,
         group="backend",
-        help="multiprocessing start method (default: forkserver on Linux, spawn elsewhere)",
+        help="multiprocessing start method of the worker and evaluator processes (default: forkserver on Linux, spawn "
+        "elsewhere; none under --backend serial)",
         choices=("fork", "forkserver", "spawn"),
     )
     env_kwargs: dict[str, Any] = flag(

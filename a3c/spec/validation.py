@@ -1,6 +1,7 @@
 """The checks of a training configuration, run in the main process before any worker starts: every setting in its
 range, and no setting given where it does nothing (a PPO flag under --algo a3c, a Ray flag without --backend ray, a
-W&B flag without --track, --clip-obs without --normalize-obs, a V-trace clip without --targets vtrace).
+W&B flag without --track, --clip-obs without --normalize-obs, a V-trace clip without --targets vtrace, --start-method
+under --backend serial).
 ``check(config)`` raises a UserError naming the first problem and its fix; a3c/spec/config.py's ``Config.validate``
 calls it."""
 
@@ -54,6 +55,25 @@ def switched_only(name: str, config: Config, switch: str, on: Any) -> str:
     """The message for setting ``name`` given where its switch (``switch`` = ``on``) is off: it would do nothing."""
     given = flag_name(switch) if on is True else f"{flag_name(switch)} {on}"
     return f"{flag_name(name)} {getattr(config, name)} is for {given}; drop it, or add {given}"
+
+
+def inert_settings(c: Config) -> dict[str, str]:
+    """The settings given (away from their defaults) that two other settings together leave nothing to do, beyond
+    SWITCHED_SETTINGS' one switch each, with the message that refuses each: --start-method under --backend serial (no
+    process is started), --push-every on a local Ray whose workers all reach the server through shared memory."""
+    inert = {}
+    if c.backend == "serial" and c.start_method is not None:
+        inert["start_method"] = (
+            f"--start-method {c.start_method} is how worker processes start, and --backend serial starts none (every "
+            "worker takes turns in this process); drop it, or use --backend shared-memory"
+        )
+    if c.backend == "ray" and c.ray_address is None and c.ray_same_node == "shared-memory" and c.push_every != 1:
+        inert["push_every"] = (
+            f"--push-every {c.push_every} is for workers that reach the server by actor calls, and a local Ray's (no "
+            "--ray-address) are all on the server's node, where they use shared memory (--ray-same-node "
+            "shared-memory); drop it, or add --ray-same-node ray"
+        )
+    return inert
 
 
 def _positive(value: Any) -> bool:
@@ -180,6 +200,8 @@ def check(config: Config) -> None:
     for ok, message in checks:
         if not ok:
             raise UserError(message)
+    for message in inert_settings(c).values():
+        raise UserError(message)
     methods = multiprocessing.get_all_start_methods()
     if c.start_method is not None and c.start_method not in methods:
         raise UserError(f"--start-method {c.start_method} is not available here; use one of {', '.join(methods)}")

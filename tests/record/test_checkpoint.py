@@ -275,6 +275,22 @@ def test_settings_of_a_switch_turned_off_go_back_to_their_defaults_on_resume(tmp
         resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial", "clip_obs": 3.0})
 
 
+def test_settings_left_with_nothing_to_do_go_back_to_their_defaults_on_resume(tmp_path):
+    """--start-method of a run resumed under --backend serial, --push-every of a Ray cluster's run resumed on a local
+    Ray (validation.inert_settings): their defaults, rather than a failed resume; given again, refused."""
+    payload = _payload()
+    payload["config"] = {**payload["config"], "start_method": "spawn", "backend": "ray", "ray_address": "auto"}
+    payload["config"]["push_every"] = 4
+    kept = resume_config(payload, tmp_path, {"total_steps": 5000})
+    assert (kept.start_method, kept.push_every) == ("spawn", 4)
+    local = resume_config(payload, tmp_path, {"total_steps": 5000, "ray_address": None})
+    assert (local.backend, local.ray_address, local.push_every, local.start_method) == ("ray", None, 1, "spawn")
+    serial = resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial"})
+    assert (serial.start_method, serial.push_every) == (None, 1)
+    with pytest.raises(UserError, match="--start-method spawn is how worker processes start"):
+        resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial", "start_method": "spawn"})
+
+
 def test_a_ppo_run_resumed_under_a3c_takes_the_defaults_of_ppos_and_vtraces_settings(tmp_path):
     """The objective's settings are reset by the same table as the switches' (RESET_WHEN_OFF): a PPO run with V-trace
     targets resumed under --algo a3c --targets gae takes their defaults, unless given again (then refused)."""

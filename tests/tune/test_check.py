@@ -28,14 +28,18 @@ def _check(tmp_path, space_text: str | None, *flags: str):
     ("space", "flags"),
     [
         # the cases: each value judged with the flags given and the other searched settings
-        ("push-every = { choices = [1, 4] }", ["--backend", "ray"]),
+        ("push-every = { choices = [1, 4] }", ["--backend", "ray", "--ray-same-node", "ray"]),
         (
             'algo = { choices = ["ppo"] }\nn-steps = { choices = [64, 128] }\nminibatch-size = { choices = [32, 64] }',
             [],
         ),
         # a value good with only some values of another searched setting: kept (a trial drawing the others is refused)
         ('algo = { choices = ["a3c", "ppo"] }\nn-steps = { choices = [5, 64] }', []),
-        ('push-every = { choices = [1, 4] }\nbackend = { choices = ["shared-memory", "ray"] }', []),
+        (
+            'push-every = { choices = [1, 4] }\nbackend = { choices = ["shared-memory", "ray"] }\n'
+            'ray-same-node = { choices = ["shared-memory", "ray"] }',
+            [],
+        ),
     ],
 )
 def test_a_value_is_judged_with_the_flags_given_and_the_other_searched_settings(tmp_path, space, flags):
@@ -49,6 +53,12 @@ def test_a_value_is_judged_with_the_flags_given_and_the_other_searched_settings(
     ("space", "flags", "message"),
     [
         ("push-every = { choices = [1, 4] }", [], "push-every: 4 is refused with the flags given in every combination"),
+        # a local Ray's workers all use shared memory: --push-every does nothing there
+        (
+            "push-every = { choices = [1, 4] }",
+            ["--backend", "ray"],
+            "push-every: 4 is refused with the flags given in every combination",
+        ),
         (
             'algo = { choices = ["ppo"] }\nn-steps = { choices = [5] }\nminibatch-size = { choices = [64] }',
             [],

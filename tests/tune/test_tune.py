@@ -248,7 +248,7 @@ def test_a_space_that_no_flag_combination_accepts_is_refused_before_the_first_tr
 @pytest.mark.parametrize(
     ("space", "flags"),
     [
-        ("push-every = { choices = [1, 4] }\n", ["--backend", "ray"]),
+        ("push-every = { choices = [1, 4] }\n", ["--backend", "ray", "--ray-same-node", "ray"]),
         (
             'algo = { choices = ["ppo"] }\nn-steps = { choices = [64, 128] }\n'
             "minibatch-size = { choices = [32, 64] }\n",
