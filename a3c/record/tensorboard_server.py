@@ -61,6 +61,9 @@ class TensorBoardServer:
         self.stderr_tail: deque[str] = deque(maxlen=20)
         self.process: subprocess.Popen[str] | None = None
         self._on_ready: list = []
+        # the URL line and the stop, which may meet (a server up as the run ends): one or the other speaks
+        self._lock = threading.Lock()
+        self._stopped = self._announced = False
 
     @classmethod
     def start_for(cls, logdir: Path, port: int | None, announce: bool = True) -> TensorBoardServer | None:
@@ -73,9 +76,9 @@ class TensorBoardServer:
             server._on_ready.append(server._announce)
         return server.start()
 
-    def start(self) -> TensorBoardServer:
-        check_port(self.port)
-        command = [
+    def command(self) -> list[str]:
+        """The child's command line."""
+        return [
             sys.executable,
             "-m",
             "a3c.record.tensorboard_server",
@@ -85,8 +88,11 @@ class TensorBoardServer:
             "--reload-interval",
             str(self.reload_interval),
         ]
+
+    def start(self) -> TensorBoardServer:
+        check_port(self.port)
         self.process = subprocess.Popen(
-            command,
+            self.command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -116,7 +122,11 @@ class TensorBoardServer:
                 self.stderr_tail.append(line.rstrip())
 
     def _announce(self) -> None:
-        print(f"a3c: TensorBoard at {self.url} (serving {self.logdir}; stops when the run ends)", file=sys.stderr)
+        with self._lock:
+            if self._stopped:  # (up as the run stopped: the URL would be dead by the time it is read)
+                return
+            self._announced = True
+            print(f"a3c: TensorBoard at {self.url} (serving {self.logdir}; stops when the run ends)", file=sys.stderr)
 
     def wait_ready(self, timeout: float = 60.0) -> str:
         """Block until the server listens; returns its URL. RuntimeError if it exited or did not start in time."""
@@ -133,10 +143,18 @@ class TensorBoardServer:
     def pid(self) -> int | None:
         return None if self.process is None else self.process.pid
 
-    def stop(self) -> None:
-        """Close the child's stdin (it exits on end-of-file); terminate, then kill it if it does not."""
+    def stop(self, say_if_unseen: bool = False) -> None:
+        """Close the child's stdin (it exits on end-of-file); terminate, then kill it if it does not.
+        ``say_if_unseen`` (the run's end): where its URL was never printed, say how to see the run instead."""
+        with self._lock:
+            self._stopped, unseen = True, not self._announced
         if self.process is not None:
             self._finalizer()
+        if say_if_unseen and unseen and self._announce in self._on_ready:
+            print(
+                f"a3c: TensorBoard was not up when the run ended; to see the run: tensorboard --logdir {self.logdir}",
+                file=sys.stderr,
+            )
 
 
 def _stop_process(process: subprocess.Popen, timeout: float) -> None:

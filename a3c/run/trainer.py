@@ -277,7 +277,7 @@ class Trainer:
             if dashboard is None and tracker is not None:  # (the dashboard finishes it otherwise)
                 tracker.finish()
             if self.tensorboard is not None:
-                self.tensorboard.stop()
+                self.tensorboard.stop(say_if_unseen=True)
         if summary is not None:
             print(final_line(summary, run.path, budget=cfg.total_steps), file=sys.stderr)
         failures.report(run)  # the run's last line when a write failed

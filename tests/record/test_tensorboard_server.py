@@ -296,3 +296,30 @@ def test_the_run_is_named_after_its_directory(tmp_path):
     finally:
         remove_named_logdir(top)
     assert not top.exists() and (run / "workers" / "0").is_dir()  # the link went, the run stays
+
+
+class _SlowToListen(TensorBoardServer):
+    """A server child that never listens (it waits on its stdin, as the real one does once up): a run over before
+    its TensorBoard came up."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "import sys; sys.stdin.read()"]
+
+
+def test_a_run_over_before_its_server_listened_says_how_to_see_it(tmp_path, capsys):
+    """The URL line came from the reader thread whenever the server was up: a run that ended first said nothing of
+    the --tensorboard it was given, and one whose server came up while it stopped could print a URL already dead.
+    Now the end says how to see the run, and a URL after the stop is not printed."""
+    server = _SlowToListen.start_for(tmp_path, 0)
+    assert server is not None and server.alive()
+    server.stop(say_if_unseen=True)
+    assert not server.alive()
+    err = capsys.readouterr().err
+    assert err == f"a3c: TensorBoard was not up when the run ended; to see the run: tensorboard --logdir {tmp_path}\n"
+    server.url = "http://127.0.0.1:1/"
+    server._announce()  # (what the reader thread calls once the URL comes)
+    assert capsys.readouterr().err == ""
+    quiet = _SlowToListen.start_for(tmp_path, 0)
+    assert quiet is not None
+    quiet.stop()  # (a run refused before it started: its one error line is all it says)
+    assert capsys.readouterr().err == ""
