@@ -3,7 +3,7 @@
 # runs it (--workers default: a3c's own --workers auto), both checkpoints (final, best) evaluated on 10 games. Hours a
 # run on 2 cores: give the same command again after a stop and the run goes on from its last checkpoint (every 300 s).
 # The order: Breakout without sticky actions (seed 1), Pong without them, Breakout with them, Breakout seed 2; then
-# the atari@ppo table (--algo ppo: CleanRL's ppo_atari.py settings) on Breakout without sticky actions, seed 1.
+# the atari@ppo table (--algo ppo: CleanRL's ppo_atari.py settings) without sticky actions, seed 1: Breakout, then Pong.
 # A run is skipped once the store holds it for this code's commit; --any-commit skips one stored from any commit
 # (Breakout seed 1's row is an earlier commit's: benchmarks/atari.sh --any-commit goes on from Pong).
 set -euo pipefail
@@ -17,3 +17,4 @@ python -m scripts.bench run --env ALE/Pong-v5 --arm "$nosticky" --seeds 1 "${com
 python -m scripts.bench run --env ALE/Breakout-v5 --arm "$sticky" --seeds 1 "${common[@]}" "$@"
 python -m scripts.bench run --env ALE/Breakout-v5 --arm "$nosticky" --seeds 2 "${common[@]}" "$@"
 python -m scripts.bench run --env ALE/Breakout-v5 --arm "$ppo_nosticky" --seeds 1 "${common[@]}" "$@"
+python -m scripts.bench run --env ALE/Pong-v5 --arm "$ppo_nosticky" --seeds 1 "${common[@]}" "$@"
