@@ -10,9 +10,11 @@ picks other start states, ``--stochastic`` samples actions from the policy and `
 ones, whatever the run evaluated, ``--env-kwargs`` plays in a variant of the run's env (its keyword arguments for
 gymnasium.make over the run's: say an Atari policy trained without sticky actions played with ALE v5's
 ``repeat_action_probability=0.25``), ``--video DIR`` records every episode with gymnasium's RecordVideo (the ``video``
-extra: moviepy): the same episodes, one at a time (each episode's sampled actions come from its own sampler, so
-they are the draws of the run without --video). A MuJoCo env renders through the OpenGL that MUJOCO_GL names; with no
-display and MUJOCO_GL unset, --video asks for EGL, which renders headless (software or GPU) where libEGL is installed.
+extra: moviepy): the same episodes, one at a time (each episode's sampled actions come from its own sampler, so they are
+the draws of the run without --video; a batch of one may round the network's arithmetic differently from the batch in
+the last bits, which a long continuous-control episode can grow). A MuJoCo env renders through the OpenGL that MUJOCO_GL
+names; with no display and MUJOCO_GL unset, --video asks for EGL, which renders headless (software or GPU) where libEGL
+is installed.
 """
 
 from __future__ import annotations

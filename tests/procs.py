@@ -41,7 +41,10 @@ DESIGN_TAGS = frozenset(
 
 
 def train_cmd(run_dir: Path, *extra: str, start_method: str = "fork", workers: int = 2) -> list[str]:
-    """A small, fast training command; ``extra`` flags come last (and override these)."""
+    """A small, fast training command; ``extra`` flags come last (and override these). ``start_method`` is left out
+    under --backend serial, which starts no process (and refuses the flag)."""
+    flags = " ".join(extra)
+    serial = "--backend serial" in flags or "--backend=serial" in flags
     return [
         sys.executable,
         "-m",
@@ -50,8 +53,7 @@ def train_cmd(run_dir: Path, *extra: str, start_method: str = "fork", workers: i
         str(workers),
         "--envs-per-worker",
         "2",
-        "--start-method",
-        start_method,
+        *([] if serial else ["--start-method", start_method]),
         "--run-dir",
         str(run_dir),
         "--checkpoint-every",
@@ -167,22 +169,29 @@ def leaked_shm(before: set[str], pids: set[int]) -> set[str]:
     the machine (another run, another session) still maps or keeps open is that process's, not a leak."""
     new = shm_entries() - before
     ours = {e for e in new if e.startswith(("sem.mp-", "psm_")) or any(f"_{p}_" in e for p in pids)}
-    return ours - held_shm() if ours else ours
+    return ours - held_shm(exclude=pids) if ours else ours
 
 
-def held_shm() -> set[str]:
-    """The /dev/shm entries some live process maps or holds open (the processes /proc lets this one read)."""
+def held_shm(exclude: frozenset[int] | set[int] = frozenset()) -> set[str]:
+    """The /dev/shm entries some live process maps or holds open (the processes /proc lets this one read), but the
+    processes ``exclude`` (a run's own: one of them still holding an entry is the run's, not another's)."""
     held: set[str] = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) in exclude:
+            continue
         try:
             with open(f"/proc/{pid}/maps") as maps:
                 held.update(line.rsplit("/dev/shm/", 1)[1].split(" ")[0] for line in maps if "/dev/shm/" in line)
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("/dev/shm/"):
-                    held.add(target[len("/dev/shm/") :].split(" ")[0])
+            fds = os.listdir(f"/proc/{pid}/fd")
         except OSError:  # (gone meanwhile, or not ours to read)
             continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:  # (closed meanwhile)
+                continue
+            if target.startswith("/dev/shm/"):
+                held.add(target[len("/dev/shm/") :].split(" ")[0])
     return held
 
 

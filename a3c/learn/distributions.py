@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -106,6 +107,18 @@ class Distribution(ABC):
         """A rollout of ``n_envs`` envs starts (the worker calls this before its first ``sample``): a family whose
         exploration noise is held over a rollout (gSDE) draws it here; the others have nothing to do."""
         return None
+
+    def new_episodes(self, rngs: Sequence[np.random.Generator]) -> None:
+        """Episodes start, one a row, each with a sampler of its own (evaluation, ``sample_rows``): a family whose
+        noise is held over an episode (gSDE) draws row i's from rngs[i]; the others have nothing to do."""
+        return None
+
+    def sample_rows(self, params: torch.Tensor, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+        """``sample`` with row i drawn from rngs[i] alone, so that a row's action does not depend on the batch it sits
+        in (the same episode played in a batch or alone draws the same)."""
+        if len(rngs) != params.shape[0]:
+            raise ValueError(f"sample_rows: {len(rngs)} samplers for {params.shape[0]} rows")
+        return np.concatenate([self.sample(params[i : i + 1], rng) for i, rng in enumerate(rngs)])
 
     def make_head(self, width: int) -> nn.Module:
         """The policy head: features [B, width] -> params [B, param_dim]. A linear layer with small orthogonal
@@ -403,6 +416,16 @@ class GSDEGaussian(DiagGaussian):
     def _std(self, latent: torch.Tensor, log_sigma: torch.Tensor) -> torch.Tensor:
         variance = (latent.pow(2).unsqueeze(-1) * torch.exp(2.0 * log_sigma)).sum(1)  # [B, A]
         return torch.sqrt(variance + self.VARIANCE_EPS)
+
+    def new_episodes(self, rngs: Sequence[np.random.Generator]) -> None:
+        self.noise = np.stack([rng.standard_normal((self.width, self.dim), dtype=np.float32) for rng in rngs])
+
+    def sample_rows(self, params: torch.Tensor, rngs: Sequence[np.random.Generator]) -> np.ndarray:
+        if len(rngs) != params.shape[0]:
+            raise ValueError(f"sample_rows: {len(rngs)} samplers for {params.shape[0]} rows")
+        if self.noise is None or self.noise.shape[0] != len(rngs):
+            self.new_episodes(rngs)  # (episodes begun without new_episodes: each row's matrix from its sampler)
+        return self.sample(params, rngs[0])  # the held matrices: gSDE draws nothing more a step
 
     def sample(self, params: torch.Tensor, rng: np.random.Generator) -> np.ndarray:
         mean, latent, log_sigma = (x.numpy() for x in self._split(params))

@@ -79,10 +79,14 @@ class Agent:
         self.state: tuple[torch.Tensor, ...] = ()  # a recurrent policy's state, carried from act to act
         model.eval()
 
-    def reset(self, batch: int = 1) -> None:
+    def reset(self, batch: int = 1, samplers: Sequence[np.random.Generator] | None = None) -> None:
         """Start new episodes (``batch`` of them, acted on together): a recurrent policy forgets what it has seen.
-        Call it whenever an episode starts; a policy without a recurrent core has nothing to forget."""
+        Call it whenever an episode starts; a policy without a recurrent core has nothing to forget. ``samplers``
+        (one per episode, as ``act_batch`` takes them): gSDE's exploration noise, held over an episode, is drawn
+        from each episode's own."""
         self.state = self.model.initial_state(batch)
+        if samplers is not None:
+            self.dist.new_episodes(samplers)
 
     def _state_for(self, batch: int) -> tuple[torch.Tensor, ...]:
         if not self.state or self.state[0].shape[0] != batch:
@@ -120,7 +124,7 @@ class Agent:
         if deterministic:
             actions = self.dist.mode(params)
         elif isinstance(rng, Sequence):  # one sampler per row: a row's draw does not depend on the batch it is in
-            actions = np.concatenate([self.dist.sample(params[i : i + 1], r) for i, r in enumerate(rng)])
+            actions = self.dist.sample_rows(params, rng)
         else:
             actions = self.dist.sample(params, rng or self.rng)
         return self.dist.env_actions(actions)
@@ -408,18 +412,44 @@ def run_episodes(
     envs: Sequence[gym.Env],
     seeds: Sequence[int],
     deterministic: bool = True,
-    samplers: Sequence[np.random.Generator] | None = None,
+    samplers: Sequence[np.random.Generator] | np.random.Generator | None = None,
     on_step: Callable[[], None] | None = None,
+    *,
+    rng: np.random.Generator | None = None,
 ) -> EpisodeStats:
     """One episode per seed (``env.reset(seed=...)``), played by ``agent``, on ``envs`` in lockstep: the envs take
     the seeds in groups of len(envs), each group's observations go through the network as one batch (of a fixed
     size: an env whose episode is over keeps its row until the group is done, so the batch a given episode saw does
     not depend on when the others ended). ``samplers`` (``deterministic=False``): one per seed, episode i's actions
     drawn with samplers[i] (``eval_samplers``), so an episode's draws do not depend on the group it is played in;
-    without them the agent's own sampler draws for every row. ``on_step`` is called after every step of the group (a
-    heartbeat)."""
+    one Generator (or ``rng``, its name before a3c had per-episode samplers) draws for every row, and without either
+    the agent's own sampler. ``on_step`` is called after every step of the group (a heartbeat)."""
+    if isinstance(samplers, np.random.Generator) or rng is not None:
+        one = samplers if isinstance(samplers, np.random.Generator) else rng
+        return _run_groups(agent, envs, seeds, deterministic, lambda first, count: one, on_step)
     if samplers is not None and len(samplers) != len(seeds):
         raise ValueError(f"run_episodes: {len(samplers)} samplers for {len(seeds)} episodes")
+    per_episode = samplers
+    return _run_groups(
+        agent,
+        envs,
+        seeds,
+        deterministic,
+        lambda first, count: None if per_episode is None else list(per_episode[first : first + count]),
+        on_step,
+    )
+
+
+def _run_groups(
+    agent: Agent,
+    envs: Sequence[gym.Env],
+    seeds: Sequence[int],
+    deterministic: bool,
+    samplers_of: Callable[[int, int], Any],
+    on_step: Callable[[], None] | None,
+) -> EpisodeStats:
+    """run_episodes' loop; ``samplers_of(first, count)``: what act_batch samples the group of episodes first ..
+    first + count - 1 with (a list, one a row; one Generator; None: the agent's own)."""
     returns, lengths = np.zeros(len(seeds)), np.zeros(len(seeds), dtype=np.int64)
     started = time.perf_counter()
     for first in range(0, len(seeds), len(envs)):
@@ -428,8 +458,9 @@ def run_episodes(
             [np.asarray(env.reset(seed=s)[0], dtype=np.float32) for env, s in zip(envs, group, strict=False)]
         )
         active = np.ones(len(group), dtype=bool)
-        agent.reset(len(group))  # new episodes: a recurrent policy starts from its initial state
-        rows = None if samplers is None else list(samplers[first : first + len(group)])
+        rows = samplers_of(first, len(group))
+        # new episodes: a recurrent policy starts from its initial state, gSDE's noise from each row's sampler
+        agent.reset(len(group), rows if isinstance(rows, list) else None)
         while active.any():
             actions = agent.act_batch(obs, deterministic, rows)
             for k in np.flatnonzero(active).tolist():

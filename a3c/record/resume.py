@@ -47,7 +47,7 @@ from a3c.spec.config_text import as_flag
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
 from a3c.spec.flags import RESET_WHEN_OFF
-from a3c.spec.validation import flag_name, inert_settings
+from a3c.spec.validation import INERT_NEEDS, flag_name, inert_settings
 
 # settings a resumed run keeps, each with why: those that define the model and its optimizer state, and the
 # evaluations' way of choosing actions (a setting an older checkpoint lacks reads as its ADDED_SETTINGS value)
@@ -232,11 +232,14 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
 
 def reset_when_off(payload: dict[str, Any], config: Config, given: set[str]) -> tuple[list[str], str | None]:
     """The settings whose checkpoint values resume_config replaced with their defaults, their switch being off now
-    (RESET_WHEN_OFF: a PPO run resumed under --algo a3c, a Ray run on shared memory), not given again; and the note
+    (RESET_WHEN_OFF: a PPO run resumed under --algo a3c, a Ray run on shared memory; INERT_NEEDS: a run's
+    --start-method resumed under --backend serial), not given again; and the note
     that says so (None where none was): the checkpoint's values are not kept, so switching back takes the defaults."""
     saved = saved_settings(payload)
     reset, switches = [], []
     for switch, on, settings in RESET_WHEN_OFF:
+        if getattr(config, switch) == on:
+            continue  # (on: its settings were kept; one that differs was reset for another reason, below)
         names = [
             name
             for name in settings
@@ -245,6 +248,11 @@ def reset_when_off(payload: dict[str, Any], config: Config, given: set[str]) -> 
         if names:
             reset += names
             switches.append(as_flag(switch, on))
+    for name, needs in INERT_NEEDS.items():  # (inert_settings': two settings together left it nothing to do)
+        if name not in reset and name not in given and name in saved:
+            if _normal(saved[name]) != _normal(getattr(config, name)):
+                reset.append(name)
+                switches.append(needs)
     if not reset:
         return [], None
     was = " and ".join(as_flag(name, _normal(saved[name])) for name in reset)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -102,7 +103,8 @@ class TensorBoardServer:
         # stop the child when this object is collected or the interpreter exits without stop() being called
         self._finalizer = weakref.finalize(self, _stop_process, self.process, STOP_TIMEOUT_S)
         threading.Thread(target=self._read_stdout, name="a3c-tensorboard-stdout", daemon=True).start()
-        threading.Thread(target=self._read_stderr, name="a3c-tensorboard-stderr", daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, name="a3c-tensorboard-stderr", daemon=True)
+        self._stderr_reader.start()
         return self
 
     def _read_stdout(self) -> None:
@@ -148,13 +150,17 @@ class TensorBoardServer:
         ``say_if_unseen`` (the run's end): where its URL was never printed, say how to see the run instead."""
         with self._lock:
             self._stopped, unseen = True, not self._announced
+        crashed = self.process is not None and self.process.poll() not in (None, 0)
         if self.process is not None:
             self._finalizer()
         if say_if_unseen and unseen and self._announce in self._on_ready:
-            print(
-                f"a3c: TensorBoard was not up when the run ended; to see the run: tensorboard --logdir {self.logdir}",
-                file=sys.stderr,
-            )
+            see = f"to see the run: tensorboard --logdir {shlex.quote(str(self.logdir))}"
+            if crashed:
+                self._stderr_reader.join(STOP_TIMEOUT_S)  # (its last lines: the pipe ends as the child exited)
+                tail = " | ".join(list(self.stderr_tail)[-2:]) or "no output"
+                print(f"a3c: TensorBoard exited before it served the run ({tail}); {see}", file=sys.stderr)
+            else:
+                print(f"a3c: TensorBoard was not up when the run ended; {see}", file=sys.stderr)
 
 
 def _stop_process(process: subprocess.Popen, timeout: float) -> None:

@@ -348,8 +348,8 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
     ``ALE/*`` ids get the standard Atari preprocessing (``training``: a lost life is a terminal, see
     ``atari_wrappers``); Dict/Tuple observations are flattened."""
     user_kwargs = dict(env_kwargs or {})
+    kwargs = atari_make_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs  # (checked before the import)
     make_id = register_env_id(env_id)
-    kwargs = atari_make_kwargs(env_id, user_kwargs) if is_atari(env_id) else user_kwargs
     module = env_module(env_id)
     try:
         env = gym.make(make_id, **kwargs)

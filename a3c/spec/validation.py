@@ -1,7 +1,7 @@
 """The checks of a training configuration, run in the main process before any worker starts: every setting in its
 range, and no setting given where it does nothing (a PPO flag under --algo a3c, a Ray flag without --backend ray, a
 W&B flag without --track, --clip-obs without --normalize-obs, a V-trace clip without --targets vtrace, --start-method
-under --backend serial).
+under --backend serial, --push-every on a local Ray whose workers all use shared memory).
 ``check(config)`` raises a UserError naming the first problem and its fix; a3c/spec/config.py's ``Config.validate``
 calls it."""
 
@@ -55,6 +55,13 @@ def switched_only(name: str, config: Config, switch: str, on: Any) -> str:
     """The message for setting ``name`` given where its switch (``switch`` = ``on``) is off: it would do nothing."""
     given = flag_name(switch) if on is True else f"{flag_name(switch)} {on}"
     return f"{flag_name(name)} {getattr(config, name)} is for {given}; drop it, or add {given}"
+
+
+# what each setting inert_settings may name needs, to count (said where a resumed run takes its default)
+INERT_NEEDS = {
+    "start_method": "worker processes (a --backend other than serial)",
+    "push_every": "workers that reach the server by actor calls (--ray-same-node ray, or a --ray-address)",
+}
 
 
 def inert_settings(c: Config) -> dict[str, str]:

@@ -19,9 +19,10 @@ from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env
 
 
-def _checkpoint(run_dir, seed=0, name="latest.pt", **extra):
-    """A run directory whose checkpoint holds a randomly initialised CartPole model; returns (path, model)."""
-    config = Config(env="CartPole-v1", hidden_sizes=(16, 16))
+def _checkpoint(run_dir, seed=0, name="latest.pt", config=None, **extra):
+    """A run directory whose checkpoint holds a randomly initialised model (CartPole's unless ``config`` says
+    otherwise); returns (path, model)."""
+    config = config or Config(env="CartPole-v1", hidden_sizes=(16, 16))
     spec = describe_env(config.env)
     torch.manual_seed(seed)
     model, _ = build_model(spec, config)
@@ -128,19 +129,40 @@ def test_run_episodes_in_lockstep_equals_one_at_a_time(tmp_path):
     assert summary["episodes"] == 6 and summary["mean_return"] == pytest.approx(together.returns.mean())
 
 
-def test_sampled_episodes_are_the_same_in_lockstep_and_one_at_a_time(tmp_path):
+@pytest.mark.parametrize("env, gsde", [("CartPole-v1", False), ("Pendulum-v1", False), ("Pendulum-v1", True)])
+def test_sampled_episodes_are_the_same_in_lockstep_and_one_at_a_time(tmp_path, env, gsde):
     """Stochastic evaluation draws each episode's actions from that episode's own sampler (eval_samplers), so an
     episode samples the same actions whether it is played in a batch (a3c.evaluate, the evaluator) or alone
-    (a3c.evaluate --video, one recording env): the video shows the episodes the numbers are of."""
-    path, _ = _checkpoint(tmp_path / "run", seed=3)
+    (a3c.evaluate --video, one recording env): the video shows the episodes the numbers are of. gSDE's noise, held
+    over an episode, is drawn from the episode's sampler too (a review found every row using the first row's)."""
+    config = Config(env=env, hidden_sizes=(16, 16), gsde=gsde, eval_episodes=6)
+    path, _ = _checkpoint(tmp_path / "run", seed=3, config=config)
     agent = a3c.load(path)
     seeds = eval_seeds(7, 6)
     together = run_episodes(agent, make_eval_envs(agent.config, 6), seeds, False, eval_samplers(7, 6))
     alone = run_episodes(agent, make_eval_envs(agent.config, 1), seeds, False, eval_samplers(7, 6))
-    assert np.array_equal(together.returns, alone.returns) and np.array_equal(together.lengths, alone.lengths)
+    # (the same draws; a batch of 6 and of 1 may round the network's arithmetic differently in the last bits)
+    assert np.allclose(together.returns, alone.returns, rtol=1e-6), (together.returns, alone.returns)
+    assert np.array_equal(together.lengths, alone.lengths)
     assert len(set(together.returns.tolist())) > 1
+    same_start = [seeds[0]] * 3  # one start state three times: only the samples differ
+    three = run_episodes(agent, make_eval_envs(agent.config, 3), same_start, False, eval_samplers(7, 3))
+    assert len(set(three.returns.tolist())) == 3, three.returns
     again = run_episodes(agent, make_eval_envs(agent.config, 3), seeds, False, eval_samplers(8, 6))
     assert not np.array_equal(again.returns, together.returns)  # (another seed: other samples)
+
+
+def test_run_episodes_still_takes_one_generator_for_every_row(tmp_path):
+    """A script of a user's that gave run_episodes one sampler (``rng=``, or in its place) still runs: every row
+    draws from it, as before per-episode samplers."""
+    path, _ = _checkpoint(tmp_path / "run", seed=3)
+    agent = a3c.load(path)
+    seeds = eval_seeds(7, 4)
+    by_name = run_episodes(agent, make_eval_envs(agent.config, 4), seeds, False, rng=np.random.default_rng(5))
+    in_place = run_episodes(agent, make_eval_envs(agent.config, 4), seeds, False, np.random.default_rng(5))
+    assert np.array_equal(by_name.returns, in_place.returns) and len(by_name.returns) == 4
+    with pytest.raises(ValueError, match="3 samplers for 4 episodes"):
+        run_episodes(agent, make_eval_envs(agent.config, 4), seeds, False, eval_samplers(7, 3))
 
 
 @pytest.mark.parametrize("normalize", [False, True])

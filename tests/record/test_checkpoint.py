@@ -289,6 +289,14 @@ def test_settings_left_with_nothing_to_do_go_back_to_their_defaults_on_resume(tm
     assert (serial.start_method, serial.push_every) == (None, 1)
     with pytest.raises(UserError, match="--start-method spawn is how worker processes start"):
         resume_config(payload, tmp_path, {"total_steps": 5000, "backend": "serial", "start_method": "spawn"})
+    # said in the resume's note, as the switches' are (the review found them reset without a word)
+    reset, note = reset_when_off(payload, local, {"total_steps", "ray_address"})
+    assert reset == ["push_every"] and note is not None and "\n" not in note
+    assert note.startswith("a3c: note: the run's --push-every 4 count only with workers that reach the server by")
+    reset, note = reset_when_off(payload, serial, {"total_steps", "backend"})
+    assert reset == ["push_every", "ray_address", "start_method"], reset
+    assert "--start-method spawn count only with --backend ray or worker processes (a --backend other than" in note
+    assert reset_when_off(payload, kept, {"total_steps"}) == ([], None)
 
 
 def test_a_ppo_run_resumed_under_a3c_takes_the_defaults_of_ppos_and_vtraces_settings(tmp_path):

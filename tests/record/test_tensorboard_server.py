@@ -306,6 +306,13 @@ class _SlowToListen(TensorBoardServer):
         return [sys.executable, "-c", "import sys; sys.stdin.read()"]
 
 
+class _Crashing(TensorBoardServer):
+    """A server child that fails as it starts."""
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-c", "import sys; sys.exit('no such port')"]
+
+
 def test_a_run_over_before_its_server_listened_says_how_to_see_it(tmp_path, capsys):
     """The URL line came from the reader thread whenever the server was up: a run that ended first said nothing of
     the --tensorboard it was given, and one whose server came up while it stopped could print a URL already dead.
@@ -319,6 +326,13 @@ def test_a_run_over_before_its_server_listened_says_how_to_see_it(tmp_path, caps
     server.url = "http://127.0.0.1:1/"
     server._announce()  # (what the reader thread calls once the URL comes)
     assert capsys.readouterr().err == ""
+    crashed = _Crashing.start_for(tmp_path, 0)
+    assert crashed is not None and crashed.ready.wait(60)  # (end of file on its stdout: it exited)
+    crashed.process.wait()
+    crashed.stop(say_if_unseen=True)
+    err = capsys.readouterr().err
+    assert err.startswith("a3c: TensorBoard exited before it served the run (") and err.count("\n") == 1, err
+    assert "no such port" in err and err.endswith(f"; to see the run: tensorboard --logdir {tmp_path}\n")
     quiet = _SlowToListen.start_for(tmp_path, 0)
     assert quiet is not None
     quiet.stop()  # (a run refused before it started: its one error line is all it says)
