@@ -99,6 +99,10 @@ def test_the_queue_holds_the_must_shows():
     for env in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5"):
         assert count[env, "preset", 1_000_000] == 3 and count[env, "sb3-ppo-cleanrl", 1_000_000] >= 1
     assert count["Walker2d-v5", "sb3-ppo-cleanrl", 1_000_000] == 3
+    # (block 9: Walker2d-v5's one-worker preset, the user's command: no --workers from [defaults])
+    assert count["Walker2d-v5", "preset-own-workers", 1_000_000] == 3
+    (own,) = {r.arm for r in runs if r.arm.name == "preset-own-workers"}
+    assert "--workers" not in own.effective_flags()
     # 3. continuous control against SB3's PPO on the same 3 seeds
     for env in ("Pendulum-v1", "MountainCarContinuous-v0", "LunarLanderContinuous-v3"):
         arms = {arm: n for (e, arm, _), n in count.items() if e == env and not arm.startswith("repeat-")}
