@@ -55,6 +55,12 @@ def _arange(n: int) -> np.ndarray:
     return rows
 
 
+def _check_rows(params: torch.Tensor, rngs: Sequence[np.random.Generator]) -> None:
+    """``sample_rows``' rule: one sampler a row."""
+    if len(rngs) != params.shape[0]:
+        raise ValueError(f"sample_rows: {len(rngs)} samplers for {params.shape[0]} rows")
+
+
 class Distribution(ABC):
     param_dim: int  # width of the policy head's output
     action_shape: tuple[int, ...]  # shape of one action as stored in the rollout buffer
@@ -116,8 +122,7 @@ class Distribution(ABC):
     def sample_rows(self, params: torch.Tensor, rngs: Sequence[np.random.Generator]) -> np.ndarray:
         """``sample`` with row i drawn from rngs[i] alone, so that a row's action does not depend on the batch it sits
         in (the same episode played in a batch or alone draws the same)."""
-        if len(rngs) != params.shape[0]:
-            raise ValueError(f"sample_rows: {len(rngs)} samplers for {params.shape[0]} rows")
+        _check_rows(params, rngs)
         return np.concatenate([self.sample(params[i : i + 1], rng) for i, rng in enumerate(rngs)])
 
     def make_head(self, width: int) -> nn.Module:
@@ -421,8 +426,7 @@ class GSDEGaussian(DiagGaussian):
         self.noise = np.stack([rng.standard_normal((self.width, self.dim), dtype=np.float32) for rng in rngs])
 
     def sample_rows(self, params: torch.Tensor, rngs: Sequence[np.random.Generator]) -> np.ndarray:
-        if len(rngs) != params.shape[0]:
-            raise ValueError(f"sample_rows: {len(rngs)} samplers for {params.shape[0]} rows")
+        _check_rows(params, rngs)
         if self.noise is None or self.noise.shape[0] != len(rngs):
             self.new_episodes(rngs)  # (episodes begun without new_episodes: each row's matrix from its sampler)
         return self.sample(params, rngs[0])  # the held matrices: gSDE draws nothing more a step

@@ -424,32 +424,11 @@ def run_episodes(
     drawn with samplers[i] (``eval_samplers``), so an episode's draws do not depend on the group it is played in;
     one Generator (or ``rng``, its name before a3c had per-episode samplers) draws for every row, and without either
     the agent's own sampler. ``on_step`` is called after every step of the group (a heartbeat)."""
-    if isinstance(samplers, np.random.Generator) or rng is not None:
-        one = samplers if isinstance(samplers, np.random.Generator) else rng
-        return _run_groups(agent, envs, seeds, deterministic, lambda first, count: one, on_step)
-    if samplers is not None and len(samplers) != len(seeds):
-        raise ValueError(f"run_episodes: {len(samplers)} samplers for {len(seeds)} episodes")
-    per_episode = samplers
-    return _run_groups(
-        agent,
-        envs,
-        seeds,
-        deterministic,
-        lambda first, count: None if per_episode is None else list(per_episode[first : first + count]),
-        on_step,
-    )
-
-
-def _run_groups(
-    agent: Agent,
-    envs: Sequence[gym.Env],
-    seeds: Sequence[int],
-    deterministic: bool,
-    samplers_of: Callable[[int, int], Any],
-    on_step: Callable[[], None] | None,
-) -> EpisodeStats:
-    """run_episodes' loop; ``samplers_of(first, count)``: what act_batch samples the group of episodes first ..
-    first + count - 1 with (a list, one a row; one Generator; None: the agent's own)."""
+    if isinstance(samplers, np.random.Generator):
+        rng, samplers = samplers, None  # (one Generator in its place: every row draws from it)
+    per_episode = None if rng is not None else samplers
+    if per_episode is not None and len(per_episode) != len(seeds):
+        raise ValueError(f"run_episodes: {len(per_episode)} samplers for {len(seeds)} episodes")
     returns, lengths = np.zeros(len(seeds)), np.zeros(len(seeds), dtype=np.int64)
     started = time.perf_counter()
     for first in range(0, len(seeds), len(envs)):
@@ -458,11 +437,11 @@ def _run_groups(
             [np.asarray(env.reset(seed=s)[0], dtype=np.float32) for env, s in zip(envs, group, strict=False)]
         )
         active = np.ones(len(group), dtype=bool)
-        rows = samplers_of(first, len(group))
+        rows = None if per_episode is None else list(per_episode[first : first + len(group)])
         # new episodes: a recurrent policy starts from its initial state, gSDE's noise from each row's sampler
-        agent.reset(len(group), rows if isinstance(rows, list) else None)
+        agent.reset(len(group), rows)
         while active.any():
-            actions = agent.act_batch(obs, deterministic, rows)
+            actions = agent.act_batch(obs, deterministic, rng if rows is None else rows)
             for k in np.flatnonzero(active).tolist():
                 o, reward, terminated, truncated, _ = envs[k].step(actions[k])
                 returns[first + k] += float(reward)
