@@ -1,11 +1,13 @@
-"""Atari throughput: frames/s of a3c against Stable-Baselines3's A2C on ALE/Pong-v5, same machine, same run, runs
+"""Atari throughput: frames/s of a3c against Stable-Baselines3 on ALE/Pong-v5, same machine, same run, runs
 alternating (a3c, SB3, a3c, ...). Both train from pixels with the standard preprocessing: 84x84 grey, frame skip 4
 (one agent step = 4 frames), 4 stacked frames, reward sign; a3c with its `atari` preset (Nature CNN shared by actor
-and critic, RMSprop, 20-step rollouts), SB3 with rl-zoo3's A2C Atari settings (CnnPolicy, 16 envs, ent_coef 0.01,
-vf_coef 0.25, RMSpropTFLike). Learning is not measured here (a game needs ~10M frames): this is the cost per frame.
+and critic; PPO's objective with CleanRL's settings, or A3C's table with --a3c-variant="--algo a3c": RMSprop, 20-step
+rollouts), SB3 with rl-zoo3's Atari settings for the same objective (PPO; for A3C's, A2C: CnnPolicy, 16 envs,
+RMSpropTFLike), or --sb3-algo's. Learning is not measured here (a game needs ~10M frames): this is the cost per frame.
 
     pip install -e ".[atari,bench]"
     python -m scripts.bench_atari --steps 20000 --repeats 1 --out bench-out
+    python -m scripts.bench_atari --steps 20000 --repeats 3 --a3c-variant="--algo a3c" --out bench-out   # against A2C
     python -m scripts.bench_atari --steps 20000 --repeats 2 --a3c-variant= --a3c-variant=--bf16 --out bench-out
     python -m scripts.bench_atari --steps 20000 --repeats 3 --a3c-variant= --a3c-variant="--env-backend ale-vector" \
         --out bench-out     # the env backends side by side (docs/atari_speed.md)
@@ -33,6 +35,8 @@ from scripts._common import alternate, markdown_table, run_train, save_results
 from scripts.sb3_runner import ALGOS, hyperparameters, sb3_run
 
 FRAME_SKIP = 4  # frames per agent step, for both trainers
+AUTO = "auto"
+PEER_OF = {"a3c": "a2c", "ppo": "ppo"}  # a3c's objective -> SB3's algorithm with the same loss
 
 
 def sb3_steps_per_s(algo: str, env_id: str, steps: int, n_envs: int, seed: int, threads: int) -> float:
@@ -42,13 +46,29 @@ def sb3_steps_per_s(algo: str, env_id: str, steps: int, n_envs: int, seed: int, 
     return sb3_run(algo, env_id, seed, steps, threads=threads, n_envs=n_envs)["steps_per_s"]
 
 
+def peer_algo(env: str, variants: list[list[str]], error: Callable[[str], Any]) -> str:
+    """SB3's algorithm for the a3c variants (--sb3-algo auto): A2C for A3C's objective, PPO for PPO's, the objective
+    each variant's flags and preset give; ``error`` (a one-line exit 2) where the variants run both."""
+    from a3c.train import parse_config
+
+    objectives = {parse_config(["--env", env, *flags]).algo for flags in variants}
+    if len(objectives) > 1:
+        error("the a3c variants run both objectives; give --sb3-algo a2c or ppo, or time each objective on its own")
+    return PEER_OF[objectives.pop()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env", default="ALE/Pong-v5", help="an ALE id")
     parser.add_argument("--steps", type=int, default=20_000, help="agent steps (x4 frames) of each run")
     parser.add_argument("--repeats", type=int, default=1, help="runs per trainer")
     parser.add_argument("--workers", type=int, default=2, help="a3c's --workers")
-    parser.add_argument("--sb3-algo", choices=ALGOS, default="a2c", help="SB3's algorithm (rl-zoo3's settings)")
+    parser.add_argument(
+        "--sb3-algo",
+        choices=(AUTO, *ALGOS),
+        default=AUTO,
+        help="SB3's algorithm (rl-zoo3's settings); auto: the a3c variants' objective's (ppo for PPO, a2c for A3C)",
+    )
     parser.add_argument("--sb3-envs", type=int, default=None, help="SB3's n_envs (default: rl-zoo3's, A2C 16, PPO 8)")
     parser.add_argument(
         "--sb3-threads",
@@ -71,6 +91,8 @@ def main() -> None:
         args.sb3_threads = torch.get_num_threads()
     variants = [shlex.split(v) for v in (args.a3c_variant or [""])]
     names = [" ".join(v) or "preset" for v in variants]
+    if args.sb3_algo == AUTO:
+        args.sb3_algo = peer_algo(args.env, variants, parser.error)
 
     with tempfile.TemporaryDirectory() as tmp:
 

@@ -1,6 +1,6 @@
-"""ALE/Pong-v5 end to end (the [atari] extra): a short training run with and without --lstm, with an evaluation
-during training (the frames' background level measured and recorded), then `python -m a3c.evaluate` and
-`a3c.load(...).act` on the game's own observations."""
+"""ALE/Pong-v5 end to end (the [atari] extra): a short training run under each objective's table (PPO's, with and
+without --lstm, and A3C's), with an evaluation during training (the frames' background level measured and recorded),
+then `python -m a3c.evaluate` and `a3c.load(...).act` on the game's own observations."""
 
 from __future__ import annotations
 
@@ -22,15 +22,29 @@ from a3c.spec.environment import make_env  # noqa: E402
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
-@pytest.mark.parametrize("lstm", [[], ["--lstm", "32"]], ids=["cnn", "cnn-lstm"])
-def test_pong_trains_evaluates_and_loads(tmp_path, lstm):
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--envs-per-worker", "2"],
+        ["--envs-per-worker", "2", "--lstm", "32"],
+        ["--envs-per-worker", "1", "--algo", "a3c"],
+    ],
+    ids=["ppo-cnn", "ppo-cnn-lstm", "a3c-cnn"],
+)
+def test_pong_trains_evaluates_and_loads(tmp_path, flags):
+    """The atari preset as a user runs it (PPO's table: 128-step rollouts, minibatches of 256, so 2 envs here), with
+    a recurrent core, and A3C's table (--algo a3c)."""
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "a3c.train", "--env", "ALE/Pong-v5", "--workers", "1", "--envs-per-worker", "1"]
-    cmd += ["--total-steps", "600", "--eval-every", "300", "--eval-episodes", "1", "--run-dir", str(run_dir), *lstm]
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "ALE/Pong-v5", "--workers", "1", *flags]
+    cmd += ["--total-steps", "600", "--eval-every", "300", "--eval-episodes", "1", "--run-dir", str(run_dir)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     config = json.loads((run_dir / "config.json").read_text())
-    assert config["preset"] == "atari" and config["optimizer"] == "rmsprop" and config["n_steps"] == 20
+    lstm = "--lstm" in flags
+    if "a3c" in flags:
+        assert config["preset"] == "atari@a3c" and config["optimizer"] == "rmsprop" and config["n_steps"] == 20
+    else:
+        assert config["preset"] == "atari" and config["algo"] == "ppo" and config["n_steps"] == 128
     assert config["lstm"] == (32 if lstm else config["lstm"])
     assert config["input_shift"] == 87 / 255  # Pong's grey background, taken off the CNN's input (a3c.spec.background)
     assert "background level (87 of 255)" in done.stderr

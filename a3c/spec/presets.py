@@ -30,7 +30,7 @@ PRESETS_FILE = Path(__file__).with_name("presets.toml")
 NO_PRESET = "none"  # --preset none: the plain defaults of the objective, even for an env that has a preset
 DEFAULT_OBJECTIVE = "a3c"  # the objective of a table that names none
 OBJECTIVE_SEP = "@"  # a table NAME@ppo: table NAME's version for --algo ppo
-ATARI_PRESET = "atari"  # the tables of every ALE/* id that has none of its own (atari, atari@ppo)
+ATARI_PRESET = "atari"  # the tables of every ALE/* id that has none of its own (atari: PPO's, atari@a3c)
 # the tables of the plain defaults, one per action-space family (a3c.spec.environment.action_family) and objective:
 # FAMILY is the family's own objective's (the one a run without --algo takes), FAMILY@OBJ the other's
 FAMILIES = ("discrete", "continuous")

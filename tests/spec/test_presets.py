@@ -43,7 +43,7 @@ def test_every_shipped_preset_is_a_known_env_with_valid_settings():
 
 def test_the_atari_preset_applies_to_every_ale_id_and_a_flag_still_wins():
     config, sources, _ = parse_cli(["--env", "ALE/Breakout-v5", "--lr", "1e-4"])
-    assert config.preset == ATARI_PRESET and config.optimizer == "rmsprop" and sources["optimizer"] == "preset"
+    assert config.preset == ATARI_PRESET and config.optimizer == "adam" and sources["optimizer"] == "preset"
     assert config.lr == 1e-4 and sources["lr"] == "flag"
     assert choose_table("CartPole-v1", None, None, None, lambda: "discrete").name == "CartPole-v1"
     assert choose_table("ALE/Pong-v5", "none", None, None, lambda: "discrete").name == "discrete"
