@@ -16,7 +16,8 @@ python -m scripts.bench run --env ALE/Pong-v5 --arm "$ppo_nosticky" --seeds 1 "$
 python -m scripts.bench run --env ALE/Breakout-v5 --arm "$ppo_sticky" --seeds 1 "${common[@]}" "$@"
 python -m scripts.bench run --env ALE/Breakout-v5 --arm "$ppo_nosticky" --seeds 2 "${common[@]}" "$@"
 # A3C's table (atari@a3c: --algo a3c), the atari preset when these four ran, under their stored arm names (which
-# name no --algo): --any-commit keeps them from running again under those names with the preset of the day.
+# name no --algo): --any-commit keeps them from running again under those names with the preset of the day. To run
+# A3C's table into a store without these rows, give it --algo a3c under arm names of its own.
 nosticky="nosticky=--env-kwargs repeat_action_probability=0 --checkpoint-every-s 300"
 sticky="sticky=--checkpoint-every-s 300"
 a3c=("${common[@]}" --any-commit)

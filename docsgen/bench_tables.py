@@ -140,7 +140,8 @@ def suite_seeds(data: dict[str, Any]) -> str:
 
 
 def atari(data: dict[str, Any]) -> str:
-    """scripts/bench_atari.py: a3c's frames/s per variant against SB3's A2C (rl-zoo3's Atari settings)."""
+    """scripts/bench_atari.py: a3c's frames/s per variant against SB3's algorithm with rl-zoo3's Atari settings (A2C
+    where the data does not say: the runs before it recorded which)."""
     sb3 = data["sb3_steps_per_s"]
     threads = data.get("sb3_threads")
     rows = []
@@ -154,7 +155,9 @@ def atari(data: dict[str, Any]) -> str:
             ]
         )
     frames = [ATARI_FRAME_SKIP * x for x in sb3]
-    sb3_name = "SB3 A2C" + (f", {threads} thread{'s' if threads > 1 else ''}" if threads else "")
+    sb3_name = f"SB3 {data.get('sb3_algo', 'a2c').upper()}" + (
+        f", {threads} thread{'s' if threads > 1 else ''}" if threads else ""
+    )
     rows.append([sb3_name, f"{_n(statistics.median(frames))} ({', '.join(_n(x) for x in frames)})", "1x"])
     return _table([f"{data['env']}, {_n(data['steps'])} steps a run", "frames/s, median (runs)", "of SB3's"], rows)
 

@@ -49,9 +49,15 @@ def sb3_steps_per_s(algo: str, env_id: str, steps: int, n_envs: int, seed: int, 
 def peer_algo(env: str, variants: list[list[str]], error: Callable[[str], Any]) -> str:
     """SB3's algorithm for the a3c variants (--sb3-algo auto): A2C for A3C's objective, PPO for PPO's, the objective
     each variant's flags and preset give; ``error`` (a one-line exit 2) where the variants run both."""
+    from a3c.spec.errors import UserError
     from a3c.train import parse_config
 
-    objectives = {parse_config(["--env", env, *flags]).algo for flags in variants}
+    objectives = set()
+    for flags in variants:
+        try:
+            objectives.add(parse_config(["--env", env, *flags]).algo)
+        except UserError as err:
+            error(f"--a3c-variant={shlex.quote(shlex.join(flags))}: {err}")
     if len(objectives) > 1:
         error("the a3c variants run both objectives; give --sb3-algo a2c or ppo, or time each objective on its own")
     return PEER_OF[objectives.pop()]
@@ -159,6 +165,7 @@ def main() -> None:
         "a3c_startup_s": a3c_startup,
         "sb3_steps_per_s": sb3_sps,
         "sb3_threads": args.sb3_threads,
+        "sb3_algo": args.sb3_algo,
         "ratio": {name: medians[name] / sb3 for name in names},
     }
     save_results(args.out, "atari", data, table, fig)

@@ -1,11 +1,13 @@
-"""Atari learning curves: a3c's `atari` preset against Stable-Baselines3's A2C with rl-zoo3's Atari settings, the same
-game (ALE/Pong-v5 by default: sticky actions 0.25, as both trainers make it), the same machine, return against frames
-and against wall time on one figure. Long runs, each resumable: start a trainer, stop it (Ctrl-C, a session's end),
-run the same command again and it goes on from its last checkpoint.
+"""Atari learning curves: a3c against Stable-Baselines3's A2C with rl-zoo3's Atari settings, the same game
+(ALE/Pong-v5 by default: sticky actions 0.25, as both trainers make it), the same machine, return against frames and
+against wall time on one figure. a3c runs the game's preset (PPO's table; `-- --algo a3c` for A3C's, the objective
+SB3's A2C shares; the labels say which). Long runs, each resumable: start a trainer, stop it (Ctrl-C, a session's
+end), run the same command again and it goes on from its last checkpoint.
 
     pip install -e ".[atari,bench]"
-    python -m scripts.bench_atari_learning a3c --frames 10000000 --out runs/atari-pong   # ~1-3 h on 2 cores
-    python -m scripts.bench_atari_learning a3c --out runs/pong-s2 -- --seed 2 --env-kwargs repeat_action_probability=0
+    python -m scripts.bench_atari_learning a3c --frames 10000000 --out runs/atari-pong -- --algo a3c   # ~1-3 h
+    python -m scripts.bench_atari_learning a3c --out runs/pong-s2 -- --algo a3c --seed 2 \
+        --env-kwargs repeat_action_probability=0
     python -m scripts.bench_atari_learning sb3 --frames 2000000 --out runs/atari-pong
     python -m scripts.bench_atari_learning plot --out runs/atari-pong [--a3c-run RUN ...]   # table, JSON, PNG
 
@@ -180,13 +182,14 @@ def summarize(points: list[tuple[float, float, float]]) -> dict[str, Any]:
 
 
 def a3c_label(run_dir: Path) -> str:
-    """A run's legend and table label from its config.json: workers, seed, and the env's keyword arguments (sticky
-    actions switched off show as repeat_action_probability=0.0)."""
+    """A run's legend and table label from its config.json: the objective where it is not A3C's, workers, seed, and
+    the env's keyword arguments (sticky actions switched off show as repeat_action_probability=0.0)."""
     config_file = run_dir / "config.json"
     config = json.loads(config_file.read_text()) if config_file.is_file() else {}
     parts = [f"{config.get('workers', '?')} workers", f"seed {config.get('seed', '?')}"]
     parts += [f"{key}={value}" for key, value in sorted((config.get("env_kwargs") or {}).items())]
-    return f"a3c ({', '.join(parts)})"
+    objective = "" if config.get("algo", "a3c") == "a3c" else f" {str(config['algo']).upper()}"
+    return f"a3c{objective} ({', '.join(parts)})"
 
 
 def plot(out: Path, game: str, a3c_runs: list[Path], sb3_dir: Path) -> None:

@@ -30,7 +30,7 @@ from scripts._common import alternate, markdown_table, save_results
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--env", default="ALE/Pong-v5", help="an ALE id")
-    parser.add_argument("--envs", type=int, default=4, help="envs in the batch (the atari preset's --envs-per-worker)")
+    parser.add_argument("--envs", type=int, default=4, help="envs in the batch (A3C's atari table's --envs-per-worker)")
     parser.add_argument("--steps", type=int, default=500, help="agent steps of the batch a round")
     parser.add_argument("--rounds", type=int, default=7, help="rounds, each backend once a round")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for the JSON, table and PNG")

@@ -13,11 +13,11 @@ import pytest
 import scripts.bench_atari_learning as bench  # (the repository's root is on pytest's pythonpath: pyproject.toml)
 
 
-def _fake_run(folder: Path, seed: int, env_kwargs: dict, returns: list[float]) -> Path:
+def _fake_run(folder: Path, seed: int, env_kwargs: dict, returns: list[float], algo: str = "a3c") -> Path:
     """A run directory as a3c.train leaves it, as far as the plot reads: config.json and episodes.csv, one game
     every 10,000 agent steps (40,000 frames), one a second."""
     folder.mkdir(parents=True)
-    config = {"env": "ALE/Pong-v5", "workers": 2, "seed": seed, "env_kwargs": env_kwargs}
+    config = {"env": "ALE/Pong-v5", "workers": 2, "seed": seed, "env_kwargs": env_kwargs, "algo": algo}
     (folder / "config.json").write_text(json.dumps(config))
     with (folder / "episodes.csv").open("w", newline="") as f:
         rows = csv.writer(f)
@@ -32,14 +32,16 @@ def test_plot_draws_every_a3c_run_labelled_from_its_config(tmp_path):
     sticky = _fake_run(tmp_path / "s1", 1, {}, [-21.0] * 150 + [5.0] * 50)
     plain = _fake_run(tmp_path / "n1", 1, {"repeat_action_probability": 0.0}, climbing)
     twin = _fake_run(tmp_path / "n1-again", 1, {"repeat_action_probability": 0.0}, climbing)
+    ppo = _fake_run(tmp_path / "p1", 1, {}, climbing, algo="ppo")  # the preset's objective since PPO's table
     out = tmp_path / "out"
-    bench.plot(out, "ALE/Pong-v5", [sticky, plain, twin, tmp_path / "missing"], tmp_path / "no-sb3")
+    bench.plot(out, "ALE/Pong-v5", [sticky, plain, twin, ppo, tmp_path / "missing"], tmp_path / "no-sb3")
     data = json.loads((out / "atari_learning.json").read_text())
     labels = list(data["summaries"])
     assert labels == [
         "a3c (2 workers, seed 1)",
         "a3c (2 workers, seed 1, repeat_action_probability=0.0)",
         "a3c (2 workers, seed 1, repeat_action_probability=0.0, n1-again)",
+        "a3c PPO (2 workers, seed 1)",
     ]
     assert (out / "atari_learning.png").stat().st_size > 0 and "| a3c (2 workers, seed 1) |" in (
         out / "atari_learning.md"

@@ -123,6 +123,9 @@ def test_the_rendered_numbers_are_the_json_s():
     data = json.loads((DOCS / "data" / "atari_bench_background.json").read_text())
     frames = 4 * statistics.median(data["a3c_steps_per_s"]["preset"])
     assert f"| a3c, preset | {frames:,.0f} (" in bench_tables.atari(data)
+    # the peer is the one the data names (bench_atari's --sb3-algo; A2C where older data names none)
+    assert "| SB3 A2C, " in bench_tables.atari(data)
+    assert "| SB3 PPO, " in bench_tables.atari({**data, "sb3_algo": "ppo"})
 
 
 def test_a_changed_json_changes_its_table(tmp_path):

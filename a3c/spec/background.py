@@ -7,7 +7,7 @@ weight of the filter carries the same ``background x delta`` term, RMSprop (and 
 about the learning rate, so the 256 weights of an 8x8x4 filter move together and the response on the whole screen
 shifts by ``0.34 x 256 x lr`` an update (about 0.06 at lr 7e-4) where the bias alone moves it by lr. A few dozen
 updates in one direction and the filter is negative everywhere: dead (ReLU), with no gradient to bring it back. On
-ALE/Pong-v5 with the atari preset 30 of the first convolution's 32 filters were dead by 1.4M frames (0 of 32 on
+ALE/Pong-v5 with A3C's atari table 30 of the first convolution's 32 filters were dead by 1.4M frames (0 of 32 on
 Breakout, whose background is black), and every run sat at the floor (-20.5) for 3.5-5M frames. With the background
 subtracted (the frames' background becomes 0) no filter died and the runs left the floor at ~1.2M frames
 (docs/benchmarks/atari.md, "The background level").

@@ -28,3 +28,9 @@ def test_the_peer_is_sb3_s_algorithm_with_the_same_objective():
 def test_variants_of_both_objectives_need_the_peer_named():
     with pytest.raises(Refused, match="give --sb3-algo a2c or ppo"):
         peer_algo("ALE/Pong-v5", [[], ["--algo", "a3c"]], refuse)
+
+
+def test_a_variant_a3c_train_would_refuse_is_one_line_naming_it():
+    """Before: a3c.train's refusal came out of the variant's parse as a traceback."""
+    with pytest.raises(Refused, match=r"--a3c-variant='--envs-per-worker 1': --minibatch-size 256 is more than"):
+        peer_algo("ALE/Pong-v5", [["--envs-per-worker", "1"]], refuse)
