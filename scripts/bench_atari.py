@@ -9,8 +9,8 @@ RMSpropTFLike), or --sb3-algo's. Learning is not measured here (a game needs ~10
     python -m scripts.bench_atari --steps 20000 --repeats 1 --out bench-out
     python -m scripts.bench_atari --steps 20000 --repeats 3 --a3c-variant="--algo a3c" --out bench-out   # against A2C
     python -m scripts.bench_atari --steps 20000 --repeats 2 --a3c-variant= --a3c-variant=--bf16 --out bench-out
-    python -m scripts.bench_atari --steps 20000 --repeats 3 --a3c-variant= --a3c-variant="--env-backend ale-vector" \
-        --out bench-out     # the env backends side by side (docs/atari_speed.md)
+    python -m scripts.bench_atari --steps 20000 --repeats 3 --a3c-variant="--algo a3c" \
+        --a3c-variant="--algo a3c --env-backend ale-vector" --out bench-out   # the env backends (docs/atari_speed.md)
 
 a3c's steps/s is its summary.json's (from the workers' common first step; start-up excluded, in its own column);
 SB3's is its agent steps over the time of model.learn (envs and model built before the clock starts), with torch's
