@@ -1,4 +1,5 @@
-"""A process target for test_signals: exits 0 if the process began with SIGINT ignored, 3 otherwise."""
+"""Process targets for test_signals: each exits 0 if the process began safe from a Ctrl-C to the group (SIGINT
+ignored, or blocked until a3c's set-up ignores it), 3 otherwise."""
 
 import multiprocessing
 import os
@@ -7,7 +8,9 @@ import sys
 
 
 def report_sigint() -> None:
-    sys.exit(0 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else 3)
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    sys.exit(0 if ignored or blocked else 3)
 
 
 def report_sigint_of_worker(incarnation: int, errors: object) -> None:
@@ -15,9 +18,38 @@ def report_sigint_of_worker(incarnation: int, errors: object) -> None:
     report_sigint()
 
 
-class CtrlCAtStart(multiprocessing.get_context("forkserver").Process):  # type: ignore[misc]
-    """A fork-server process whose start() begins with a Ctrl-C to this process, as a user's may come."""
+def report_sigint_after_setup(incarnation: int, errors: object) -> None:
+    """A worker's target: after a3c's set-up of every child process, SIGINT must be ignored and no longer blocked
+    (a blocked SIGINT would pass to the env's own subprocesses)."""
+    from a3c.run.worker import run_as_process
+
+    def body(terminate: object) -> None:
+        ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        sys.exit(0 if ignored and not blocked else 3)
+
+    run_as_process(body, None)
+
+
+class _CtrlCAtStart:
+    """A process whose start() begins with a Ctrl-C to this process, as a user's may come (mixed into each start
+    method's Process class below: a spawned child unpickles its Process object, so each class is module-level)."""
 
     def start(self) -> None:
         os.kill(os.getpid(), signal.SIGINT)
-        super().start()
+        super().start()  # type: ignore[misc]
+
+
+class CtrlCAtStart(_CtrlCAtStart, multiprocessing.get_context("forkserver").Process):  # type: ignore[misc,name-defined]
+    pass
+
+
+class CtrlCAtStartSpawn(_CtrlCAtStart, multiprocessing.get_context("spawn").Process):  # type: ignore[misc,name-defined]
+    pass
+
+
+class CtrlCAtStartFork(_CtrlCAtStart, multiprocessing.get_context("fork").Process):  # type: ignore[misc,name-defined]
+    pass
+
+
+CTRL_C_AT_START = {"forkserver": CtrlCAtStart, "spawn": CtrlCAtStartSpawn, "fork": CtrlCAtStartFork}

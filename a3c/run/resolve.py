@@ -34,7 +34,6 @@ import importlib.util
 import multiprocessing
 import multiprocessing.forkserver
 import secrets
-import signal
 import sys
 from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
@@ -47,6 +46,7 @@ import gymnasium as gym
 from a3c.record.run_dir import check_new_run_dir, resume_checkpoint
 from a3c.record.run_lock import check_not_training
 from a3c.record.tensorboard_server import check_port
+from a3c.run.child_signals import children_begin_with_sigint_blocked
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
@@ -292,19 +292,11 @@ def start_fork_server(config: Config) -> None:
     if config.resolved_start_method() != "forkserver" or config.backend == "serial":
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload(preload_modules(config))
-    # The server is started with SIGINT ignored. It inherits SIG_IGN through exec, Python then leaves SIGINT ignored,
-    # and every child it forks restores the server's own startup handler: SIG_IGN. Started with SIGINT live, a
-    # worker would run with Python's KeyboardInterrupt handler until it ignores SIGINT itself, and a Ctrl-C in that
-    # window printed its traceback.
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: signals cannot be changed here
-        previous = None
-    try:
+    # The server is made with SIGINT blocked (a3c.run.child_signals), and every child it forks begins with the
+    # server's mask: blocked until the child ignores SIGINT. Started with SIGINT live, a worker ran with Python's
+    # KeyboardInterrupt handler until it ignored SIGINT itself, and a Ctrl-C in that window printed its traceback.
+    with children_begin_with_sigint_blocked("forkserver"):
         multiprocessing.forkserver.ensure_running()
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
 
 
 # Packages whose env modules the fork server may import ahead of the workers: importing them only defines and

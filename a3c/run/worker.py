@@ -32,6 +32,7 @@ from a3c.learn.update.protocol import Rollout
 from a3c.learn.update.step import GradientStep
 from a3c.record.rows import FIELD, FIELDS, TERM_COLUMN, Stat
 from a3c.run.backends import WorkerChannel
+from a3c.run.child_signals import ignore_sigint
 from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
 from a3c.spec.env_batch import make_env_batch
@@ -82,7 +83,7 @@ def run_as_process(body: Callable[[Callable[[], bool]], None], errors: Connectio
     gc.freeze()
     # N workers x M threads in each native pool (torch's, the BLAS under numpy, OpenMP) on few cores would thrash
     limit_native_threads()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the main process decides
+    ignore_sigint()  # Ctrl-C reaches the whole group: the main process decides (a3c.run.child_signals)
     terminate = threading.Event()
     # SIGTERM (the launcher's way to end a straggler) only sets a flag: the loop reads it at the top, so the update
     # in hand is finished and the shared model never keeps half of one

@@ -151,31 +151,58 @@ def test_fork_server_children_start_with_sigint_ignored():
     assert done.returncode == 0, f"the fork server's child began with SIGINT live (exit {done.returncode})"
 
 
-def test_a_ctrl_c_while_a_worker_starts_under_the_fork_server_is_not_lost():
-    """Found by probing: the main process ignored SIGINT through each worker's start(), which under the fork server
-    waits seconds on a run's first start (the server importing torch); a Ctrl-C then was thrown away and the run
-    trained on to its end. The worker is forked by the server, whose SIGINT is ignored, so the main process's
-    handler stays live: here the signal arrives as start() begins, and the handler has it; the child still begins
-    with SIGINT ignored. In a fresh interpreter: the fork server is one per process."""
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_a_ctrl_c_while_a_worker_starts_is_not_lost_and_the_worker_is_safe_from_it(start_method):
+    """Under the fork server, found by probing: the main process ignored SIGINT through each worker's start(), which
+    there waits seconds on a run's first start (the server importing torch), and a Ctrl-C then was thrown away: the
+    run trained on to its end. Under fork and spawn the same SIG_IGN, kept for the milliseconds of start() so that
+    the child began ignoring SIGINT, lost a Ctrl-C that came in them (and at every restart of a worker). Now SIGINT
+    is blocked, not ignored, while a child is made: the child begins with it blocked, and this process's handler has
+    the signal once start() is done. Here the signal arrives as start() begins. In a fresh interpreter: the fork
+    server is one per process."""
     script = (
         "import multiprocessing as mp, os, signal\n"
         "from a3c.spec.config import Config\n"
         "from a3c.run.resolve import start_fork_server\n"
         "from a3c.run.backends.shared_memory import ProcessLauncher\n"
-        "from _sigint_probe import CtrlCAtStart, report_sigint_of_worker\n"
+        "from _sigint_probe import CTRL_C_AT_START, report_sigint_of_worker\n"
         "class Ctx:\n"
         "    def __init__(self, ctx): self.ctx = ctx\n"
         "    def __getattr__(self, name): return getattr(self.ctx, name)\n"
-        "    def Process(self, *args, **kwargs): return CtrlCAtStart(*args, **kwargs)\n"
+        f"    def Process(self, *args, **kwargs): return CTRL_C_AT_START[{start_method!r}](*args, **kwargs)\n"
         "if __name__ == '__main__':\n"
         "    got = []\n"
         "    signal.signal(signal.SIGINT, lambda *a: got.append(1))\n"
-        "    start_fork_server(Config(start_method='forkserver'))\n"
-        "    launcher = ProcessLauncher(Ctx(mp.get_context('forkserver')), report_sigint_of_worker, lambda rank: ())\n"
+        f"    start_fork_server(Config(start_method={start_method!r}))\n"
+        f"    ctx = Ctx(mp.get_context({start_method!r}))\n"
+        "    launcher = ProcessLauncher(ctx, report_sigint_of_worker, lambda rank: ())\n"
         "    launcher.start(0, 0)\n"
         "    launcher.procs[0].process.join(30)\n"
         "    raise SystemExit(10 * (not got) + launcher.procs[0].process.exitcode)\n"
     )
     done = _run_with_probe(script)
     assert done.returncode != 10, "the Ctrl-C that came as the worker started was lost"
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_after_its_set_up_a_worker_ignores_sigint_and_no_longer_blocks_it(start_method):
+    """The block a child begins with is lifted once the child ignores SIGINT (a3c.run.worker.run_as_process): left
+    on, it would pass to every process the worker starts (an env's own subprocesses, which expect the signals as
+    usual)."""
+    script = (
+        "import multiprocessing as mp\n"
+        "from a3c.spec.config import Config\n"
+        "from a3c.run.resolve import start_fork_server\n"
+        "from a3c.run.backends.shared_memory import ProcessLauncher\n"
+        "from _sigint_probe import report_sigint_after_setup\n"
+        "if __name__ == '__main__':\n"
+        f"    start_fork_server(Config(start_method={start_method!r}))\n"
+        f"    ctx = mp.get_context({start_method!r})\n"
+        "    launcher = ProcessLauncher(ctx, report_sigint_after_setup, lambda rank: ())\n"
+        "    launcher.start(0, 0)\n"
+        "    launcher.procs[0].process.join(30)\n"
+        "    raise SystemExit(launcher.procs[0].process.exitcode)\n"
+    )
+    done = _run_with_probe(script)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"

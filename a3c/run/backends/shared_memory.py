@@ -9,7 +9,6 @@ tensors are then simply memory, and the channel is the same code.
 
 from __future__ import annotations
 
-import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -31,6 +30,7 @@ from a3c.learn.running_stats import SharedMoments
 from a3c.record.rows import Episode, Stat
 from a3c.run.backends import TERMINATE_GRACE_S
 from a3c.run.board import BoardReader, EpisodeBoard
+from a3c.run.child_signals import children_begin_with_sigint_blocked
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
@@ -308,23 +308,10 @@ class ProcessLauncher:
             name=f"a3c-worker-{rank}",
             daemon=True,
         )
-        # Started with SIGINT ignored: a spawned child inherits SIG_IGN through exec, so a Ctrl-C that arrives while
-        # it is still importing cannot kill it with a KeyboardInterrupt traceback (the worker ignores SIGINT anyway
-        # once it runs; the main process decides what a Ctrl-C means). The fork server is started the same way
-        # (a3c.run.resolve.start_fork_server, or here), so its children begin with SIGINT ignored too; and since
-        # they are forked by the server, not by this process, this process's handler stays live while start()
-        # waits for the server, seconds on a run's first start (the server importing torch): ignoring SIGINT
-        # there lost a Ctrl-C, and the run trained on to its end.
-        forked_by_server = self.ctx.get_start_method() == "forkserver"
-        previous_handler = _ignore_sigint()
-        try:
-            if forked_by_server:
-                multiprocessing.forkserver.ensure_running()  # (a no-op where it runs; quick where it does not)
-            else:
-                process.start()
-        finally:
-            _restore_sigint(previous_handler)
-        if forked_by_server:
+        # Made with SIGINT blocked (a3c.run.child_signals): the child begins with it blocked until it ignores it, and
+        # a Ctrl-C that comes meanwhile (under the fork server, start() may wait seconds for the server's imports on
+        # a run's first start) reaches this process's handler when start() returns, instead of being lost.
+        with children_begin_with_sigint_blocked(self.ctx.get_start_method()):
             process.start()
         write_end.close()  # the child has its own copy; ours would keep the pipe open forever
         self.procs[rank] = _Process(process, read_end, time.time())
@@ -384,15 +371,3 @@ class ProcessLauncher:
 
     def pids(self) -> list[int]:
         return [p.process.pid for p in self.procs.values() if p.process.pid is not None]
-
-
-def _ignore_sigint() -> Any:
-    try:
-        return signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: leave signals alone
-        return None
-
-
-def _restore_sigint(previous: Any) -> None:
-    if previous is not None:
-        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,48 @@
+"""How this process makes a child (a worker, the evaluator, the fork server) so that a Ctrl-C is neither lost here
+nor seen by the child before it ignores SIGINT.
+
+Ctrl-C reaches the whole process group, and only the main process decides what it means (a3c.run.shutdown): a
+child must not die of it with a KeyboardInterrupt traceback while it is still importing. Ignoring SIGINT here while
+the child is made (a child inherits SIG_IGN through fork and exec) did that, but threw away a Ctrl-C that came in
+that window: the run then trained on to its end. Instead SIGINT is *blocked* in this thread while the child is made.
+The signal mask, not the handler, is what fork and exec pass on, so the child begins with SIGINT blocked whatever
+handler it inherits, and lifts the block only once it ignores SIGINT (``ignore_sigint``, the first thing a3c's
+children do; a signal pending in it then is dropped, as an ignored one is). Here the handler never changes: a
+Ctrl-C in the window waits in this thread's mask, or is taken by another thread, and the handler runs either way.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.resource_tracker
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def children_begin_with_sigint_blocked(start_method: str) -> Iterator[None]:
+    """Block SIGINT in this thread for the body (where children are made under ``start_method``); what arrived
+    meanwhile is delivered when it ends. A no-op off the main thread (the only one that makes a run's children)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    if start_method != "fork":
+        # A spawned child (or the fork server) gets the resource tracker's pipe, and the tracker, when it is started,
+        # blocks SIGINT around its own start and then *unblocks* it: started inside the body, it would lift our
+        # block before the child is made. Started now, it is only checked there.
+        multiprocessing.resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        if signal.SIGINT not in before:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending Ctrl-C runs the handler now
+
+
+def ignore_sigint() -> None:
+    """A child's first step: ignore SIGINT, then lift the block it began with (children_begin_with_sigint_blocked),
+    so that what it starts in turn (an env's own subprocesses) does not inherit the block."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
