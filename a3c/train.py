@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m a3c.train",
         usage="%(prog)s [--env ID] [--workers N|auto] [--total-steps N] [--resume RUN_DIR] [FLAG ...]",
-        description="Train an A3C agent on a gymnasium environment (the flags below come in groups).",
+        description="Train an agent on a gymnasium environment with A3C's or PPO's objective (flags come in groups).",
         formatter_class=_HelpFormatter,
         epilog=EXAMPLES,
     )

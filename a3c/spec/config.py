@@ -112,8 +112,8 @@ class Config:
         "surrogate against the policy that acted: --n-epochs over minibatches of --minibatch-size of the worker's "
         "rollout, each minibatch's gradient pushed to the shared optimizer and the weights pulled again before the "
         "next; DPPO / APPO in spirit). Each has its own presets and plain defaults (--preset); the flags marked "
-        "'with --algo ppo' are refused under a3c. Not given: the objective of the env's preset, else that of the "
-        "plain defaults of the env's action-space family (a3c/spec/presets.toml)",
+        "'with --algo ppo' are refused under a3c (default: the objective of the env's preset, else that of the "
+        "plain defaults of the env's action-space family, a3c/spec/presets.toml)",
         choices=ALGOS,
     )
     n_epochs: int = flag(4, group="algorithm", help="with --algo ppo: passes over each rollout")

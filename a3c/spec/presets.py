@@ -2,7 +2,8 @@
 family of envs, and the plain defaults of each objective per action-space family), or a user's file of the same
 format (--preset-file FILE, e.g. python -m a3c.tune's best.toml, which replaces presets.toml for that run). This
 module reads and checks a file, and names its tables: a table belongs to one objective, its ``algo`` (a3c unless it
-says otherwise); ``NAME@ppo`` is table NAME's version for --algo ppo. Which table a new run takes is
+says otherwise); ``NAME@OBJ`` is table NAME's version for --algo OBJ (``atari@a3c``: A3C's table of the Atari games,
+whose ``atari`` is PPO's). Which table a new run takes is
 a3c/spec/preset_choice.py's; what a run prints about it, a3c/spec/config_text.py's."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ else:  # Python 3.10: the same parser, from PyPI (a dependency on 3.10 only)
 PRESETS_FILE = Path(__file__).with_name("presets.toml")
 NO_PRESET = "none"  # --preset none: the plain defaults of the objective, even for an env that has a preset
 DEFAULT_OBJECTIVE = "a3c"  # the objective of a table that names none
-OBJECTIVE_SEP = "@"  # a table NAME@ppo: table NAME's version for --algo ppo
+OBJECTIVE_SEP = "@"  # a table NAME@OBJ: table NAME's version for --algo OBJ
 ATARI_PRESET = "atari"  # the tables of every ALE/* id that has none of its own (atari: PPO's, atari@a3c)
 # the tables of the plain defaults, one per action-space family (a3c.spec.environment.action_family) and objective:
 # FAMILY is the family's own objective's (the one a run without --algo takes), FAMILY@OBJ the other's
@@ -57,7 +58,7 @@ def table_objective(name: str, tables: dict[str, dict[str, Any]] | None = None) 
 
 
 def table_base(name: str) -> str:
-    """``atari@ppo`` -> ``atari``: the env id or family a table is named for."""
+    """``atari@a3c`` -> ``atari``: the env id or family a table is named for."""
     return name.partition(OBJECTIVE_SEP)[0]
 
 
