@@ -53,3 +53,16 @@ class CtrlCAtStartFork(_CtrlCAtStart, multiprocessing.get_context("fork").Proces
 
 
 CTRL_C_AT_START = {"forkserver": CtrlCAtStart, "spawn": CtrlCAtStartSpawn, "fork": CtrlCAtStartFork}
+
+
+def _interrupted_inside_exec(argv: object) -> int:
+    """A command whose Ctrl-C comes while code made by exec() of a string runs (as dataclasses' and namedtuple's
+    generated methods run during imports)."""
+    exec("import os, signal\nos.kill(os.getpid(), signal.SIGINT)\nfor _ in range(10**7): pass")
+    return 0
+
+
+if __name__ == "__main__":  # python -m _sigint_probe: that command under a3c's run_cli, as python -m a3c.train runs
+    from a3c.spec.errors import run_cli
+
+    sys.exit(run_cli(_interrupted_inside_exec, prog="probe"))

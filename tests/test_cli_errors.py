@@ -673,3 +673,13 @@ def test_a_ctrl_c_no_command_handles_is_one_line_and_exit_130(capsys):
 
     assert run_cli(main, [], prog="a3c.evaluate") == 130
     assert capsys.readouterr().err == "a3c.evaluate: interrupted (Ctrl-C)\n"
+
+
+@pytest.mark.parametrize("backend", [[], ["--env-backend", "ale-vector"]])
+@pytest.mark.parametrize("kwarg, raised", [("mode=99", "Invalid game mode"), ("difficulty=99", "Invalid difficulty")])
+def test_an_atari_mode_the_game_lacks_is_one_line(kwarg, raised, backend, capsys, tmp_path):
+    """Found by probing: ale-py raises RuntimeError for a game mode or difficulty the game does not have, and
+    make_env turned only TypeError and ValueError into the one line: a traceback, exit 1."""
+    pytest.importorskip("ale_py", reason="Atari needs the [atari] extra (.ci/run installs it)")
+    line = _cli(["--env", "ALE/Breakout-v5", *backend, "--env-kwargs", kwarg], capsys, tmp_path / "run")
+    assert f"rejects --env-kwargs {kwarg} (RuntimeError: {raised}" in line

@@ -62,6 +62,19 @@ def atari_make_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         raise UserError(
             f"--env-kwargs frameskip={kwargs['frameskip']}: a3c's Atari preprocessing skips 4 frames itself; drop it"
         )
+    if "obs_type" in kwargs:
+        # (the env's own observation is dropped: obs_type=ram trained on the screen, and config.json said ram)
+        raise UserError(
+            f"--env-kwargs obs_type={kwargs['obs_type']}: a3c's Atari preprocessing learns from 84x84 grey frames of "
+            "the screen, read from the emulator, whatever the env's own observation is; drop it"
+        )
+    sticky = kwargs.get("repeat_action_probability", 0.0)
+    if isinstance(sticky, bool) or not isinstance(sticky, (int, float)) or not 0.0 <= sticky <= 1.0:
+        # (ale-py takes 2.0, and then repeats the game's first action for ever: a run without one episode)
+        raise UserError(
+            f"--env-kwargs repeat_action_probability={sticky}: the chance that the emulator repeats the last action "
+            "instead of the new one, a number from 0 to 1 (ALE v5's default: 0.25; 0: no sticky actions)"
+        )
     return {"obs_type": "ram", **kwargs, "frameskip": 1}
 
 

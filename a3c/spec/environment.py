@@ -368,9 +368,10 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
             raise
         which = "action_space" if "action space" in str(err) else "observation_space"
         raise _cannot_make(env_id, f"{err}; set self.{which} in the env's __init__") from None
-    except (TypeError, ValueError) as err:
+    except (TypeError, ValueError, RuntimeError) as err:
         # gymnasium.make and the env's constructor raise these for a kwarg of the wrong name, type or range
-        # (max_episode_steps="abc" or 0); anything the env raises without the user's kwargs is a bug, and raises
+        # (max_episode_steps="abc" or 0; ale-py's RuntimeError for a game mode or difficulty the game lacks);
+        # anything the env raises without the user's kwargs is a bug, and raises
         rejected = _rejected_kwargs(make_id, {k: v for k, v in kwargs.items() if k not in user_kwargs}, user_kwargs)
         if rejected is None:
             raise

@@ -206,3 +206,15 @@ def test_after_its_set_up_a_worker_ignores_sigint_and_no_longer_blocks_it(start_
     )
     done = _run_with_probe(script)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
+
+
+def test_a_ctrl_c_caught_by_the_cli_exits_130_even_when_it_came_inside_exec():
+    """Found by probing: about one Ctrl-C in six during start-up ended ``python -m a3c.train`` killed by SIGINT (-2 to
+    its parent, which reads a Ctrl-C'd run's 130), after the command's own line. CPython marks a KeyboardInterrupt that
+    leaves code run by exec() of a string as unhandled even when it is caught later, and under ``python -m`` kills
+    itself with SIGINT at exit when so marked."""
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "_sigint_probe"], env=env, capture_output=True, text=True)
+    assert done.stderr.strip() == "probe: interrupted (Ctrl-C)", done.stderr
+    assert done.returncode == 130, f"exit {done.returncode}"

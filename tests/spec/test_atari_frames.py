@@ -90,3 +90,27 @@ def test_a_step_limit_is_refused_in_one_line():
     limit was silently never reached (a game of Pong ran 30 agent steps past max_episode_steps=10)."""
     with pytest.raises(UserError, match="max_episode_steps=10: .* max_num_frames_per_episode=N"):
         atari_kwargs("ALE/Pong-v5", {"max_episode_steps": 10})
+
+
+@pytest.mark.parametrize("obs_type", ["ram", "rgb", "grayscale"])
+def test_an_observation_type_is_refused_in_one_line(obs_type):
+    """Found by probing: --env-kwargs obs_type=ram trained on the 84x84 screen frames the preprocessing reads from the
+    emulator itself, while config.json said ram: the kwarg did nothing, silently."""
+    with pytest.raises(UserError, match=f"obs_type={obs_type}: a3c's Atari preprocessing .* drop it"):
+        atari_kwargs("ALE/Breakout-v5", {"obs_type": obs_type})
+
+
+@pytest.mark.parametrize("probability", [2.0, -0.1, 1.5])
+def test_a_sticky_action_probability_outside_0_1_is_refused_in_one_line(probability):
+    """Found by probing: ale-py takes repeat_action_probability=2.0, and then repeats the first action for ever: a run
+    that trained on no episode at all, exit 0."""
+    with pytest.raises(UserError, match=f"repeat_action_probability={probability}: .* from 0 to 1"):
+        atari_kwargs("ALE/Breakout-v5", {"repeat_action_probability": probability})
+
+
+@pytest.mark.parametrize("probability", [0, 0.0, 0.25, 1])
+def test_a_sticky_action_probability_in_0_1_is_taken(probability):
+    assert (
+        atari_kwargs("ALE/Breakout-v5", {"repeat_action_probability": probability})["repeat_action_probability"]
+        == probability
+    )
