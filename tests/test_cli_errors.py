@@ -683,3 +683,17 @@ def test_an_atari_mode_the_game_lacks_is_one_line(kwarg, raised, backend, capsys
     pytest.importorskip("ale_py", reason="Atari needs the [atari] extra (.ci/run installs it)")
     line = _cli(["--env", "ALE/Breakout-v5", *backend, "--env-kwargs", kwarg], capsys, tmp_path / "run")
     assert f"rejects --env-kwargs {kwarg} (RuntimeError: {raised}" in line
+
+
+def test_a_new_atari_run_refuses_obs_type_and_a_resumed_one_keeps_it(capsys, tmp_path):
+    """obs_type changes nothing the learner sees: a new run refuses it in one line; a run made with it before (its
+    config's env kwargs, fixed on resume) still passes the checks."""
+    pytest.importorskip("ale_py", reason="Atari needs the [atari] extra (.ci/run installs it)")
+    from a3c.run.resolve import preflight
+    from a3c.spec.config import Config
+    from a3c.spec.preset_choice import CHECKPOINT
+
+    line = _cli(["--env", "ALE/Breakout-v5", "--env-kwargs", "obs_type=ram"], capsys, tmp_path / "run")
+    assert "--env-kwargs obs_type=ram: a3c's Atari preprocessing learns from 84x84 grey frames" in line
+    config = Config(env="ALE/Breakout-v5", env_kwargs={"obs_type": "ram"}, workers=1)
+    preflight(config, sources={"env_kwargs": CHECKPOINT})  # (raises UserError if refused)

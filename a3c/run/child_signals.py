@@ -32,8 +32,11 @@ def children_begin_with_sigint_blocked(start_method: str) -> Iterator[None]:
         # blocks SIGINT around its own start and then *unblocks* it: started inside the body, it would lift our
         # block before the child is made. Started now, it is only checked there.
         multiprocessing.resource_tracker.ensure_running()
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # (reads the mask)
     try:
+        # inside the try: pthread_sigmask runs a pending Python handler after it sets the mask, and a handler that
+        # raises (KeyboardInterrupt) would otherwise leave SIGINT blocked for good
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         yield
     finally:
         if signal.SIGINT not in before:

@@ -48,6 +48,7 @@ from a3c.record.run_lock import check_not_training
 from a3c.record.tensorboard_server import check_port
 from a3c.run.child_signals import children_begin_with_sigint_blocked
 from a3c.run.workers_auto import resolve_workers
+from a3c.spec.atari import check_new_run_kwargs
 from a3c.spec.background import resolve_input_shift
 from a3c.spec.config import Config
 from a3c.spec.config_text import (
@@ -58,7 +59,7 @@ from a3c.spec.config_text import (
     preset_line,
     short_run_warning,
 )
-from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_image
+from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_atari, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import BOX_ONLY_SETTINGS
 from a3c.spec.preset_choice import CHECKPOINT, DEFAULT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
@@ -227,6 +228,8 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
             f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"
         )
     spec = spec or describe_env(config.env, config.env_kwargs)
+    if is_atari(config.env) and (sources is None or sources.get("env_kwargs") != CHECKPOINT):
+        check_new_run_kwargs(config.env_kwargs)  # (a resumed run keeps what it was made with)
     if config.env_backend == "ale-vector":
         from a3c.spec.atari_vector import check_vector_env
 

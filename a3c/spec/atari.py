@@ -62,12 +62,6 @@ def atari_make_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
         raise UserError(
             f"--env-kwargs frameskip={kwargs['frameskip']}: a3c's Atari preprocessing skips 4 frames itself; drop it"
         )
-    if "obs_type" in kwargs:
-        # (the env's own observation is dropped: obs_type=ram trained on the screen, and config.json said ram)
-        raise UserError(
-            f"--env-kwargs obs_type={kwargs['obs_type']}: a3c's Atari preprocessing learns from 84x84 grey frames of "
-            "the screen, read from the emulator, whatever the env's own observation is; drop it"
-        )
     sticky = kwargs.get("repeat_action_probability", 0.0)
     if isinstance(sticky, bool) or not isinstance(sticky, (int, float)) or not 0.0 <= sticky <= 1.0:
         # (ale-py takes 2.0, and then repeats the game's first action for ever: a run without one episode)
@@ -76,6 +70,18 @@ def atari_make_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
             "instead of the new one, a number from 0 to 1 (ALE v5's default: 0.25; 0: no sticky actions)"
         )
     return {"obs_type": "ram", **kwargs, "frameskip": 1}
+
+
+def check_new_run_kwargs(kwargs: dict[str, Any]) -> None:
+    """UserError for --env-kwargs that a new Atari run refuses though they do no harm where they are: obs_type, which
+    changes nothing the learner sees (the preprocessing reads the screen from the emulator and drops the env's own
+    observation), so that obs_type=ram trained on the screen while config.json said ram. A run made before this check
+    keeps its obs_type: its resume and its evaluation make the env as it was (atari_make_kwargs takes it)."""
+    if "obs_type" in kwargs:
+        raise UserError(
+            f"--env-kwargs obs_type={kwargs['obs_type']}: a3c's Atari preprocessing learns from 84x84 grey frames of "
+            "the screen, read from the emulator, whatever the env's own observation is; drop it"
+        )
 
 
 class AtariFrames(gym.Wrapper):

@@ -46,7 +46,8 @@ from a3c.spec.batch import BatchStep, Ended
 from a3c.spec.errors import UserError, install_extra
 
 # the env kwargs this backend plays as the gymnasium path does (obs_type, render_mode and sound_obs change nothing
-# a3c's preprocessing reads; frameskip is 1 after atari_kwargs, which refuses any other)
+# a3c's preprocessing reads: obs_type is atari_kwargs' own, or an older run's, as a new run refuses it; frameskip is
+# 1 after atari_kwargs, which refuses any other)
 SUPPORTED_KWARGS = frozenset(
     {
         "game",

@@ -488,9 +488,10 @@ def _env_extra(env_id: str) -> tuple[str, str] | None:
 
 
 def _rejected_kwargs(env_id: str, base: dict[str, Any], user: dict[str, Any]) -> str | None:
-    """After gymnasium.make(env_id, **base, **user) raised TypeError or ValueError: the user's kwargs to blame, as
-    ``key=value`` text (those that fail alone, else all of them: it is their combination), or None when the env
-    also fails without them (then it is not the user's input). Makes the env again, on this error path only."""
+    """After gymnasium.make(env_id, **base, **user) raised TypeError, ValueError or RuntimeError: the user's kwargs to
+    blame, as ``key=value`` text (those that fail alone, else all of them: it is their combination), or None when the
+    env also fails without them (then it is not the user's input). Makes the env again, on this error path only.
+    """
     if not user or not _makes(env_id, base):
         return None
     alone = [key for key, value in user.items() if not _makes(env_id, {**base, key: value})]

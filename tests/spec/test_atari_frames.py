@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("ale_py", reason="Atari needs the [atari] extra (.ci/run installs it)")
 pytest.importorskip("cv2", reason="Atari needs the [atari] extra (.ci/run installs it)")
 
-from a3c.spec.atari import AtariFrames, atari_kwargs  # noqa: E402
+from a3c.spec.atari import AtariFrames, atari_kwargs, check_new_run_kwargs  # noqa: E402
 from a3c.spec.errors import UserError  # noqa: E402
 
 
@@ -93,11 +93,17 @@ def test_a_step_limit_is_refused_in_one_line():
 
 
 @pytest.mark.parametrize("obs_type", ["ram", "rgb", "grayscale"])
-def test_an_observation_type_is_refused_in_one_line(obs_type):
+def test_a_new_run_refuses_an_observation_type_in_one_line(obs_type):
     """Found by probing: --env-kwargs obs_type=ram trained on the 84x84 screen frames the preprocessing reads from the
     emulator itself, while config.json said ram: the kwarg did nothing, silently."""
     with pytest.raises(UserError, match=f"obs_type={obs_type}: a3c's Atari preprocessing .* drop it"):
-        atari_kwargs("ALE/Breakout-v5", {"obs_type": obs_type})
+        check_new_run_kwargs({"obs_type": obs_type})
+
+
+def test_a_run_made_with_an_observation_type_still_makes_its_env():
+    """A run made before the refusal keeps its obs_type (env kwargs are fixed on resume): its resume and evaluation
+    make the env as before."""
+    assert atari_kwargs("ALE/Breakout-v5", {"obs_type": "rgb"})["obs_type"] == "rgb"
 
 
 @pytest.mark.parametrize("probability", [2.0, -0.1, 1.5])

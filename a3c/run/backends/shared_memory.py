@@ -9,6 +9,7 @@ tensors are then simply memory, and the channel is the same code.
 
 from __future__ import annotations
 
+import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -309,9 +310,17 @@ class ProcessLauncher:
             daemon=True,
         )
         # Made with SIGINT blocked (a3c.run.child_signals): the child begins with it blocked until it ignores it, and
-        # a Ctrl-C that comes meanwhile (under the fork server, start() may wait seconds for the server's imports on
-        # a run's first start) reaches this process's handler when start() returns, instead of being lost.
-        with children_begin_with_sigint_blocked(self.ctx.get_start_method()):
+        # a Ctrl-C that comes meanwhile reaches this process's handler when start() returns, instead of being lost.
+        # Under the fork server the child is forked by the server and begins with the server's mask: only the
+        # server's own start is made so (a no-op where it runs), and start() runs with SIGINT live, as it may wait
+        # seconds for the server's imports on a run's first start (a second Ctrl-C then still exits at once).
+        method = self.ctx.get_start_method()
+        with children_begin_with_sigint_blocked(method):
+            if method == "forkserver":
+                multiprocessing.forkserver.ensure_running()
+            else:
+                process.start()
+        if method == "forkserver":
             process.start()
         write_end.close()  # the child has its own copy; ours would keep the pipe open forever
         self.procs[rank] = _Process(process, read_end, time.time())
