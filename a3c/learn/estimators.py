@@ -50,19 +50,33 @@ def gae(
         delta_t = r_t + gamma (1 - terminated_t) next_values_t - values_t
         A_t     = delta_t + gamma lambda (1 - done_t) A_{t+1},   A_T = 0
 
-    The value targets are A_t + values_t. In few array operations, the recursion in place: (1 - terminated) and
-    (1 - dones) are exactly 0 or 1, so the order of the products changes no bit of the result."""
-    deltas = np.subtract(1.0, terminated, dtype=values.dtype)
-    deltas *= next_values
+    The value targets are A_t + values_t. In few array operations, the recursion in place. The factors (1 -
+    terminated) and (1 - dones) are applied as masks, not products: 0 x NaN is NaN, so a non-finite sample (a NaN
+    observation's value, an infinite reward) would otherwise reach the advantages of the episode before it, which
+    the loop keeps clean; on finite input the masks change no bit of the product's result."""
+    deltas = next_values.astype(values.dtype)  # (a copy)
+    deltas[terminated != 0] = 0.0  # no bootstrap past a terminal
     deltas *= gamma
     deltas += rewards
     deltas -= values
-    trace = np.subtract(1.0, dones, dtype=values.dtype)  # the trace stops at any episode end
+    trace = np.subtract(1.0, dones, dtype=values.dtype)
     trace *= gamma * gae_lambda
-    adv = deltas  # A_t = delta_t + trace_t A_{t+1}, from the last step back
-    for t in range(adv.shape[0] - 2, -1, -1):
-        adv[t] += trace[t] * adv[t + 1]
-    return adv
+    _accumulate_backwards(deltas, trace, dones != 0)  # A_t = delta_t + trace_t A_{t+1}, from the last step back
+    return deltas
+
+
+def _accumulate_backwards(out: np.ndarray, trace: np.ndarray, stops: np.ndarray) -> None:
+    """out[t] += trace[t] * out[t + 1] from the last step back, in place, where ``trace`` is 0 at the ``stops``
+    (episode ends): nothing crosses them, a non-finite term after an episode's end included (masked, as 0 x NaN is
+    NaN; only when ``out`` holds one, so the finite case keeps its two array operations a step)."""
+    if np.isfinite(out).all():
+        for t in range(out.shape[0] - 2, -1, -1):
+            out[t] += trace[t] * out[t + 1]
+        return
+    for t in range(out.shape[0] - 2, -1, -1):
+        carried = trace[t] * out[t + 1]
+        carried[stops[t]] = 0.0
+        out[t] += carried
 
 
 def gae_loop(
@@ -114,19 +128,21 @@ def vtrace(
     log_rho = 0, v - V is ``gae``'s advantage; with lambda = 1 as well, A is too."""
     dtype = values.dtype
     rhos = np.exp(log_rhos.astype(dtype, copy=False))
-    not_terminated = np.subtract(1.0, terminated, dtype=dtype)
+    ended = terminated != 0  # (masks rather than (1 - terminated) products: gae's docstring says why)
+    stops = dones != 0
     not_done = np.subtract(1.0, dones, dtype=dtype)
-    deltas = rewards + gamma * not_terminated * next_values - values
+    bootstrap = next_values.astype(dtype)
+    bootstrap[ended] = 0.0
+    deltas = rewards + gamma * bootstrap - values
     deltas *= np.minimum(rho_bar, rhos)
     trace = gamma * gae_lambda * not_done * np.minimum(c_bar, rhos)
     corrections = deltas  # v_t - V_t, from the last step back
-    for t in range(corrections.shape[0] - 2, -1, -1):
-        corrections[t] += trace[t] * corrections[t + 1]
+    _accumulate_backwards(corrections, trace, stops)
     targets = corrections + values
     following = next_values.copy()  # v'_{t+1}: the bootstrap where the episode or the rollout ended ...
-    inside = not_done[:-1].astype(bool)
-    following[:-1] = np.where(inside, targets[1:], next_values[:-1])  # ... else the next step's target
-    advantages = rewards + gamma * not_terminated * following - values
+    following[:-1] = np.where(stops[:-1], next_values[:-1], targets[1:])  # ... else the next step's target
+    following[ended] = 0.0
+    advantages = rewards + gamma * following - values
     return advantages, targets
 
 
