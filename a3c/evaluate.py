@@ -261,9 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.path, args.episodes, args.stochastic, args.seed, args.video, args.best, parse_env_kwargs(args.env_kwargs)
     )
     print(result_line(result))
+    from a3c.record.run_dir import json_ready
+
     out = args.json or default_json_path(Path(result["checkpoint"]))
     try:
-        out.write_text(json.dumps(result, indent=2) + "\n")
+        out.write_text(json.dumps(json_ready(result), indent=2, allow_nan=False) + "\n")  # (NaN as null: JSON)
     except OSError as err:  # (checked before the episodes; a disk that filled since, a default path refused)
         raise unwritable_json(out, err.strerror or str(err)) from None
     print(f"a3c: wrote {out}" + (f"; videos in {args.video}" if args.video else ""), file=sys.stderr)

@@ -76,7 +76,11 @@ class LastEpisodes:
         return len(self._heap) == self.n
 
     def mean(self) -> float | None:
-        return math.fsum(ret for _, ret in self._heap) / len(self._heap) if self._heap else None
+        """The mean of the window's finite returns; None when it holds none. An episode whose return is NaN or
+        infinite (a broken env's, kept as such in episodes.csv) stays out of it: one made the mean NaN or infinite
+        for 100 episodes (a false solve at +inf, NaN in summary.json), and +inf beside -inf crashed the sum."""
+        finite = [ret for _, ret in self._heap if math.isfinite(ret)]
+        return math.fsum(finite) / len(finite) if finite else None
 
 
 class Dashboard:
@@ -187,7 +191,8 @@ class Dashboard:
             self.threshold_met = (step, wall_time, mean)
 
     def mean_return_100(self) -> float | None:
-        """The mean return of the run's last 100 episodes by global step (fewer before there are 100)."""
+        """The mean return of the run's last 100 episodes by global step (fewer before there are 100), of those whose
+        return is finite (``LastEpisodes.mean``)."""
         return self.recent_returns.mean()
 
     def solved(self) -> bool:

@@ -20,6 +20,7 @@ checkpoint counts the episodes of every rank the run has had.
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -362,7 +363,8 @@ def last_window_mean(rows: list[dict[str, float]], size: int = 100) -> float | N
     if len(rows) < size:
         return None
     ordered = sorted(rows, key=lambda r: (r["global_step"], r["worker"], r["index"]))
-    return float(np.mean([r["return"] for r in ordered[-size:]]))
+    finite = [r["return"] for r in ordered[-size:] if math.isfinite(r["return"])]  # (as the dashboard's window)
+    return float(np.mean(finite)) if finite else None
 
 
 def already_solved_problem(config: Config, payload: dict[str, Any], threshold: float | None) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -94,13 +95,25 @@ def default_run_dir(config: Config, now: float | None = None) -> Path:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """``data`` as JSON at ``path``, atomically (a3c.record.files.atomic_write: a failed write leaves no temporary file
-    behind, and the previous file in place)."""
+    behind, and the previous file in place); a number that is not finite as null (``json_ready``)."""
 
     def write(f: IO[str]) -> None:
-        json.dump(data, f, indent=2, sort_keys=False)
+        json.dump(json_ready(data), f, indent=2, sort_keys=False, allow_nan=False)
         f.write("\n")
 
     atomic_write(path, write)
+
+
+def json_ready(data: Any) -> Any:
+    """``data`` with every float that is NaN or infinite replaced by None, in dicts, lists and tuples: Python's json
+    writes them as NaN and Infinity, which are not JSON (a strict parser refuses the file)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: json_ready(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [json_ready(value) for value in data]
+    return data
 
 
 def round_return(value: float | None) -> float | None:

@@ -489,3 +489,31 @@ def test_the_first_perf_point_counts_from_the_sessions_start(tmp_path, with_orig
     assert [p.step for p in points] == [500]
     seconds = 500 / points[0].value  # from the origin (t = 1000 s) to the tick, a whole number of 10 s readings
     assert 10 <= seconds <= 60 and seconds / 10 == pytest.approx(round(seconds / 10), abs=1e-4)
+
+
+def test_non_finite_returns_stay_out_of_the_100_episode_mean(tmp_path):
+    """Found by probing: a +inf and a -inf return in one window crashed the run in math.fsum (a traceback, no final
+    checkpoint, no summary); a NaN or an inf alone made the mean NaN or inf, summary.json then held NaN (not JSON),
+    and --stop-at declared a solve at an inf mean. The window's mean is that of its finite returns."""
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(1, capacity=128)
+    dash = Dashboard(run, coordinator_for(board), total_steps=1000, reward_threshold=31.0, start_time=0.0)
+    returns = [30.0] * 96 + [np.inf, -np.inf, np.nan, 30.0]
+    for step, ret in enumerate(returns, start=1):
+        board.write(0, episode(ret=ret, loss=0.0, global_step=step, wall_time=float(step)))
+        board.add_steps(0, 1)
+    dash.tick()
+    assert dash.mean_return_100() == 30.0
+    assert not dash.solved() and dash.best_window == (30.0, 100)
+    dash.close()
+
+
+def test_a_window_without_a_finite_return_has_no_mean(tmp_path):
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(1, capacity=64)
+    dash = Dashboard(run, coordinator_for(board), total_steps=100, reward_threshold=1.0, start_time=0.0)
+    board.write(0, episode(ret=np.inf, loss=0.0, global_step=1, wall_time=1.0))
+    board.add_steps(0, 1)
+    dash.tick()
+    assert dash.mean_return_100() is None and not dash.solved()
+    dash.close()

@@ -6,6 +6,7 @@ import builtins
 import csv
 import errno
 import json
+import math
 import os
 from pathlib import Path
 
@@ -158,3 +159,15 @@ def test_unwritable_reason_says_why_and_leaves_nothing_behind(tmp_path):
     # a folder that takes no file, even from root (where permission bits do not refuse)
     assert unwritable_reason(Path("/proc/x.json"), folders_made=False) is not None
     assert unwritable_reason(Path("/proc/a/x.json"), folders_made=True) is not None
+
+
+def test_json_files_hold_null_where_a_number_is_not_finite(tmp_path):
+    """summary.json and evaluate's JSON held NaN and Infinity (Python's json writes them; they are not JSON, and a
+    strict parser refuses the file): a number that is not finite is written as null."""
+    write_json_atomic(tmp_path / "s.json", {"mean": math.nan, "best": [math.inf, -math.inf, 1.5], "n": {"x": 2}})
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    data = json.loads((tmp_path / "s.json").read_text(), parse_constant=refuse)
+    assert data == {"mean": None, "best": [None, None, 1.5], "n": {"x": 2}}
