@@ -23,7 +23,6 @@ interval that is ending (the trainer advances the interval right after each tick
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +34,7 @@ import numpy as np
 from a3c.record.episode_scalars import ALL, EpisodeScalars
 from a3c.record.figures import LossHistory, draw_loss_history, figure_png, write_bytes_atomic
 from a3c.record.progress import ProgressBar
-from a3c.record.rows import FIELD, TERM_COLUMN, UPDATE_TERMS, Episode, EpisodeSource, Stat
+from a3c.record.rows import FIELD, TERM_COLUMN, UPDATE_TERMS, Episode, EpisodeSource, Stat, finite_mean
 from a3c.record.run_dir import EpisodeLog, RunDirectory, RunDirWriteError, writing
 from a3c.record.tensorboard_writer import TensorBoardWriter
 from a3c.record.tracking import WandbTracker
@@ -76,11 +75,8 @@ class LastEpisodes:
         return len(self._heap) == self.n
 
     def mean(self) -> float | None:
-        """The mean of the window's finite returns; None when it holds none. An episode whose return is NaN or
-        infinite (a broken env's, kept as such in episodes.csv) stays out of it: one made the mean NaN or infinite
-        for 100 episodes (a false solve at +inf, NaN in summary.json), and +inf beside -inf crashed the sum."""
-        finite = [ret for _, ret in self._heap if math.isfinite(ret)]
-        return math.fsum(finite) / len(finite) if finite else None
+        """The mean of the window's finite returns (``finite_mean``); None when it holds none."""
+        return finite_mean(ret for _, ret in self._heap)
 
 
 class Dashboard:

@@ -20,7 +20,6 @@ checkpoint counts the episodes of every rank the run has had.
 from __future__ import annotations
 
 import csv
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +41,7 @@ from a3c.record.checkpoint import (
     step_checkpoints,
 )
 from a3c.record.files import atomic_write
+from a3c.record.rows import finite_mean
 from a3c.record.run_dir import resume_checkpoint
 from a3c.spec.config import Config
 from a3c.spec.config_text import as_flag
@@ -359,12 +359,12 @@ def counted_episodes(path: Path, written: np.ndarray) -> list[dict[str, float]]:
 
 def last_window_mean(rows: list[dict[str, float]], size: int = 100) -> float | None:
     """The mean return of the run's last ``size`` episodes by global step (then worker, index: the record's order), as
-    the dashboard's window holds them after a resume; None before there are ``size``."""
+    the dashboard's window holds them after a resume, averaged as it averages them (``finite_mean``); None before there
+    are ``size``, or where none of them is finite."""
     if len(rows) < size:
         return None
     ordered = sorted(rows, key=lambda r: (r["global_step"], r["worker"], r["index"]))
-    finite = [r["return"] for r in ordered[-size:] if math.isfinite(r["return"])]  # (as the dashboard's window)
-    return float(np.mean(finite)) if finite else None
+    return finite_mean(r["return"] for r in ordered[-size:])
 
 
 def already_solved_problem(config: Config, payload: dict[str, Any], threshold: float | None) -> str | None:

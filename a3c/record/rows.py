@@ -1,13 +1,15 @@
 """The schema of what a worker publishes and the main process records: the fields of a finished episode's row
 (``FIELDS``, ``FIELD``; episodes.csv's columns after worker and index), the columns of a worker's stats row
 (``Stat``), one episode as the main process reads it (``Episode``), and ``EpisodeSource``: what the dashboard reads
-them through. The run layer's coordinators (a3c/run/backends) satisfy that protocol; the record layer knows no
-backend.
+them through (the run layer's coordinators, a3c/run/backends, satisfy that protocol; the record layer knows no
+backend); and ``finite_mean``, how a window of episode returns is averaged (the dashboard's 100-episode mean and the
+resume's check of it).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
@@ -27,6 +29,21 @@ FIELDS: tuple[str, ...] = (
     "wall_time",
 )
 FIELD = {name: i for i, name in enumerate(FIELDS)}
+
+
+def finite_mean(returns: Iterable[float]) -> float | None:
+    """The mean of the finite ones of ``returns``; None when there are none. An episode whose return is NaN or
+    infinite (a broken env's, kept as such in episodes.csv) stays out of it: one made the mean NaN or infinite for
+    100 episodes (a false solve at +inf, NaN in summary.json), and +inf beside -inf crashed the sum. The sum is exact
+    (math.fsum); where it leaves the floats (finite returns near 1e308: fsum raises OverflowError), each return is
+    divided first, and the mean, which lies between the smallest and the largest return, is that sum."""
+    finite = [float(r) for r in returns if math.isfinite(r)]
+    if not finite:
+        return None
+    try:
+        return math.fsum(finite) / len(finite)
+    except OverflowError:
+        return math.fsum(r / len(finite) for r in finite)
 
 
 # What a worker's updates report, by name: every objective's learner returns a prefix-free subset of these, in its own

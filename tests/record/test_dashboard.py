@@ -517,3 +517,17 @@ def test_a_window_without_a_finite_return_has_no_mean(tmp_path):
     dash.tick()
     assert dash.mean_return_100() is None and not dash.solved()
     dash.close()
+
+
+def test_finite_returns_whose_sum_overflows_have_a_mean(tmp_path):
+    """Found reading the window's mean: finite returns near the float's limit (a broken env's 1.5e308) made math.fsum
+    raise OverflowError in the dashboard's tick (the run crashed as with +inf beside -inf). Their mean is a float."""
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(1, capacity=128)
+    dash = Dashboard(run, coordinator_for(board), total_steps=1000, reward_threshold=None, start_time=0.0)
+    for step in range(1, 101):
+        board.write(0, episode(ret=1.5e308, loss=0.0, global_step=step, wall_time=float(step)))
+        board.add_steps(0, 1)
+    dash.tick()
+    assert dash.mean_return_100() == 1.5e308
+    dash.close()
