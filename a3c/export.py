@@ -60,12 +60,14 @@ def default_out(checkpoint: Path, fmt: str) -> Path:
 def export(
     path: str | Path, fmt: str, out: str | Path | None = None, best: bool = False, with_dist_params: bool = False
 ) -> tuple[Path, Agent]:
-    """Export the agent of ``path`` (a3c.load's rules) to ``out`` (default: ``default_out``); returns the file written
-    and the agent."""
-    from a3c.record.agent import checkpoint_path, load
+    """Export the agent of ``path`` (a3c.load's rules: a run directory's newest intact checkpoint) to ``out`` (default:
+    ``default_out`` of the checkpoint loaded, which is latest.pt's step-N.pt where latest.pt is missing or damaged);
+    returns the file written and the agent."""
+    from a3c.record.agent import load
 
     agent = load(path, best=best)
-    target = Path(out) if out is not None else default_out(checkpoint_path(path, best), fmt)
+    assert agent.path is not None  # (a3c.load's agents name their checkpoint file)
+    target = Path(out) if out is not None else default_out(agent.path, fmt)
     return agent.export(target, fmt, with_dist_params), agent
 
 

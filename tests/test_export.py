@@ -94,3 +94,18 @@ def test_the_command_exits_2_with_one_line(tmp_path):
     done = export_cli(tmp_path / "nothing", "--format", "torchscript")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("a3c.export: error: ") and "no such run directory" in done.stderr
+
+
+@pytest.mark.parametrize("latest", ["missing", "damaged"])
+def test_the_default_file_is_named_after_the_checkpoint_exported(tmp_path, latest, capsys):
+    """Found by probing: the checkpoint exported is a3c.load's (the newest intact one), but the default file was named
+    from latest.pt alone: without latest.pt the export failed ("has no checkpoints/latest.pt") after loading a
+    step-N.pt, and with a damaged latest.pt it wrote step-N.pt's policy as policy-latest.*."""
+    run = untrained_run(tmp_path / "run", Config(env="CartPole-v1"))
+    checkpoints = run / "checkpoints"
+    (checkpoints / "latest.pt").rename(checkpoints / "step-1.pt")
+    if latest == "damaged":
+        (checkpoints / "latest.pt").write_bytes(b"not a checkpoint")
+    assert main([str(run), "--format", "torchscript"]) == 0
+    assert capsys.readouterr().out.strip() == str(run / "policy-step-1.torchscript.pt")
+    assert [p.name for p in run.glob("policy-*")] == ["policy-step-1.torchscript.pt"]

@@ -242,7 +242,7 @@ def checkpoint_path(path: str | Path, best: bool = False) -> Path:
         if best:
             raise UserError(
                 f"{p} has no checkpoints/{BEST}: the run did not evaluate during training (--eval-every 0, or it "
-                f"ended before its first evaluation); drop --best to use checkpoints/{LATEST}"
+                "ended before its first evaluation); drop --best to use its newest checkpoint"
             )
         raise UserError(f"{p} has no checkpoints/{LATEST}; give an a3c run directory or a checkpoint file")
     if not p.exists():
