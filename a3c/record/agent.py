@@ -80,17 +80,18 @@ class Agent:
         model.eval()
 
     def reset(self, batch: int = 1, samplers: Sequence[np.random.Generator] | None = None) -> None:
-        """Start new episodes (``batch`` of them, acted on together): a recurrent policy forgets what it has seen.
-        Call it whenever an episode starts; a policy without a recurrent core has nothing to forget. ``samplers``
-        (one per episode, as ``act_batch`` takes them): gSDE's exploration noise, held over an episode, is drawn
-        from each episode's own."""
+        """Start new episodes (``batch`` of them, acted on together): a recurrent policy forgets what it has seen,
+        and gSDE's exploration noise, held over an episode, is drawn anew: from each episode's own sampler
+        (``samplers``, one per episode, as ``act_batch`` takes them), else from the agent's (``a3c.load(seed=...)``).
+        Call it whenever an episode starts; other policies have nothing to forget."""
         self.state = self.model.initial_state(batch)
-        if samplers is not None:
-            self.dist.new_episodes(samplers)
+        self.dist.new_episodes(samplers if samplers is not None else [self.rng] * batch)
 
     def _state_for(self, batch: int) -> tuple[torch.Tensor, ...]:
         if not self.state or self.state[0].shape[0] != batch:
-            self.reset(batch)  # the first call, another batch size (new episodes), or no recurrent core
+            # the first call, another batch size (new episodes), or no recurrent core: the state alone (gSDE's noise
+            # is drawn at its first sample and held until reset)
+            self.state = self.model.initial_state(batch)
         return self.state
 
     @property
@@ -184,7 +185,8 @@ class Agent:
         where an env's episode just began: its state is reset); a policy without one returns ``state`` as given
         (None). The state given is never changed, nor is the state ``act`` carries. ``deterministic=False`` (SB3's
         default) samples from the policy (the agent's sampler, ``a3c.load(seed=...)``), True takes the most likely
-        action, as ``act`` and evaluate_policy do."""
+        action, as ``act`` and evaluate_policy do. A gSDE policy's exploration noise is held from call to call until
+        ``reset()`` draws it again (SB3's ``reset_noise``)."""
         x, single = self._batch(observation)
         batch = len(x)
         recurrent = bool(self.model.lstm)
@@ -438,8 +440,9 @@ def run_episodes(
         )
         active = np.ones(len(group), dtype=bool)
         rows = None if per_episode is None else list(per_episode[first : first + len(group)])
-        # new episodes: a recurrent policy starts from its initial state, gSDE's noise from each row's sampler
-        agent.reset(len(group), rows)
+        # new episodes: a recurrent policy starts from its initial state, gSDE's noise is drawn from each row's
+        # sampler (or from the one sampler every row draws from)
+        agent.reset(len(group), rows if rows is not None else [rng or agent.rng] * len(group))
         while active.any():
             actions = agent.act_batch(obs, deterministic, rng if rows is None else rows)
             for k in np.flatnonzero(active).tolist():

@@ -152,6 +152,27 @@ def test_sampled_episodes_are_the_same_in_lockstep_and_one_at_a_time(tmp_path, e
     assert not np.array_equal(again.returns, together.returns)  # (another seed: other samples)
 
 
+def test_a_gsde_agent_draws_new_noise_for_each_episode(tmp_path):
+    """Found by probing: a gSDE agent's exploration noise was drawn at its first sampled action and kept for good:
+    reset() ("start new episodes") and later episodes played with one sampler took the same noise, so every
+    sampled episode from one start state scored the same (three games: -1347.93 each). Within an episode the noise
+    is held (the same state, the same action); each reset draws it again from the agent's sampler."""
+    config = Config(env="Pendulum-v1", hidden_sizes=(16, 16), gsde=True)
+    path, _ = _checkpoint(tmp_path / "run", seed=3, config=config)
+    agent = a3c.load(path, seed=0)
+    obs = np.array([0.5, -0.5, 0.1], dtype=np.float32)
+    firsts = []
+    for _ in range(3):
+        agent.reset()
+        first = agent.act(obs, deterministic=False)
+        assert np.array_equal(agent.act(obs, deterministic=False), first)  # held over the episode
+        firsts.append(float(first[0]))
+    assert len(set(firsts)) == 3, firsts
+    one_start = [eval_seeds(7, 1)[0]] * 4  # one start state, four episodes in two groups of two, one sampler
+    played = run_episodes(agent, make_eval_envs(agent.config, 2), one_start, False, np.random.default_rng(5))
+    assert len(set(played.returns.tolist())) == 4, played.returns
+
+
 def test_run_episodes_still_takes_one_generator_for_every_row(tmp_path):
     """A script of a user's that gave run_episodes one sampler (``rng=``, or in its place) still runs: every row
     draws from it, as before per-episode samplers."""
