@@ -104,8 +104,15 @@ class Agent:
 
     def _batch(self, obs: Any) -> tuple[torch.Tensor, bool]:
         """(the transformed observations as a [B, *obs_shape] float tensor, whether one observation was given)."""
-        x = np.asarray(obs, dtype=np.float32)
         shape = self.spec.obs_shape
+        try:
+            x = np.asarray(obs, dtype=np.float32)
+        except (TypeError, ValueError) as err:  # a dict, a tuple of arrays of other shapes: a Dict/Tuple space's
+            raise UserError(
+                f"an observation of type {type(obs).__name__} is not an array of shape {shape} ({err}); the agent "
+                "takes the flattened observation the model saw: make the env with a3c.spec.environment.make_env(ID, "
+                "training=False), or wrap it in gymnasium's FlattenObservation"
+            ) from None
         if x.shape == shape:
             x, single = x[None], True
         elif x.ndim == len(shape) + 1 and x.shape[1:] == shape:

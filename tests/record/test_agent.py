@@ -426,3 +426,19 @@ def test_action_probs_refuses_continuous_actions_in_one_line(tmp_path):
     save_checkpoint(path, {"model": params.clone(), "config": config.to_dict(), "spaces": spec.describe()})
     with pytest.raises(ValueError, match=r"action_probs needs a Discrete action space .* samples from any policy"):
         a3c.load(path).action_probs(np.zeros(3, np.float32))
+
+
+@pytest.mark.parametrize("kind", ["dict", "tuple"])
+def test_a_dict_or_tuple_observation_straight_from_the_env_is_one_line_naming_the_fix(tmp_path, kind):
+    """Found by probing: a Dict or Tuple observation as gym.make's env gives it (the agent takes the flattened one the
+    model saw) raised numpy's own TypeError or 'inhomogeneous shape' ValueError."""
+    from agent_runs import untrained_run
+
+    run = untrained_run(tmp_path / "run", Config(env="envs/Spaces-v0", env_kwargs={"obs": kind}))
+    agent = a3c.load(run)
+    parts = (np.zeros(2, dtype=np.float32), np.zeros(1, dtype=np.float32))
+    obs = {"position": parts[0], "velocity": parts[1]} if kind == "dict" else parts
+    with pytest.raises(ValueError, match=r"flattened.*make_env\(.*FlattenObservation") as err:
+        agent.act(obs)
+    assert "\n" not in str(err.value)
+    assert agent.act(np.concatenate(parts)) in agent.action_space  # the flattened one acts
