@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from a3c.plot import main as plot_main
-from a3c.plot import read_episodes
+from a3c.plot import read_episodes, run_names
 from a3c.record.figures import (
     DownsampledSeries,
     LossHistory,
@@ -177,6 +177,31 @@ def test_plot_several_runs_on_one_figure(tmp_path):
     assert all((out / n).read_bytes().startswith(PNG) for n in names)
 
 
+def test_runs_that_share_a_name_get_files_and_labels_of_their_own(tmp_path, capsys):
+    """Found by probing: two run directories of one name (a/cp, b/cp) wrote one cp__loss_history.png twice (the second
+    over the first) and shared one legend label; and a run of one worker was labelled "1 workers"."""
+    first = write_run(tmp_path / "a" / "cp", workers=1, episodes=50)
+    second = write_run(tmp_path / "b" / "cp", workers=2, episodes=50)
+    third = write_run(tmp_path / "w1", workers=1, episodes=50)
+    out = tmp_path / "compare"
+    assert plot_main([str(first), str(second), str(third), "--out", str(out)]) == 0
+    written = capsys.readouterr().out.split()
+    assert len(written) == len(set(written)) == 5
+    assert sorted(p.name for p in out.iterdir()) == [
+        "a__cp__loss_history.png",
+        "b__cp__loss_history.png",
+        "losses.png",
+        "returns.png",
+        "w1__loss_history.png",
+    ]
+    labels = [
+        read_episodes(p, name).label for p, name in zip((first, second, third), ("a/cp", "b/cp", "w1"), strict=True)
+    ]
+    assert labels == ["a/cp (CartPole-v1, 1 worker)", "b/cp (CartPole-v1, 2 workers)", "w1 (CartPole-v1, 1 worker)"]
+    assert run_names([first, second, third]) == ["a/cp", "b/cp", "w1"]
+    assert run_names([tmp_path / "x", tmp_path / "x"]) == ["x", "x (2)"]  # one directory named twice
+
+
 @pytest.mark.parametrize(
     ("make", "argv", "message"),
     [
@@ -189,6 +214,14 @@ def test_plot_several_runs_on_one_figure(tmp_path):
             "no finished episodes",
         ),
         (lambda tmp: write_run(tmp / "a", 1, 5) and write_run(tmp / "b", 1, 5), ["{tmp}/a", "{tmp}/b"], "--out"),
+        # (found by probing: --out was asked for before a run directory that does not exist was named)
+        (lambda tmp: write_run(tmp / "a", 1, 5), ["{tmp}/a", "{tmp}/nosuch"], "nosuch does not exist"),
+        # (found by probing: the line listed every needed column, those present too)
+        (
+            lambda tmp: ((tmp / "c").mkdir(), (tmp / "c" / "episodes.csv").write_text("worker,return,loss\n1,2,3\n")),
+            ["{tmp}/c"],
+            "lacks the columns global_step, wall_time;",
+        ),
         (lambda tmp: None, ["--bogus"], "--help"),
         # (found by probing: a UnicodeDecodeError traceback)
         (
