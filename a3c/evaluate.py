@@ -24,6 +24,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -83,17 +84,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="FILE",
-        help="where to write the result (default: evaluate-<checkpoint>.json in the run directory)",
+        help="where to write the result (default: evaluate-<checkpoint>.json in the run directory; with --env-kwargs "
+        "evaluate-<checkpoint>--<key>=<value>,....json)",
     )
     return parser
 
 
-def default_json_path(checkpoint: Path) -> Path:
-    """evaluate-<name>.json in the checkpoint's run directory (or beside a checkpoint kept elsewhere)."""
+def default_json_path(checkpoint: Path, variant: dict[str, Any] | None = None) -> Path:
+    """evaluate-<name>.json in the checkpoint's run directory (or beside a checkpoint kept elsewhere); for a variant of
+    the run's env (--env-kwargs over the run's: ``variant``) evaluate-<name>--<key>=<value>,....json, keys sorted, any
+    character but letters, digits and ``._=+-`` as ``_``, so that it is not written over the plain evaluation's."""
     folder = checkpoint.parent
     if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
         folder = folder.parent
-    return folder / f"evaluate-{checkpoint.stem}.json"
+    played = ",".join(f"{key}={variant[key]}" for key in sorted(variant)) if variant else ""
+    suffix = "--" + re.sub(r"[^A-Za-z0-9._=+,-]", "_", played)[:120] if played else ""
+    return folder / f"evaluate-{checkpoint.stem}{suffix}.json"
 
 
 def check_video_extra() -> None:
@@ -263,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(result_line(result))
     from a3c.record.run_dir import json_ready
 
-    out = args.json or default_json_path(Path(result["checkpoint"]))
+    out = args.json or default_json_path(Path(result["checkpoint"]), result.get("env_kwargs_over_run"))
     try:
         out.write_text(json.dumps(json_ready(result), indent=2, allow_nan=False) + "\n")  # (NaN as null: JSON)
     except OSError as err:  # (checked before the episodes; a disk that filled since, a default path refused)

@@ -165,6 +165,21 @@ def test_evaluate_in_a_variant_of_the_runs_env(run, tmp_path, capsys):
     assert "max_episode_steps" not in capsys.readouterr().out
 
 
+def test_a_variant_evaluation_writes_a_file_of_its_own(run, capsys):
+    """Found by probing: an --env-kwargs evaluation without --json wrote evaluate-latest.json over the plain one; a
+    variant's default file names what it played."""
+    assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2"]) == 0
+    plain = (run / "evaluate-latest.json").read_text()
+    argv = [str(run), "--episodes", "2", "--env-kwargs", "max_episode_steps=5", "latency=0.002"]
+    assert run_cli(evaluate_cli.main, argv) == 0
+    assert (run / "evaluate-latest.json").read_text() == plain
+    variant = json.loads((run / "evaluate-latest--latency=0.002,max_episode_steps=5.json").read_text())
+    assert variant["env_kwargs_over_run"] == {"max_episode_steps": 5, "latency": 0.002}
+    assert evaluate_cli.default_json_path(run / "checkpoints" / "best.pt", {"mode": "a b/c"}).name == (
+        "evaluate-best--mode=a_b_c.json"
+    )
+
+
 def test_evaluate_user_errors(run, tmp_path, capsys, monkeypatch):
     no_best = tmp_path / "no_best"
     (no_best / "checkpoints").mkdir(parents=True)
