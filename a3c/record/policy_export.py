@@ -193,7 +193,8 @@ def example_inputs(agent: Agent, batch: int = EXAMPLE_BATCH) -> tuple[torch.Tens
 
 
 def export_policy(agent: Agent, path: str | Path, fmt: str = "onnx", with_dist_params: bool = False) -> Path:
-    """Write the agent's acting path to ``path`` in ``fmt`` (onnx or torchscript); returns the path."""
+    """Write the agent's acting path to ``path`` in ``fmt`` (onnx or torchscript, in any case); returns the path."""
+    fmt = fmt.lower()
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: a3c exports {' or '.join(FORMATS)}")
     out = Path(path)

@@ -183,6 +183,7 @@ def test_what_is_not_exported_is_refused_in_one_line(tmp_path, monkeypatch):
         by_hand.export(tmp_path / "y.pt", "torchscript")
     with pytest.raises(ValueError, match=r"--format 'tflite': a3c exports onnx or torchscript"):
         plain.export(tmp_path / "z", "tflite")
+    assert plain.export(tmp_path / "w.pt", "TorchScript").is_file()  # (found by probing: refused in capitals)
 
     real = policy_export.importlib.util.find_spec
     monkeypatch.setattr(policy_export.importlib.util, "find_spec", lambda n: None if n == "onnxscript" else real(n))
