@@ -182,7 +182,7 @@ def evaluate(
     else:
         envs = [_recording_env(config, Path(video), agent.path.stem if agent.path else "agent", variant)]
     try:
-        check_env_fits(agent, envs[0])
+        check_env_fits(agent, envs[0], variant)
         stats = run_episodes(agent, envs, eval_seeds(seed, n), not stochastic, eval_samplers(seed, n))
     except DependencyNotInstalled as err:  # rendering for --video needs what the env's family needs (pygame, ...)
         raise UserError(f"--video: env {config.env!r} cannot render: {err}") from None

@@ -19,6 +19,7 @@ from a3c import evaluate as evaluate_cli
 from a3c.record.checkpoint import load_checkpoint
 from a3c.record.eval_log import CSV_COLUMNS
 from a3c.run.threads import THREAD_ENV_VARS
+from a3c.spec.config import Config
 from a3c.spec.errors import run_cli
 
 EVERY, EPISODES, TOTAL = 2000, 3, 6000
@@ -202,6 +203,19 @@ def test_evaluate_user_errors(run, tmp_path, capsys, monkeypatch):
     assert run_cli(evaluate_cli.main, [str(run), "--video", str(tmp_path / "v")], prog="a3c.evaluate") == 2
     expected = '--video needs moviepy, which is not installed; pip install -e ".[video]" in the a3c clone'
     assert expected in capsys.readouterr().err
+
+
+def test_env_kwargs_that_change_the_spaces_are_named_in_the_refusal(tmp_path, capsys):
+    """Found by probing: --env-kwargs obs=image on a run trained on vector observations was refused with "evaluate it
+    where the env is the one it was trained on", which names no cause; the cause is the --env-kwargs given."""
+    from agent_runs import untrained_run
+
+    run = untrained_run(tmp_path / "run", Config(env="envs/Spaces-v0", env_kwargs={"obs": "dict"}))
+    argv = [str(run), "--episodes", "1", "--env-kwargs", "obs=image"]
+    assert run_cli(evaluate_cli.main, argv, prog="a3c.evaluate") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "drop the --env-kwargs that change them (obs='image')" in err, err
+    assert not list(run.glob("evaluate-*.json"))
 
 
 def test_evaluate_records_videos(run, tmp_path, capsys):

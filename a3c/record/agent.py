@@ -344,10 +344,14 @@ def checkpoint_spec(payload: dict[str, Any], config: Config, source: Path | str,
     return spec
 
 
-def check_env_fits(agent: Agent, env: gym.Env) -> None:
+def check_env_fits(agent: Agent, env: gym.Env, variant: dict[str, Any] | None = None) -> None:
     """UserError when an env made for ``agent`` (``python -m a3c.evaluate``) has other spaces than the ones the
-    agent was trained on (the env's code changed since)."""
+    agent was trained on: the keyword arguments given over the run's (``variant``, --env-kwargs) changed them, or
+    the env's code changed since."""
     fix = "evaluate it where the env is the one it was trained on"
+    if variant:
+        given = " ".join(f"{key}={value!r}" for key, value in variant.items())
+        fix = f"drop the --env-kwargs that change them ({given})"
     check_trained_spaces(agent.spec.describe(), spec_of(env, agent.config.env), str(agent.path), fix)
 
 
