@@ -369,10 +369,21 @@ def run_checkpoint(path: str | Path, best: bool = False) -> tuple[Path, dict[str
     """The checkpoint a path names, loaded, and its file: a file as given; a run directory's best.pt with ``best``;
     else the run's newest intact checkpoint, as --resume takes it (a3c.record.resume.newest_intact: latest.pt, or a
     newer step-N.pt where latest.pt is older, damaged or missing after a failed write), with a line on stderr naming
-    what was passed over and why."""
+    what was passed over and why. Where none of a run directory's is intact and it has a best.pt, the error says so
+    (--best)."""
+    run = Path(path)
+    if best or not run.is_dir() or not (run / "checkpoints" / BEST).is_file():
+        return _run_checkpoint(run, best)
+    try:
+        return _run_checkpoint(run, best)
+    except UserError as err:
+        raise UserError(f"{err} (or give --best: this run's checkpoints/{BEST} may be intact)") from None
+
+
+def _run_checkpoint(run: Path, best: bool) -> tuple[Path, dict[str, Any]]:
     from a3c.record.resume import newest_intact  # (the resume machinery: imported where a run directory is read)
 
-    run = Path(path)
+    path = run
     if not best and run.is_dir() and resumable(run / "checkpoints"):
         file, payload, passed = newest_intact(run / "checkpoints", load_checkpoint)
         if passed:

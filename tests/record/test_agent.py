@@ -442,3 +442,18 @@ def test_a_dict_or_tuple_observation_straight_from_the_env_is_one_line_naming_th
         agent.act(obs)
     assert "\n" not in str(err.value)
     assert agent.act(np.concatenate(parts)) in agent.action_space  # the flattened one acts
+
+
+def test_a_damaged_latest_beside_an_intact_best_points_at_best(tmp_path):
+    """Found by probing: a run directory whose every checkpoint but best.pt is damaged said "use another checkpoint"
+    without naming the one it has."""
+    path, _ = _checkpoint(tmp_path / "run")
+    (path.parent / "best.pt").write_bytes(path.read_bytes())
+    path.write_bytes(b"garbage")
+    with pytest.raises(ValueError, match=r"corrupt .*; use another checkpoint \(or give --best: this run's") as err:
+        a3c.load(tmp_path / "run")
+    assert "\n" not in str(err.value)
+    assert a3c.load(tmp_path / "run", best=True).global_step == 123
+    (path.parent / "best.pt").unlink()
+    with pytest.raises(ValueError, match=r"use another checkpoint$"):  # (no best.pt: nothing more to say)
+        a3c.load(tmp_path / "run")
