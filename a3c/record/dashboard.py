@@ -61,8 +61,14 @@ class LastEpisodes:
     def __init__(self, n: int = 100) -> None:
         self.n = n
         self._heap: list[tuple[tuple[int, int, int], float]] = []  # a min-heap: the earliest kept episode on top
+        # the window's newest episode: (its key, its wall time). The largest key added is never evicted, so it is the
+        # newest of every window from then on; a window is dated by it (the moment its episodes had all ended), not by
+        # the episode added last, which may be an older one published late
+        self.newest: tuple[tuple[int, int, int], float] | None = None
 
-    def add(self, order: tuple[int, int, int], ret: float) -> None:
+    def add(self, order: tuple[int, int, int], ret: float, wall_time: float = 0.0) -> None:
+        if self.newest is None or order > self.newest[0]:
+            self.newest = (order, wall_time)
         if len(self._heap) < self.n:
             heapq.heappush(self._heap, (order, ret))
         elif order > self._heap[0][0]:
@@ -167,16 +173,18 @@ class Dashboard:
             ((episode_order(r["global_step"], r["worker"], r["index"]), r) for r in kept), key=lambda p: p[0]
         )
         for order, row in ordered:
-            self.recent_returns.add(order, row["return"])
+            self.recent_returns.add(order, row["return"], row["wall_time"])
             self.loss_history.add(int(row["worker"]), row["loss"])
-            self._check_solved(int(row["global_step"]), row["wall_time"], live=False)
+            self._check_solved(live=False)
 
-    def _check_solved(self, step: int, wall_time: float, live: bool) -> None:
-        """After the episode at ``step`` entered the window: the best window, and whether the run is solved (``live``:
-        an episode of this session, not one a resume replayed)."""
+    def _check_solved(self, live: bool) -> None:
+        """After an episode was added to the window: the best window, and whether the run is solved (``live``: an
+        episode of this session, not one a resume replayed), each dated by the window's newest episode (its global
+        step and wall time)."""
         mean = self.mean_return_100()
-        if not self.recent_returns.full() or mean is None:
+        if not self.recent_returns.full() or mean is None or self.recent_returns.newest is None:
             return
+        (step, _, _), wall_time = self.recent_returns.newest
         if self.best_window is None or mean > self.best_window[0]:
             self.best_window = (mean, step)
         if self.reward_threshold is None or mean < self.reward_threshold:
@@ -215,9 +223,9 @@ class Dashboard:
             for group, at, values in self.scalars.add(ep.worker, step, ep["wall_time"], ret, ep["length"], loss):
                 self.add_scalars(at, values, group)
             self.loss_history.add(ep.worker, loss)
-            self.recent_returns.add(order, ret)
+            self.recent_returns.add(order, ret, ep["wall_time"])
             self.episodes += 1
-            self._check_solved(step, ep["wall_time"], live=True)
+            self._check_solved(live=True)
         self._fold_lag_max()
         self.bar.update(self.source.global_step(), self.mean_return_100())
         now = self.clock()

@@ -531,3 +531,23 @@ def test_finite_returns_whose_sum_overflows_have_a_mean(tmp_path):
     dash.tick()
     assert dash.mean_return_100() == 1.5e308
     dash.close()
+
+
+def test_a_solve_is_dated_by_the_newest_episode_of_its_window(tmp_path):
+    """Found by probing: a worker publishes its episodes after its update, so an episode can reach the main process
+    after newer ones; the solve (and the best window) was dated by the episode just added, an old one: "solved at
+    step 60" with 3 episodes ended by step 60 (the window's 100 episodes had ended by step 1,144). The step and time
+    of a window are those of its newest episode."""
+    run = RunDirectory(tmp_path)
+    board = EpisodeBoard(2, capacity=128)
+    dash = Dashboard(run, coordinator_for(board), total_steps=100_000, reward_threshold=15.0, start_time=0.0)
+    for i in range(1, 100):  # worker 0's 99 episodes, steps 100 .. 9,900
+        board.write(0, episode(ret=20.0, loss=0.0, global_step=100 * i, wall_time=float(i)))
+        board.add_steps(0, 100)
+    dash.tick()
+    assert dash.solved_at_step is None  # 99 episodes: no window yet
+    board.write(1, episode(ret=20.0, loss=0.0, global_step=60, wall_time=0.5))  # worker 1's first, published late
+    dash.tick()
+    assert (dash.solved_at_step, dash.solved_at_s) == (9900, 99.0)
+    assert dash.threshold_met == (9900, 99.0, 20.0) and dash.best_window == (20.0, 9900)
+    dash.close()
