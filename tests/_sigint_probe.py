@@ -55,6 +55,42 @@ class CtrlCAtStartFork(_CtrlCAtStart, multiprocessing.get_context("fork").Proces
 CTRL_C_AT_START = {"forkserver": CtrlCAtStart, "spawn": CtrlCAtStartSpawn, "fork": CtrlCAtStartFork}
 
 
+class _TermToGroupAtStart:
+    """A process whose start() begins with SIGTERM to this process's whole group (timeout, Slurm's scancel, kill
+    -TERM -PGID): the fork server and the resource tracker get it too. Run in a session of its own."""
+
+    def start(self) -> None:
+        os.killpg(0, signal.SIGTERM)
+        super().start()  # type: ignore[misc]
+
+
+class TermAtStart(_TermToGroupAtStart, multiprocessing.get_context("forkserver").Process):  # type: ignore[misc,name-defined]
+    pass
+
+
+class TermAtStartSpawn(_TermToGroupAtStart, multiprocessing.get_context("spawn").Process):  # type: ignore[misc,name-defined]
+    pass
+
+
+class TermAtStartFork(_TermToGroupAtStart, multiprocessing.get_context("fork").Process):  # type: ignore[misc,name-defined]
+    pass
+
+
+TERM_TO_GROUP_AT_START = {"forkserver": TermAtStart, "spawn": TermAtStartSpawn, "fork": TermAtStartFork}
+
+
+def report_sigterm_after_setup(incarnation: int, errors: object) -> None:
+    """A worker's target: after a3c's set-up, SIGTERM has a3c's handler (it sets the stop flag) and is not blocked."""
+    from a3c.run.worker import run_as_process
+
+    def body(terminate: object) -> None:
+        handled = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+        blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+        sys.exit(0 if handled and not blocked else 4)
+
+    run_as_process(body, None)
+
+
 def _interrupted_inside_exec(argv: object) -> int:
     """A command whose Ctrl-C comes while code made by exec() of a string runs (as dataclasses' and namedtuple's
     generated methods run during imports)."""

@@ -46,7 +46,7 @@ import gymnasium as gym
 from a3c.record.run_dir import check_new_run_dir, resume_checkpoint
 from a3c.record.run_lock import check_not_training
 from a3c.record.tensorboard_server import check_port
-from a3c.run.child_signals import children_begin_with_sigint_blocked
+from a3c.run.child_signals import children_begin_with_stop_signals_blocked
 from a3c.run.workers_auto import resolve_workers
 from a3c.spec.atari import check_new_run_kwargs
 from a3c.spec.background import resolve_input_shift
@@ -295,10 +295,11 @@ def start_fork_server(config: Config) -> None:
     if config.resolved_start_method() != "forkserver" or config.backend == "serial":
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload(preload_modules(config))
-    # The server is made with SIGINT blocked (a3c.run.child_signals), and every child it forks begins with the
-    # server's mask: blocked until the child ignores SIGINT. Started with SIGINT live, a worker ran with Python's
+    # The server is made with SIGINT and SIGTERM blocked (a3c.run.child_signals), and every child it forks begins with
+    # the server's mask: blocked until the child has its own handling (SIGTERM to the group no longer kills the
+    # server while workers start). Started with SIGINT live, a worker ran with Python's
     # KeyboardInterrupt handler until it ignored SIGINT itself, and a Ctrl-C in that window printed its traceback.
-    with children_begin_with_sigint_blocked("forkserver"):
+    with children_begin_with_stop_signals_blocked("forkserver"):
         multiprocessing.forkserver.ensure_running()
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 import time
@@ -32,7 +31,7 @@ from a3c.learn.update.protocol import Rollout
 from a3c.learn.update.step import GradientStep
 from a3c.record.rows import FIELD, FIELDS, TERM_COLUMN, Stat
 from a3c.run.backends import WorkerChannel
-from a3c.run.child_signals import ignore_sigint
+from a3c.run.child_signals import ignore_sigint, take_sigterm
 from a3c.run.threads import limit_native_threads
 from a3c.spec.config import Config
 from a3c.spec.env_batch import make_env_batch
@@ -87,7 +86,7 @@ def run_as_process(body: Callable[[Callable[[], bool]], None], errors: Connectio
     terminate = threading.Event()
     # SIGTERM (the launcher's way to end a straggler) only sets a flag: the loop reads it at the top, so the update
     # in hand is finished and the shared model never keeps half of one
-    signal.signal(signal.SIGTERM, lambda signum, frame: terminate.set())
+    take_sigterm(lambda signum, frame: terminate.set())  # (and the block it began with lifted: child_signals)
     _exit_with_parent()
     try:
         body(terminate.is_set)

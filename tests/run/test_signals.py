@@ -125,11 +125,14 @@ def test_workers_exit_when_the_main_process_is_killed(tmp_path, start_method):
         run.cleanup()
 
 
-def _run_with_probe(script: str) -> subprocess.CompletedProcess:
-    """``script`` in a fresh interpreter (the fork server is one per process) that imports tests/_sigint_probe.py."""
+def _run_with_probe(script: str, own_group: bool = False) -> subprocess.CompletedProcess:
+    """``script`` in a fresh interpreter (the fork server is one per process) that imports tests/_sigint_probe.py
+    (``own_group``: in a session and process group of its own, for a signal to its whole group)."""
     tests_dir = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, start_new_session=own_group
+    )
 
 
 def test_fork_server_children_start_safe_from_sigint():
@@ -183,6 +186,47 @@ def test_a_ctrl_c_while_a_worker_starts_is_not_lost_and_the_worker_is_safe_from_
     )
     done = _run_with_probe(script)
     assert done.returncode != 10, "the Ctrl-C that came as the worker started was lost"
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_a_sigterm_to_the_group_while_workers_start_spares_the_fork_server(start_method):
+    """Found by probing: SIGTERM to the whole process group (timeout, Slurm's scancel, kill -TERM -PGID) while the
+    workers started killed the fork server, which is in the group; the next start() raised EOFError, and the run
+    ended in a traceback with a run directory that could neither be reused nor resumed. Children are made with SIGTERM
+    blocked as with SIGINT (the fork server keeps it blocked and ends with this process, as it always did); a worker
+    lifts the block once its own handler is set. Here the signal comes as the first worker's start() begins; the
+    second's start needs the fork server alive. In a fresh interpreter in a group of its own."""
+    script = (
+        "import multiprocessing as mp, signal\n"
+        "from a3c.spec.config import Config\n"
+        "from a3c.run.resolve import start_fork_server\n"
+        "from a3c.run.backends.shared_memory import ProcessLauncher\n"
+        "from _sigint_probe import TERM_TO_GROUP_AT_START, report_sigterm_after_setup\n"
+        "class Ctx:\n"
+        "    def __init__(self, ctx): self.ctx, self.first = ctx, True\n"
+        "    def __getattr__(self, name): return getattr(self.ctx, name)\n"
+        "    def Process(self, *args, **kwargs):\n"
+        f"        cls = TERM_TO_GROUP_AT_START[{start_method!r}] if self.first else self.ctx.Process\n"
+        "        self.first = False\n"
+        "        return cls(*args, **kwargs)\n"
+        "if __name__ == '__main__':\n"
+        "    got = []\n"
+        "    signal.signal(signal.SIGTERM, lambda *a: got.append(1))\n"
+        f"    start_fork_server(Config(start_method={start_method!r}))\n"
+        f"    ctx = Ctx(mp.get_context({start_method!r}))\n"
+        "    launcher = ProcessLauncher(ctx, report_sigterm_after_setup, lambda rank: ())\n"
+        "    codes = []\n"
+        "    for rank in (0, 1):\n"
+        "        launcher.start(rank, 0)\n"
+        "        launcher.procs[rank].process.join(120)\n"
+        "        code = launcher.procs[rank].process.exitcode\n"
+        "        codes.append(99 if code is None else code)  # (99: still running after 120 s)\n"
+        "    raise SystemExit(10 * (not got) + max(codes))\n"
+    )
+    done = _run_with_probe(script, own_group=True)
+    assert "EOFError" not in done.stderr, done.stderr
+    assert done.returncode != 10, "the SIGTERM that came as the worker started did not reach the main process"
     assert done.returncode == 0, f"exit {done.returncode}: {done.stderr}"
 
 

@@ -31,7 +31,7 @@ from a3c.learn.running_stats import SharedMoments
 from a3c.record.rows import Episode, Stat
 from a3c.run.backends import TERMINATE_GRACE_S
 from a3c.run.board import BoardReader, EpisodeBoard
-from a3c.run.child_signals import children_begin_with_sigint_blocked
+from a3c.run.child_signals import children_begin_with_stop_signals_blocked
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
@@ -309,13 +309,14 @@ class ProcessLauncher:
             name=f"a3c-worker-{rank}",
             daemon=True,
         )
-        # Made with SIGINT blocked (a3c.run.child_signals): the child begins with it blocked until it ignores it, and
-        # a Ctrl-C that comes meanwhile reaches this process's handler when start() returns, instead of being lost.
+        # Made with SIGINT and SIGTERM blocked (a3c.run.child_signals): the child begins with them blocked until it has
+        # its own handling, and a Ctrl-C or SIGTERM that comes meanwhile reaches this process's handler when start()
+        # returns, instead of being lost.
         # Under the fork server the child is forked by the server and begins with the server's mask: only the
         # server's own start is made so (a no-op where it runs), and start() runs with SIGINT live, as it may wait
         # seconds for the server's imports on a run's first start (a second Ctrl-C then still exits at once).
         method = self.ctx.get_start_method()
-        with children_begin_with_sigint_blocked(method):
+        with children_begin_with_stop_signals_blocked(method):
             if method == "forkserver":
                 multiprocessing.forkserver.ensure_running()
             else:
