@@ -241,6 +241,12 @@ def _recording_env(config: Any, folder: Path, prefix: str, env_kwargs: dict[str,
                 folder.rmdir()
         if isinstance(err, ValueError) and not isinstance(err, UserError):  # RecordVideo: an env rendering no frames
             raise UserError(f"--video: env {config.env!r} cannot be recorded ({err})") from None
+        if isinstance(err, UserError) and "render_mode" in str(err) and "render_mode" not in env_kwargs:
+            # make_env blames the kwargs it was given, and render_mode is --video's, not the user's
+            raise UserError(
+                f"--video: env {config.env!r} renders no frames (its constructor takes no render_mode='rgb_array'); "
+                "drop --video"
+            ) from None
         raise
 
 

@@ -218,6 +218,21 @@ def test_env_kwargs_that_change_the_spaces_are_named_in_the_refusal(tmp_path, ca
     assert not list(run.glob("evaluate-*.json"))
 
 
+def test_video_of_an_env_that_takes_no_render_mode_says_so(tmp_path, capsys):
+    """Found by probing: --video on an env whose constructor takes no render_mode blamed the user's --env-kwargs
+    ("rejects --env-kwargs render_mode='rgb_array'"), which were not given."""
+    pytest.importorskip("moviepy")
+    from agent_runs import untrained_run
+
+    run = untrained_run(tmp_path / "run", Config(env="envs/Catch-v0"))
+    argv = [str(run), "--episodes", "1", "--video", str(tmp_path / "v")]
+    assert run_cli(evaluate_cli.main, argv, prog="a3c.evaluate") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--video: env 'envs/Catch-v0' renders no frames" in err, err
+    assert "drop --video" in err and "--env-kwargs" not in err
+    assert not (tmp_path / "v").exists()
+
+
 def test_evaluate_records_videos(run, tmp_path, capsys):
     pytest.importorskip("moviepy")
     pytest.importorskip("pygame")

@@ -397,7 +397,9 @@ class Config:
         50_000,
         group="evaluation",
         help="evaluate the policy every this many steps, in a separate process, on its own envs (eval.csv, eval/* "
-        "tags, checkpoints/best.pt); 0: off",
+        "tags, checkpoints/best.pt); an evaluation that comes due while the one before is still playing is skipped, "
+        "not queued (the next is due at the following multiple), so a short interval on a fast env evaluates less "
+        "often; 0: off",
     )
     eval_episodes: int = flag(10, group="evaluation", help="episodes per evaluation (0: no evaluation)")
     eval_stochastic: bool = flag(
