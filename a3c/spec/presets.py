@@ -107,18 +107,34 @@ def read_presets(path: Path, fix: str = "fix or restore it") -> dict[str, dict[s
     for name, table in data.items():
         if not isinstance(table, dict):
             raise UserError(f"{path}: {name!r} must be a table ([{name}]) of settings")
+    # a user's file may extend a table of a3c's own (its tables first, then presets.toml's)
+    shipped = {} if path == PRESETS_FILE else _shipped_tables()
     presets: dict[str, dict[str, Any]] = {}
     for name in data:
         presets[name] = {
             key.replace("-", "_"): checked_setting(path, name, key, value)
-            for key, value in inherited_settings(path, data, name).items()
+            for key, value in inherited_settings(path, data, name, shipped).items()
         }
         _check_objective(path, name, presets[name])
         try:
             Config(**presets[name]).validate()
         except UserError as err:
-            raise UserError(f"{path} [{name}]: {err}") from None
+            hint = ""
+            if shipped and presets[name].get("algo") == "ppo" and EXTENDS not in data[name]:
+                # the settings a table leaves out keep the flags' defaults, which are A3C's rollout sizes
+                hint = (
+                    f'; or start the table from PPO\'s plain defaults: extends = "discrete{OBJECTIVE_SEP}ppo" (or '
+                    '"continuous" for Box actions)'
+                )
+            raise UserError(f"{path} [{name}]: {err}{hint}") from None
     return presets
+
+
+@functools.cache
+def _shipped_tables() -> dict[str, Any]:
+    """a3c's presets.toml as TOML gives it (what a user's table may extend)."""
+    with open(PRESETS_FILE, "rb") as f:
+        return tomllib.load(f)
 
 
 def _check_objective(path: Path, name: str, settings: dict[str, Any]) -> None:
@@ -139,22 +155,27 @@ def _check_objective(path: Path, name: str, settings: dict[str, Any]) -> None:
 EXTENDS = "extends"  # a table's `extends = "NAME"`: table NAME's settings first, its own keys over them
 
 
-def inherited_settings(path: Path, data: dict[str, Any], name: str) -> dict[str, Any]:
+def inherited_settings(
+    path: Path, data: dict[str, Any], name: str, shipped: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Table ``name``'s settings as TOML gives them, with those of the table it ``extends`` (and so on up) beneath
-    its own: a family of envs tuned alike (the MuJoCo robots) is written once. UserError for a name that is not a
-    table of the file, or a loop."""
+    its own: a family of envs tuned alike (the MuJoCo robots) is written once. A name the file has no table of may
+    be one of ``shipped`` (a3c's presets.toml, for a user's file: extends = "discrete@ppo" starts from PPO's plain
+    defaults). UserError for a name that is neither, or a loop."""
+    tables = {**(shipped or {}), **data}  # (the file's own table wins over a3c's of the same name)
     chain = [name]
-    while EXTENDS in data[chain[-1]]:
-        base = data[chain[-1]][EXTENDS]
+    while EXTENDS in tables[chain[-1]]:
+        base = tables[chain[-1]][EXTENDS]
         where = f"{path} [{chain[-1]}] {EXTENDS}"
-        if not isinstance(base, str) or base not in data:
-            raise UserError(f"{where} = {base!r}: expected the name of a table of this file ({', '.join(data)})")
+        if not isinstance(base, str) or base not in tables:
+            which = "of this file or of a3c's presets.toml" if shipped else "of this file"
+            raise UserError(f"{where} = {base!r}: expected the name of a table {which} ({', '.join(data)})")
         if base in chain:
             raise UserError(f"{where} = {base!r}: a loop ({' -> '.join([*chain, base])}); break it")
         chain.append(base)
     settings: dict[str, Any] = {}
     for table in reversed(chain):  # the farthest base first, the table itself last (its keys win)
-        settings.update({key: value for key, value in data[table].items() if key != EXTENDS})
+        settings.update({key: value for key, value in tables[table].items() if key != EXTENDS})
     return settings
 
 

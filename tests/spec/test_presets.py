@@ -158,7 +158,10 @@ def test_the_mujoco_robots_share_one_table_per_objective_and_each_gets_all_of_it
     "toml, message",
     [
         ("[X-v0]\nextends = 'nowhere'\n", r"\[X-v0\] extends = 'nowhere': expected the name of a table"),
-        ("[X-v0]\nextends = 3\n", r"extends = 3: expected the name of a table of this file \(X-v0\)"),
+        (
+            "[X-v0]\nextends = 3\n",
+            r"extends = 3: expected the name of a table of this file or of a3c's presets.toml \(X-v0\)",
+        ),
         ("[A]\nextends = 'B'\n[B]\nextends = 'A'\n", r"a loop \(A -> B -> A\); break it"),
         ("[A]\nlr = 1\n[X-v0]\nextends = 'A'\ngamma = 2.0\n", r"\[X-v0\]: --gamma must be in"),
     ],
@@ -475,3 +478,27 @@ def test_lunarlandercontinuous_s_preset_is_ppo_s_and_its_earlier_a3c_table_is_wh
         -2.0,
     )
     assert config.normalize_obs and config.normalize_reward and sources["gsde"] == "preset"
+
+
+def test_a_ppo_table_of_ones_own_file_starts_from_a3cs_tables_with_extends(tmp_path):
+    """Found by probing: a PPO table of a --preset-file that set no rollout sizes took the flags' defaults (A3C's
+    --n-steps 5 x 8 envs against --minibatch-size 64) and failed on values the user never set, naming no way out.
+    `extends` may name a table of a3c's presets.toml where the file has none of that name (PPO's plain defaults for
+    discrete actions: discrete@ppo); the error for such a table says so."""
+    path = tmp_path / "mine.toml"
+    path.write_text('[CartPole-v1]\nalgo = "ppo"\nn-epochs = 2\n')
+    with pytest.raises(UserError, match=r'is more than a worker\'s rollout.*extends = "discrete@ppo"') as err:
+        parse_config(["--env", "CartPole-v1", "--preset-file", str(path)])
+    assert "\n" not in str(err.value)
+    path.write_text('[CartPole-v1]\nextends = "discrete@ppo"\nn-epochs = 2\n')
+    config, sources, _ = parse_cli(["--env", "CartPole-v1", "--preset-file", str(path)])
+    plain = load_presets()["discrete@ppo"]
+    assert config.algo == "ppo" and config.n_epochs == 2 and sources["n_epochs"] == "preset"
+    assert (config.n_steps, config.minibatch_size, config.lr) == (
+        plain["n_steps"],
+        plain["minibatch_size"],
+        plain["lr"],
+    )
+    path.write_text('[CartPole-v1]\nextends = "no-such-table"\n')
+    with pytest.raises(UserError, match=r"expected the name of a table of this file or of a3c's presets.toml"):
+        parse_config(["--env", "CartPole-v1", "--preset-file", str(path)])
