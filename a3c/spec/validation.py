@@ -98,6 +98,10 @@ def check(config: Config) -> None:
         ),
         (c.envs_per_worker >= 1, f"--envs-per-worker must be at least 1 (got {c.envs_per_worker})"),
         (c.total_steps >= 1, f"--total-steps must be at least 1 (got {c.total_steps})"),
+        (
+            c.run_dir is None or bool(c.run_dir.strip()),
+            "--run-dir is empty; give a directory, or leave --run-dir out for runs/<env>__<exp-name>__<seed>__<time>",
+        ),
         seed_check(c.seed),
         (c.n_steps >= 1, f"--n-steps must be at least 1 (got {c.n_steps})"),
         (0.0 < c.gamma <= 1.0, f"--gamma must be in (0, 1] (got {c.gamma})"),

@@ -75,6 +75,9 @@ def test_config_round_trips_through_a_dict():
         (["--n-steps", "0"], "--n-steps must be at least 1"),
         (["--total-steps", "0"], "--total-steps must be at least 1"),
         (["--workers", "two"], "takes a number of workers or auto"),
+        # (found by probing: an empty --run-dir, a variable that was not set, ran into runs/... unsaid)
+        (["--run-dir", ""], "--run-dir is empty; give a directory"),
+        (["--run-dir", "  "], "--run-dir is empty; give a directory"),
     ],
 )
 def test_bad_values_are_user_errors(argv, needle):
