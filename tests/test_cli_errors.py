@@ -196,6 +196,14 @@ def test_an_env_file_that_does_not_register_the_id_says_what_it_registers(capsys
     assert f"env file {none} registers no env id" in line and "gymnasium.register(id='Foo-v0'" in line
 
 
+def test_a_module_imported_before_that_registers_no_such_id_says_so(capsys, tmp_path):
+    """Found by probing: --env json:Foo-v0 (a module a3c had imported already, so what it registers is not known)
+    got the registry's closest ids alone ("did you mean Acrobot-v1?"), not that the module registers no Foo-v0."""
+    line = _cli(["--env", "json:Foo-v0"], capsys, tmp_path / "run")
+    assert "unknown env id 'json:Foo-v0': module json registered no Foo-v0" in line, line
+    assert "gymnasium.register(id='Foo-v0', entry_point=...)" in line
+
+
 @pytest.mark.parametrize("space", ["observation", "action"])
 def test_an_env_class_that_sets_no_space_is_one_line(space, capsys, tmp_path):
     """An env class whose __init__ never sets a space: gymnasium's env checker raises AttributeError inside

@@ -391,9 +391,16 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
 
 def _unknown_id(env_id: str, module: str | None, err: Exception) -> UserError:
     """The UserError for an id gymnasium has no env for (``err``: its NameNotFound and kin)."""
-    own = None if module is None else _not_registered_by(module, env_id.rpartition(":")[2])
+    name = env_id.rpartition(":")[2]
+    own = None if module is None else _not_registered_by(module, name)
     if own is not None:
         return UserError(own)
+    if module is not None:  # (imported before this process made the env: what it registers is not known)
+        return UserError(
+            f"unknown env id {env_id!r}: module {module} registered no {name} ({err}); call "
+            f"gymnasium.register(id={name!r}, entry_point=...) in it, or give a registered id"
+            f"{_close_ids(name)}"
+        )
     return UserError(f"unknown env id {env_id!r} ({err}){_close_ids(env_id.split(':')[-1])}")
 
 
