@@ -213,8 +213,11 @@ class Trainer:
             if resume is None:
                 print(f"a3c: run directory {run.path}", file=sys.stderr)
             else:
+                # the backend is the checkpoint's unless --backend was given: said where it is not the default
+                backend = "" if cfg.backend == "shared-memory" else f" on the {cfg.backend} backend"
                 print(
-                    f"a3c: resuming {run.path} at step {self.resumed_from_step:,} with {count(self.workers, 'worker')}",
+                    f"a3c: resuming {run.path} at step {self.resumed_from_step:,} with "
+                    f"{count(self.workers, 'worker')}{backend}",
                     file=sys.stderr,
                 )
                 saved = resume["config"]

@@ -259,7 +259,7 @@ def test_resumes_with_2_1_1_2_workers_keep_the_record_append_only_and_ordered_by
     assert fig.axes[1].lines[-1].get_xdata()[-1] == max(float(r["wall_time"]) for r in rows)
 
 
-def test_the_linear_lr_schedule_goes_on_from_the_run_s_global_step(tmp_path, monkeypatch):
+def test_the_linear_lr_schedule_goes_on_from_the_run_s_global_step(tmp_path, monkeypatch, capsys):
     """What a resume means for --lr-schedule linear (docs/design.md): the lr at global step s is lr * (1 - s / T), T
     the run's --total-steps as now configured. A resume with the same --total-steps goes on with the same schedule;
     one with a larger budget spreads the rest of the decay over it (the lr a run started with that budget would have
@@ -277,7 +277,13 @@ def test_the_linear_lr_schedule_goes_on_from_the_run_s_global_step(tmp_path, mon
     reached = first.summary["total_steps"]
     assert seen[0] == 0.0 and seen[-1] == pytest.approx((reached - 10) / 2000)
     seen.clear()
+    capsys.readouterr()
     a3c.train(resume=str(tmp_path / "run"), total_steps=4000)
+    # (found by probing: a resume keeps the checkpoint's backend, and the line did not say which)
+    assert (
+        f"resuming {tmp_path / 'run'} at step {reached:,} with 1 worker on the serial backend"
+        in capsys.readouterr().err
+    )
     # the first push after the resume: the run's step over the run's budget, not 0 (a restarted schedule)
     assert seen[0] == reached / 4000 and seen == sorted(seen)
     assert seen[-1] == pytest.approx((summary(tmp_path / "run")["total_steps"] - 10) / 4000)
