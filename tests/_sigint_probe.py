@@ -1,10 +1,12 @@
 """Process targets for test_signals: each exits 0 if the process began safe from a Ctrl-C to the group (SIGINT
-ignored, or blocked until a3c's set-up ignores it), 3 otherwise."""
+ignored, or blocked until a3c's set-up ignores it), 3 otherwise (``report_sigterm_after_setup``: 4 where SIGTERM lacks
+a3c's handler or stays blocked); and Process classes whose start() begins with a signal."""
 
 import multiprocessing
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 
 def report_sigint() -> None:
@@ -31,52 +33,33 @@ def report_sigint_after_setup(incarnation: int, errors: object) -> None:
     run_as_process(body, None)
 
 
-class _CtrlCAtStart:
-    """A process whose start() begins with a Ctrl-C to this process, as a user's may come (mixed into each start
-    method's Process class below: a spawned child unpickles its Process object, so each class is module-level)."""
+class _SignalAtStart:
+    """A process whose start() begins with a signal sent by ``send`` (mixed into each start method's Process class
+    below: a spawned child unpickles its Process object, so each class is module-level, by name)."""
+
+    send: Callable[[], None]
 
     def start(self) -> None:
-        os.kill(os.getpid(), signal.SIGINT)
+        type(self).send()
         super().start()  # type: ignore[misc]
 
 
-class CtrlCAtStart(_CtrlCAtStart, multiprocessing.get_context("forkserver").Process):  # type: ignore[misc,name-defined]
-    pass
+def _signal_at_start(name: str, send: Callable[[], None]) -> dict[str, type]:
+    """{start method: a Process class of that method whose start() begins with ``send()``}, each one a name of this
+    module (NAME_forkserver, ...), where pickle finds it."""
+    classes = {}
+    for method in ("forkserver", "spawn", "fork"):
+        base = multiprocessing.get_context(method).Process  # type: ignore[attr-defined]
+        cls = type(f"{name}_{method}", (_SignalAtStart, base), {"send": staticmethod(send), "__module__": __name__})
+        globals()[cls.__name__] = classes[method] = cls
+    return classes
 
 
-class CtrlCAtStartSpawn(_CtrlCAtStart, multiprocessing.get_context("spawn").Process):  # type: ignore[misc,name-defined]
-    pass
-
-
-class CtrlCAtStartFork(_CtrlCAtStart, multiprocessing.get_context("fork").Process):  # type: ignore[misc,name-defined]
-    pass
-
-
-CTRL_C_AT_START = {"forkserver": CtrlCAtStart, "spawn": CtrlCAtStartSpawn, "fork": CtrlCAtStartFork}
-
-
-class _TermToGroupAtStart:
-    """A process whose start() begins with SIGTERM to this process's whole group (timeout, Slurm's scancel, kill
-    -TERM -PGID): the fork server and the resource tracker get it too. Run in a session of its own."""
-
-    def start(self) -> None:
-        os.killpg(0, signal.SIGTERM)
-        super().start()  # type: ignore[misc]
-
-
-class TermAtStart(_TermToGroupAtStart, multiprocessing.get_context("forkserver").Process):  # type: ignore[misc,name-defined]
-    pass
-
-
-class TermAtStartSpawn(_TermToGroupAtStart, multiprocessing.get_context("spawn").Process):  # type: ignore[misc,name-defined]
-    pass
-
-
-class TermAtStartFork(_TermToGroupAtStart, multiprocessing.get_context("fork").Process):  # type: ignore[misc,name-defined]
-    pass
-
-
-TERM_TO_GROUP_AT_START = {"forkserver": TermAtStart, "spawn": TermAtStartSpawn, "fork": TermAtStartFork}
+# a Ctrl-C to this process as start() begins, as a user's may come
+CTRL_C_AT_START = _signal_at_start("CtrlCAtStart", lambda: os.kill(os.getpid(), signal.SIGINT))
+# SIGTERM to this process's whole group (timeout, Slurm's scancel, kill -TERM -PGID): the fork server and the resource
+# tracker get it too. Run in a session of its own.
+TERM_TO_GROUP_AT_START = _signal_at_start("TermAtStart", lambda: os.killpg(0, signal.SIGTERM))
 
 
 def report_sigterm_after_setup(incarnation: int, errors: object) -> None:
