@@ -191,7 +191,9 @@ def final_line(summary: dict[str, Any], path: Path | str, budget: int | None = N
             f"({speed}); the run: {total:,} steps, {summary['episodes']:,} episodes, {mean_text}"
         )
     best, best_at = summary.get("best_mean_return_100"), summary.get("best_mean_return_100_at_step")
-    if mean is not None and best is not None and best - mean > FAR_BELOW_BEST * abs(best):
+    # (a solve's mean is the window that met the threshold: a better one after it is of the episodes finished while
+    # the workers stopped, no collapse)
+    if reason != "solved" and mean is not None and best is not None and best - mean > FAR_BELOW_BEST * abs(best):
         has_best = (Path(path) / "checkpoints" / BEST).is_file()
         where = f"checkpoints/{BEST} holds its best evaluated policy" if has_best else "see episodes.csv"
         body += f" (far below the run's best 100-episode mean, {best:g} at step {best_at:,}: {where})"
