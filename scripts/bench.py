@@ -35,7 +35,7 @@ from a3c.spec.environment import check_env_id
 from a3c.spec.errors import OneLineParser, UserError, run_cli
 from scripts.benchmark import arms as arms_
 from scripts.benchmark import queue as queue_
-from scripts.benchmark.runner import Children, Run, execute, row_of, score, state
+from scripts.benchmark.runner import Children, Run, arm_conflict, execute, row_of, score, state
 from scripts.benchmark.store import DEFAULT_STORE, REPO, Store, StoreError, code_commit, commit_store
 
 DEFAULT_WORK_DIR = REPO / "runs" / "bench"
@@ -219,6 +219,19 @@ def conflicts(asked: dict[str, dict[str, Any]], store: Store, how: str = "asked"
 
 def cmd_run(args: argparse.Namespace) -> int:
     runs = plan(args)
+    specs: dict[str, dict[str, Any]] = {}
+    for r in runs:  # one name, one arm (its rows and its run folders are keyed by the name)
+        held = specs.setdefault(r.arm.name, r.arm.spec())
+        if held != r.arm.spec():
+            raise queue_.QueueError(
+                f"arm {r.arm.name!r} is given twice with other flags ({held} and {r.arm.spec()}): give each a name of "
+                "its own"
+            )
+    # a run named twice (an env or a seed repeated, overlapping queue blocks) is run and stored once
+    unique: dict[tuple[str, str, int, int], Run] = {}
+    for r in runs:
+        unique.setdefault((r.env, r.arm.name, r.seed, r.budget), r)
+    runs = list(unique.values())
     store = Store(args.store)
     for line in conflicts({r.arm.name: r.arm.spec() for r in runs}, store):
         raise queue_.QueueError(line)
@@ -229,6 +242,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # queue); the envs of stored runs are not made again, so they need not be makeable here
     for env in sorted({run.env for run, stored in zip(runs, found, strict=True) if stored is None}):
         check_env_id(env)
+    for run, stored in zip(runs, found, strict=True):  # a folder made with other flags under the arm's name
+        conflict = None if stored is not None else arm_conflict(run, args.work_dir, commit)
+        if conflict is not None:
+            raise queue_.QueueError(conflict)
     todo, waiting, done = [], [], 0
     for run, stored in zip(runs, found, strict=True):
         missing = arms_.unknown_flags(run.arm, known)

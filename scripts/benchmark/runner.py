@@ -85,9 +85,40 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 def has_checkpoint(run_dir: Path) -> bool:
-    """Whether ``run_dir`` is an a3c run that ``--resume`` can continue (its config and a checkpoint)."""
+    """Whether ``run_dir`` is an a3c run that ``--resume`` can continue: its config and a checkpoint --resume takes
+    (latest.pt or a step-N.pt; best.pt alone, from an evaluation before the first checkpoint, is not one)."""
     ckpts = run_dir / "checkpoints"
-    return (run_dir / "config.json").is_file() and ckpts.is_dir() and any(ckpts.glob("*.pt"))
+    resumable = (ckpts / "latest.pt").is_file() or any(ckpts.glob("step-*.pt"))
+    return (run_dir / "config.json").is_file() and resumable
+
+
+ARM_FILE = "arm.json"  # in a run folder: the arm its run was made with (how it trains: its --evaluate aside)
+
+
+def _made_with(arm: Arm) -> dict[str, Any]:
+    return {key: value for key, value in arm.spec().items() if key != "evaluate"}
+
+
+def record_arm(folder: Path, arm: Arm) -> None:
+    """Write the arm a run folder's run is made with, once (``arm_conflict`` holds later commands to it)."""
+    path = folder / ARM_FILE
+    if not path.exists():
+        path.write_text(json.dumps(_made_with(arm)) + "\n")
+
+
+def arm_conflict(run: Run, work_dir: Path, commit: str) -> str | None:
+    """The line refusing ``run`` where its folder's run was made with other flags under the same arm name (resumed or
+    stored under the new ones, its row would name flags its first steps did not run); None where it fits, or the
+    folder records no arm (made before the driver wrote one)."""
+    folder = run.folder(work_dir, commit)
+    held = read_json(folder / ARM_FILE)
+    asked = _made_with(run.arm)
+    if held is None or held == asked:
+        return None
+    return (
+        f"arm {run.arm.name!r} made {folder} with {held}, and is asked with {asked}: give the changed arm a new name "
+        "(or remove that folder to run it again)"
+    )
 
 
 def finished(summary: dict[str, Any] | None, budget: int) -> bool:
@@ -152,13 +183,16 @@ class Children:
     def __init__(self) -> None:
         self.procs: set[subprocess.Popen[bytes]] = set()
         self.stopping: int | None = None  # the first signal the driver received
-        self._lock = threading.Lock()
+        # re-entrant: ``forward`` is the signal handler, and runs in the main thread wherever it was, also inside a
+        # ``with self._lock`` of its own (start, wait) or of the handler itself (a second Ctrl-C): a plain Lock
+        # waited there forever, and the driver then ignored SIGTERM too
+        self._lock = threading.RLock()
 
     def forward(self, signum: int, _frame: Any = None) -> None:
         if self.stopping is None:
             self.stopping = signum
         with self._lock:
-            for proc in self.procs:
+            for proc in list(self.procs):
                 try:
                     os.killpg(proc.pid, signum)  # as a terminal does: the run's whole process group
                 except ProcessLookupError:
@@ -325,6 +359,7 @@ def _execute(
 ) -> tuple[str, dict[str, Any] | None]:
     run_dir = folder / "run"
     what = state(run, folder.parent, commit)
+    record_arm(folder, run.arm)
     if what != "store":
         if what == "run":  # stopped before a checkpoint (or a peer): from the start, its earlier sessions set aside
             if run_dir.exists():

@@ -327,3 +327,34 @@ def test_a_figure_it_cannot_write_is_one_line(tmp_path, capsys):
     assert bench.main(["figure", "--store", str(store.path), "--out", str(blocker / "fig.png")]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--out" in line and "cannot write" in line
+
+
+def test_one_arm_name_with_two_specs_in_one_command_is_refused_and_repeats_run_once(tmp_path, capsys):
+    """Found by probing: --arm x= "x=--lr 0.001" ran one run and stored it twice, the second row labelled --lr 0.001
+    with a command that had none, and the store then refused the arm as it ran; repeated envs or seeds planned and
+    stored a run twice."""
+    store = tmp_path / "r.jsonl"
+    argv = ["run", "--env", "CartPole-v1", "--arm", "x=", "x=--lr 0.001", "--seeds", "1", "--budget", "1000"]
+    assert bench.main([*argv, "--store", str(store), "--dry-run"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "arm 'x' is given twice with other flags" in line and "a name of its own" in line
+    argv = ["run", "--env", "CartPole-v1", "CartPole-v1", "--arm", "x=", "--seeds", "1", "1", "--budget", "1000"]
+    assert bench.main([*argv, "--store", str(store), "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("CartPole-v1 x seed 1, 1,000 steps: run\n1 runs:")
+
+
+def test_a_run_folder_made_with_other_flags_is_refused(tmp_path, capsys):
+    """Found by probing: an arm's flags changed after a Ctrl-C resumed the old checkpoint under the new settings (its
+    row labelled with flags its first steps did not run), and a finished run not yet stored was stored under them."""
+    work, store = tmp_path / "work", tmp_path / "r.jsonl"
+    run = runner.Run("CartPole-v1", arms.parse_arm("a="), 1, 1000)
+    folder = run.folder(work, code_commit())
+    folder.mkdir(parents=True)
+    runner.record_arm(folder, run.arm)
+    argv = ["run", "--env", "CartPole-v1", "--seeds", "1", "--budget", "1000", "--store", str(store)]
+    argv += ["--work-dir", str(work), "--dry-run"]
+    assert bench.main([*argv, "--arm", "a="]) == 0  # the same flags: its own folder
+    capsys.readouterr()
+    assert bench.main([*argv, "--arm", "a=--gamma 0.9"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "arm 'a' made" in line and "'--gamma', '0.9'" in line and "a new name" in line, line

@@ -168,3 +168,37 @@ def test_the_threshold_of_an_id_is_the_one_a3c_train_uses():
     has none for it), so its row had no reached_at step where the run had one."""
     assert runner.env_threshold("CartPole") == runner.env_threshold("CartPole-v1") == 475.0
     assert runner.env_threshold("NoSuchThing-v0") is None
+
+
+def test_a_folder_whose_only_checkpoint_is_best_pt_runs_again(tmp_path):
+    """Found by probing: a run stopped after an evaluation but before its first checkpoint held best.pt alone, which
+    --resume cannot go on from ("no checkpoints/latest.pt"): the same command failed every time. It runs again."""
+    run = runner.Run("CartPole-v1", A3C, 1, 1000)
+    run_dir = run.folder(tmp_path, "abc") / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.json").write_text("{}")
+    (run_dir / "checkpoints" / "best.pt").write_bytes(b"")
+    assert runner.state(run, tmp_path, "abc") == "run"
+    (run_dir / "checkpoints" / "step-400.pt").write_bytes(b"")
+    assert runner.state(run, tmp_path, "abc") == "resume"
+
+
+def test_signals_that_come_while_the_children_are_held_do_not_lock_the_driver():
+    """Found by probing: the signal handler took a lock that was not re-entrant; a second Ctrl-C arriving inside the
+    handler (or one arriving while the main thread held the lock, starting or reaping a run) waited on it forever,
+    and the driver ignored SIGTERM after. Here the handler runs while its own thread holds the lock."""
+    import signal
+    import threading
+
+    children = runner.Children()
+    done = threading.Event()
+
+    def held_then_signalled():
+        with children._lock:
+            children.forward(signal.SIGINT)
+            children.forward(signal.SIGINT)
+        done.set()
+
+    threading.Thread(target=held_then_signalled, daemon=True).start()
+    assert done.wait(30), "the handler waited on the lock its own thread held"
+    assert children.stopping == signal.SIGINT
