@@ -124,19 +124,22 @@ def load(path: Path) -> list[Run]:
         allowed = {"name", "envs", "arms", "seeds", "budget", "threshold", "only_seeds"}
         if not set(block) <= allowed or not {"envs", "arms", "seeds", "budget"} <= set(block):
             raise QueueError(f"{where}: a block has envs, arms, seeds, budget (name, threshold, only_seeds optional)")
+        envs = _strings(block["envs"], "envs", where)
+        _strings(block["arms"], "arms", where)  # (a list first: a string's letters are no arms)
         try:
             block_arms = [arms[a] if a in arms else peer(a) for a in block["arms"]]
         except ArmError as err:
             raise QueueError(f"{where}: {err}; or name it in [arms]") from None
-        envs = _strings(block["envs"], "envs", where)
-        _strings(block["arms"], "arms", where)
         budget, threshold = block["budget"], block.get("threshold")
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
             raise QueueError(f"{where}: budget is a positive whole number of env steps (got {budget!r})")
         if threshold is not None and (not isinstance(threshold, (int, float)) or isinstance(threshold, bool)):
             raise QueueError(f"{where}: threshold is a number, the return counted as solved (got {threshold!r})")
         seeds = parse_seeds(block["seeds"], where)
-        only = {a: parse_seeds(s, f"{where} only_seeds.{a}") for a, s in block.get("only_seeds", {}).items()}
+        only_seeds = block.get("only_seeds", {})
+        if not isinstance(only_seeds, dict):
+            raise QueueError(f"{where}: only_seeds is a table of arm = seeds (got {only_seeds!r})")
+        only = {a: parse_seeds(s, f"{where} only_seeds.{a}") for a, s in only_seeds.items()}
         if not set(only) <= set(block["arms"]):
             extra = sorted(set(only) - set(block["arms"]))
             raise QueueError(f"{where}: only_seeds names arms the block does not run: {extra}")

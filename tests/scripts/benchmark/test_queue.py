@@ -75,6 +75,9 @@ threshold = 50
         ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = "2k"', "budget is a positive"),
         ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = 0', "budget is a positive"),
         ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = 1\nthreshold = "high"', "threshold is"),
+        # found by probing: a traceback (AttributeError), and "unknown peer 'p'" for arms = "preset"
+        ('[[runs]]\nenvs = ["E"]\narms = ["sb3-ppo"]\nseeds = [1]\nbudget = 1\nonly_seeds = "x"', "only_seeds is a"),
+        ('[[runs]]\nenvs = ["E"]\narms = "preset"\nseeds = [1]\nbudget = 1', "arms is a list of names"),
     ],
 )
 def test_a_mistake_is_named(tmp_path, text, message):
