@@ -36,14 +36,17 @@ def finite_mean(returns: Iterable[float]) -> float | None:
     infinite (a broken env's, kept as such in episodes.csv) stays out of it: one made the mean NaN or infinite for
     100 episodes (a false solve at +inf, NaN in summary.json), and +inf beside -inf crashed the sum. The sum is exact
     (math.fsum); where it leaves the floats (finite returns near 1e308: fsum raises OverflowError), each return is
-    divided first, and the mean, which lies between the smallest and the largest return, is that sum."""
+    divided first. The mean is held between the smallest and the largest return."""
     finite = [float(r) for r in returns if math.isfinite(r)]
     if not finite:
         return None
     try:
-        return math.fsum(finite) / len(finite)
-    except OverflowError:
-        return math.fsum(r / len(finite) for r in finite)
+        mean = math.fsum(finite) / len(finite)
+    except OverflowError:  # halved as well, so that no partial sum leaves the floats (the clamp below takes an inf)
+        mean = 2.0 * math.fsum(r / (2 * len(finite)) for r in finite)
+    # the sum's rounding and the division's can leave the mean a float outside its returns (three 3.0e15s averaged
+    # 3.0e15 - 0.5): held to them
+    return min(max(mean, min(finite)), max(finite))
 
 
 # What a worker's updates report, by name: every objective's learner returns a prefix-free subset of these, in its own
