@@ -261,6 +261,14 @@ def test_a_ctrl_c_caught_by_the_cli_exits_130_even_when_it_came_inside_exec():
     itself with SIGINT at exit when so marked."""
     tests_dir = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests_dir, os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "_sigint_probe"], env=env, capture_output=True, text=True)
+    # (SIGINT at its default in the child, whatever this process inherited: a shell's background job starts with it
+    # ignored, and Python then installs no KeyboardInterrupt handler; the probe's Ctrl-C would pass unseen)
+    done = subprocess.run(
+        [sys.executable, "-m", "_sigint_probe"],
+        env=env,
+        capture_output=True,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert done.stderr.strip() == "probe: interrupted (Ctrl-C)", done.stderr
     assert done.returncode == 130, f"exit {done.returncode}"
