@@ -3,9 +3,11 @@ started (no run directory either). Most cases run in-process through the CLI's o
 command to check the whole path."""
 
 import multiprocessing
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +20,8 @@ from a3c.spec.config import Config
 from a3c.spec.environment import describe_env, make_env
 from a3c.spec.errors import UserError, run_cli
 from a3c.train import main
+
+REPO = Path(__file__).resolve().parents[1]
 
 SPACES_MODULE = textwrap.dedent(
     '''
@@ -705,3 +709,34 @@ def test_a_new_atari_run_refuses_obs_type_and_a_resumed_one_keeps_it(capsys, tmp
     assert "--env-kwargs obs_type=ram: a3c's Atari preprocessing learns from 84x84 grey frames" in line
     config = Config(env="ALE/Breakout-v5", env_kwargs={"obs_type": "ram"}, workers=1)
     preflight(config, sources={"env_kwargs": CHECKPOINT})  # (raises UserError if refused)
+
+
+def test_output_piped_into_a_reader_that_stopped_ends_quietly():
+    """``python -m scripts.bench table | head -3``: the reader closes the pipe before the command has written all;
+    the command ends quietly with 141 (128 + SIGPIPE, what a shell shows for a writer stopped so), no traceback and
+    no "Exception ignored" at exit. The read end is closed before the command starts, so its first write meets it."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "scripts.bench", "table", "--store", str(REPO / "docs/data/results.jsonl")],
+            cwd=REPO,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr == ""
+
+
+def test_run_cli_lets_other_broken_pipes_through():
+    """A BrokenPipeError that is not stdout's (a pipe to a child process) is a bug to see, not hidden."""
+
+    def main(argv):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        run_cli(main, [])

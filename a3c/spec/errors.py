@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.metadata
+import os
 import re
+import select
 import sys
 import typing
 from collections.abc import Callable, Sequence
@@ -14,6 +16,7 @@ from pathlib import Path
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 128 + 2  # 128 + SIGINT: how a command stopped by Ctrl-C exits
+EXIT_READER_GONE = 128 + 13  # 128 + SIGPIPE: how a shell shows a writer whose reader stopped (``| head``)
 
 
 def installed_from_clone() -> bool:
@@ -89,9 +92,17 @@ class OneLineParser(argparse.ArgumentParser):
 
 def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | None = None, prog: str = "a3c") -> int:
     """Run ``main(argv)``; a UserError becomes ``prog: error: message`` on stderr and exit code 2, a Ctrl-C that the
-    command does not handle itself ``prog: interrupted (Ctrl-C)`` and exit code 130 (not Python's traceback)."""
+    command does not handle itself ``prog: interrupted (Ctrl-C)`` and exit code 130 (not Python's traceback), and
+    stdout's reader stopping early (``| head``) a quiet exit code 141."""
     try:
         code = main(argv)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not at exit: a reader that stopped shows now, where it is caught
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # some other pipe (a child process's): a bug to see
+        _stdout_to_devnull()
+        return EXIT_READER_GONE
     except UserError as err:
         message = " ".join(str(err).split())  # exactly one line, whatever the message held
         print(f"{prog}: error: {message}", file=sys.stderr)
@@ -102,6 +113,28 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
     if code == EXIT_INTERRUPTED:
         _forget_caught_keyboard_interrupts()
     return code
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it: poll reports an error on such a pipe's write end (Linux,
+    macOS). False where that cannot be told (no poll on Windows, stdout not a file)."""
+    if not hasattr(select, "poll"):
+        return False
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null, so that the interpreter's last flush at exit (of what is still
+    buffered) does not meet the closed pipe again and print "Exception ignored ... BrokenPipeError"."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def _forget_caught_keyboard_interrupts() -> None:
