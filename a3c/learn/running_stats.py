@@ -21,8 +21,11 @@ failures uses the last valid copy it read of that row. Rows are thus self-valida
 order in which another core sees the stores (x86 or not). A torn copy passes only on a CRC-32 collision (2^-32).
 
 Workers fold what they have seen into their own moments and refresh the merged view once per update (``sync``), so
-the statistics a worker applies lag the other workers by at most one rollout; before anything has been seen (the
-first observations of a run) they are folded in at once, so the first rollout is normalised by its own statistics.
+the statistics a worker applies lag the other workers by at most one rollout. Until its first sync a worker folds
+each step's samples into its view at once, as SB3's VecNormalize does at every step: its first rollout is normalised
+by everything seen up to each step. (A view fixed at the first step would hold one sample per env: with one env, a
+variance of 0 and a std of 1e-4, which pinned every later observation and reward of that rollout at +-clip, and PPO
+then spent all its epochs on them.) Afterwards the view lags by a rollout; the per-step refresh would cost every step.
 
 Non-finite samples (an observation with a NaN or infinite entry, a non-finite discounted return) never enter the
 statistics: one would make the mean NaN for every worker, every later update and every checkpoint. The applier
@@ -209,6 +212,8 @@ class _Applier:
         self._own = shared.read(slot) if shared is not None and slot is not None else Moments.empty(shape)
         self._view = Moments.empty(shape)
         self._set_view(shared.merged() if shared is not None else self._view)
+        # until the first sync: the view at the start, and what has been seen since (folded in at every step)
+        self._warm_up: tuple[Moments, Moments] | None = (self._view, Moments.empty(shape)) if not self.frozen else None
 
     def _set_view(self, moments: Moments) -> None:
         self._view = moments
@@ -233,8 +238,11 @@ class _Applier:
             if len(x) == 0:
                 return False
         self._pending.append(x)
-        if self._view.count == 0:  # nothing seen by anyone yet: use these samples at once, do not apply mean 0, var 1
-            self.sync()
+        if self._warm_up is not None:  # before the first sync: these samples count at once (the module docstring)
+            start, seen = self._warm_up
+            seen = seen.merge(Moments.of(x))
+            self._warm_up = (start, seen)
+            self._set_view(start.merge(seen))
         return finite
 
     def pop_nonfinite(self) -> int:
@@ -248,6 +256,7 @@ class _Applier:
         if shared is None:  # frozen
             return
         assert slot is not None, "a live applier publishes into its own slot"
+        self._warm_up = None
         if self._pending:
             self._own = self._own.merge(Moments.of(np.concatenate(self._pending)))
             self._pending.clear()

@@ -150,6 +150,7 @@ def test_obs_normalizer_normalises_clips_and_freezes():
 
     other = ObsNormalizer(shared, slot=1, clip=5.0)  # a second worker starts from everything published ...
     np.testing.assert_allclose(other.mean, seen.mean(0))  # ... (worker 0 has not synced its last two calls yet)
+    other.sync()  # (past its first sync: it applies the view as of a sync, not one with each new row in it)
 
     frozen = ObsNormalizer.frozen_from(shared.state_dict(), (2,), clip=5.0)
     before = shared.merged()
@@ -167,6 +168,38 @@ def test_first_observations_are_normalised_by_their_own_statistics():
     np.testing.assert_allclose(out[:, 0], [-1.0, 1.0], rtol=1e-6)  # not (100, 102) / 1 clipped to 10
 
 
+def test_the_first_rollout_is_normalised_by_everything_seen_up_to_each_step():
+    """Found in review: the first observation alone set the view for the whole first rollout, so with one env per
+    worker (variance 0: std 1e-4) every later observation of that rollout came out pinned at +-clip, and every
+    reward at +-clip too. Until its first sync a worker folds each step in at once (as SB3's VecNormalize does at
+    every step); from then on the view refreshes at each sync."""
+    xs = [3.0, 4.0, 6.0, 5.0, 9.0, 7.0]
+    shared = SharedMoments((1,), slots=2)
+    worker = ObsNormalizer(shared, slot=0, clip=10.0)
+    got = [float(worker(np.array([[x]]))[0, 0]) for x in xs]
+    expected = [
+        np.clip((x - np.mean(xs[: t + 1])) / np.sqrt(np.var(xs[: t + 1]) + EPS), -10, 10) for t, x in enumerate(xs)
+    ]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert max(abs(v) for v in got[1:]) < 2.0  # (before: 10.0, the clip)
+    worker.sync()
+    after = float(worker(np.array([[100.0]]))[0, 0])  # after the first sync: the view as of that sync, not this row
+    assert after == pytest.approx(np.clip((100.0 - np.mean(xs)) / np.sqrt(np.var(xs) + EPS), -10, 10))
+
+    other = ObsNormalizer(shared, slot=1, clip=10.0)  # a worker that starts later starts from what was published
+    ys = [20.0, 22.0]  # (worker 0's 100.0 is not published until its next sync)
+    got = [float(other(np.array([[y]]))[0, 0]) for y in ys]
+    np.testing.assert_allclose(got[1], np.clip((22.0 - np.mean(xs + ys)) / np.sqrt(np.var(xs + ys) + EPS), -10, 10))
+
+    scaler = RewardScaler(SharedMoments((), slots=1), slot=0, n_envs=1, gamma=0.5, clip=10.0)
+    rewards = [1.0, 1.0, 2.0, -1.0]
+    scaled = [float(scaler(np.array([r]), np.array([False]))[0]) for r in rewards]
+    returns = [1.0, 1.5, 2.75, 0.375]  # G <- 0.5 G + r
+    std = [np.sqrt(np.var(returns[: t + 1]) + EPS) for t in range(len(rewards))]
+    np.testing.assert_allclose(scaled[1:], np.clip(np.divide(rewards, std)[1:], -10, 10), rtol=1e-6)
+    assert max(abs(v) for v in scaled[1:]) < 10.0
+
+
 def test_a_restarted_worker_continues_its_slot():
     rng = np.random.default_rng(3)
     a, b = rng.normal(0, 1, (30, 2)), rng.normal(5, 2, (40, 2))
@@ -182,14 +215,14 @@ def test_a_restarted_worker_continues_its_slot():
 
 def _slow_reward_reference(rewards, dones, gamma, clip, sync_every):
     """Reward scaling as written in words: each env's discounted return, the population variance of every return
-    seen up to the last sync (the first step's returns count at once), rewards divided by its sqrt, clipped."""
+    seen up to the last sync (before the first sync: up to this step), rewards divided by its sqrt, clipped."""
     n_envs = len(rewards[0])
     ret = [0.0] * n_envs
     seen, var, out = [], None, []
     for t, (r, d) in enumerate(zip(rewards, dones, strict=True)):
         ret = [ret[i] * gamma + r[i] for i in range(n_envs)]
         seen.extend(ret)
-        if var is None:
+        if t < sync_every:
             var = float(np.var(seen))
         out.append([max(-clip, min(clip, r[i] / (var + EPS) ** 0.5)) for i in range(n_envs)])
         ret = [0.0 if d[i] else ret[i] for i in range(n_envs)]
