@@ -99,10 +99,10 @@ def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
     integers for ``hidden_sizes``, a dict for ``env_kwargs``; numpy's scalars count; a path may be a pathlib.Path).
 
     Returns a TrainResult (run_dir, summary, agent). Raises ValueError for bad input (the CLI's message; a setting of
-    another type names the type it takes),
-    KeyboardInterrupt after an interrupted run has shut down, RuntimeError when the run failed (a worker out of
-    restarts, non-finite updates, a file of its run directory that could not be written, e.g. on a full disk; the
-    run directory keeps what was done)."""
+    another type names the type it takes), KeyboardInterrupt after an interrupted run has shut down (also for a
+    Ctrl-C that came as the run ended), RuntimeError when the run failed (a worker out of restarts, non-finite
+    updates, a file of its run directory that could not be written, e.g. on a full disk; the run directory keeps
+    what was done)."""
     started_at = time.time()
     values, given = api_settings(config, **settings)
     from a3c.run.resolve import resolve_run
@@ -119,6 +119,12 @@ def train(config: Config | None = None, /, **settings: Any) -> TrainResult:
     summary = json.loads((run_dir / "summary.json").read_text())
     if exit_code == 128 + signal.SIGINT:
         raise KeyboardInterrupt(f"training interrupted at step {summary['total_steps']:,}; its run: {run_dir}")
+    if exit_code == 0 and trainer.signal_received == signal.SIGINT:
+        # a Ctrl-C that came as the run ended (its workers done, its last evaluation or checkpoint in hand): the run
+        # completed, and the caller's script must stop all the same, not go on to its next run
+        raise KeyboardInterrupt(
+            f"training interrupted at step {summary['total_steps']:,}, as it ended (it completed); its run: {run_dir}"
+        )
     if exit_code != 0:
         raise RuntimeError(f"training failed ({summary['stop_reason']}); its run directory: {run_dir}")
     return TrainResult(run_dir, summary, load(run_dir), exit_code)

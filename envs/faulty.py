@@ -5,7 +5,9 @@ observations at a chosen step, on chosen worker ranks only.
                                      hang_at=50 hang_ranks=0         rank 0 sleeps (hang_s, default an hour) there
                                      nan_at=20 nan_for=1             every rank: one NaN observation at step 20
                                                                      (nan_for=0: NaN from step nan_at on, forever)
+                                     hang_ranks=evaluator            the evaluator's env, not the workers'
                                      pid_dir=/tmp/d                  each worker writes /tmp/d/rank-<rank>.pid
+                                                                     (a hang: rank-<rank>.hung, evaluator.hung)
                                      crash_pad=N                     the crash's message ends with N emoji
                                                                      (4 bytes each in UTF-8: a huge traceback)
 
@@ -17,6 +19,7 @@ fault fires. Ranks are given as an int, a comma-separated string ("0,2"), or Non
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from typing import Any
@@ -26,6 +29,7 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 RANK_ENV = "A3C_WORKER_RANK"  # the name a3c.run.worker.RANK_ENV sets; repeated so that envs/ does not import a3c
+EVALUATOR = "a3c-evaluator"  # the evaluator process's name (a3c.run.evaluator.EVALUATOR_PROCESS), likewise
 
 
 def _ranks(value: int | str | None) -> frozenset[int] | None:
@@ -73,6 +77,8 @@ class FaultyEnv(gym.Env):
             os.replace(path + ".tmp", path)
 
     def _applies(self, ranks: int | str | None) -> bool:
+        if ranks == "evaluator":
+            return multiprocessing.current_process().name == EVALUATOR
         if self.rank is None:
             return False  # not in a worker: never fire
         chosen = _ranks(ranks)
@@ -88,8 +94,9 @@ class FaultyEnv(gym.Env):
             pad = "\N{GRINNING FACE}" * self.crash_pad
             raise RuntimeError(f"envs/Faulty-v0: injected crash at step {self.steps} on rank {self.rank}{pad}")
         if self.hang_at and self.steps == self.hang_at:
-            if self.pid_dir is not None and self.rank is not None:  # lets a test wait for the hang (rank-R.hung)
-                open(os.path.join(self.pid_dir, f"rank-{self.rank}.hung"), "w").close()
+            if self.pid_dir is not None:  # lets a test wait for the hang (rank-R.hung, evaluator.hung)
+                who = "evaluator" if self.rank is None else f"rank-{self.rank}"
+                open(os.path.join(self.pid_dir, f"{who}.hung"), "w").close()
             time.sleep(self.hang_s)
         obs, reward, terminated, truncated, info = self.inner.step(action)
         if self.nan_at and self.steps >= self.nan_at and (self.nan_for == 0 or self.steps < self.nan_at + self.nan_for):

@@ -22,6 +22,7 @@ from a3c.run.supervisor import Supervisor
 from a3c.spec.config import Config
 from a3c.spec.wording import count
 
+WAIT_SAID_S = 2.0  # how long the end of a run waits for the evaluation in flight before it says so
 TAGS = {"mean_return": "eval/mean_return", "std_return": "eval/std_return", "mean_length": "eval/mean_length"}
 
 
@@ -159,14 +160,25 @@ class Evaluation:
         if self.on_result is not None:
             self.on_result(result)
 
-    def finish(self, log: Callable[[int, dict[str, float]], None], wait: bool) -> None:
-        """At the end of the run: record the evaluation in flight (``wait``: wait for it while the evaluator lives),
-        then stop the evaluator."""
+    def finish(
+        self, log: Callable[[int, dict[str, float]], None], wait: bool, stopped: Callable[[], bool] = lambda: False
+    ) -> None:
+        """At the end of the run: record the evaluation in flight (``wait``: wait for it while the evaluator lives,
+        saying so after WAIT_SAID_S, until ``stopped()``: a Ctrl-C drops it), then stop the evaluator. The final
+        checkpoint comes after this: a first Ctrl-C must end the wait, not only a second (which exits without it)."""
+        waited_from, said = time.monotonic(), False
         while wait and self.pending is not None and not self.failed:
             if self.poll(log, stopping=True) is not None:
                 break
             if self.supervisor is not None and self.supervisor.all_done():
                 break  # the evaluator died while the run was stopping: nothing will come
+            step = int(self.pending[1]["global_step"])
+            if stopped():
+                self.print_line(f"a3c: the evaluation at step {step:,} was dropped (stopped while it ran)")
+                break
+            if not said and time.monotonic() - waited_from >= WAIT_SAID_S:
+                self.print_line(f"a3c: waiting for the evaluation at step {step:,} to end (Ctrl-C drops it)")
+                said = True
             time.sleep(POLL_S / 5)
         self.request_stop()
         if self.supervisor is not None:

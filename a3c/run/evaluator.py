@@ -41,6 +41,7 @@ from a3c.spec.environment import EnvSpec
 
 REQUESTED, STOP = 0, 1  # slots of the control tensor (written by the main process only)
 POLL_S = 0.05  # how often an idle evaluator looks for a request (and beats)
+EVALUATOR_PROCESS = "a3c-evaluator"  # the evaluator process's name (envs/faulty.py's hang_ranks="evaluator" reads it)
 
 
 class EvalChannel:

@@ -46,7 +46,7 @@ from a3c.run.backends import Coordinator, Launcher
 from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, create_shared_run
 from a3c.run.evaluation import EvalResult, Evaluation
-from a3c.run.evaluator import EvalChannel, Evaluator, evaluator_main
+from a3c.run.evaluator import EVALUATOR_PROCESS, EvalChannel, Evaluator, evaluator_main
 from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.shutdown import Signals, WriteFailures
 from a3c.run.supervisor import Supervisor
@@ -257,7 +257,8 @@ class Trainer:
             supervisor.join(JOIN_TIMEOUT_S)
             if self.evaluation is not None:  # the evaluation in flight is recorded, unless the run was interrupted
                 log = dashboard.add_scalars if dashboard is not None else (lambda step, values: None)
-                failures.attempt("eval.csv", self.evaluation.finish, log, not interrupted)
+                stopped = lambda: signals.received is not None  # noqa: E731  (a Ctrl-C ends the wait for it)
+                failures.attempt("eval.csv", self.evaluation.finish, log, not interrupted, stopped)
             if dashboard is not None:
                 dashboard.restarts = self.restarts_before + supervisor.restarts
                 if failures.first is None:  # (after a failed write, nothing more is read: the disk is full)
@@ -401,7 +402,10 @@ class Trainer:
             inline = Evaluator(channel, cfg, spec)
         else:
             launcher = ProcessLauncher(
-                mp.get_context(cfg.resolved_start_method()), evaluator_main, lambda rank: (channel, cfg, spec)
+                mp.get_context(cfg.resolved_start_method()),
+                evaluator_main,
+                lambda rank: (channel, cfg, spec),
+                name=lambda rank: EVALUATOR_PROCESS,
             )
             stats = channel.stats.numpy
             supervisor = Supervisor(launcher, 1, stats, cfg.worker_timeout, cfg.max_restarts, role="evaluator")

@@ -112,6 +112,64 @@ def test_second_ctrl_c_exits_at_once_without_orphans(tmp_path):
         run.cleanup()
 
 
+def test_a_ctrl_c_while_the_run_waits_for_its_last_evaluation_drops_it_and_writes_the_final_checkpoint(tmp_path):
+    """Found in review: at the end of a run the shutdown waited for the evaluation in flight without looking at the
+    signals (a long Atari game can take minutes): a first Ctrl-C did nothing, and the second exited at once without
+    the final checkpoint. The wait now says so after a moment, and a first Ctrl-C drops the evaluation."""
+    run_dir = tmp_path / "run"
+    env = ("--env", "envs/Faulty-v0", "--env-kwargs", "hang_at=5", "hang_ranks=evaluator", f"pid_dir={tmp_path}")
+    cmd = train_cmd(run_dir, *env, "--total-steps", "4000", "--eval-every", "2000", "--eval-episodes", "1")
+    run = Run(cmd, tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: "waiting for the evaluation at step" in run.output(), timeout=120), run.output()
+        assert (tmp_path / "evaluator.hung").exists()  # (the evaluator's env is the one that hangs)
+        run.signal_group(signal.SIGINT)
+        code = run.wait(timeout=60)
+        assert code == 0, run.output()  # the run had reached --total-steps: completed, its last evaluation dropped
+        assert "was dropped (stopped while it ran)" in run.output()
+        assert "exiting without the final checkpoint" not in run.output() and "Traceback" not in run.output()
+        s = summary(run_dir)
+        assert s["stop_reason"] == "total_steps" and s["total_steps"] >= 4000
+        ckpt = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)
+        assert ckpt["global_step"] == s["total_steps"]
+    finally:
+        run.cleanup()
+
+
+LATE_CTRL_C_SCRIPT = """
+import sys
+import a3c
+
+if __name__ == "__main__":
+    kwargs = {"hang_at": 5, "hang_ranks": "evaluator", "pid_dir": sys.argv[2]}
+    try:
+        a3c.train(env="envs/Faulty-v0", env_kwargs=kwargs, workers=2, envs_per_worker=2, total_steps=4000,
+                  eval_every=2000, eval_episodes=1, run_dir=sys.argv[1], checkpoint_every=0)
+    except KeyboardInterrupt as err:
+        print("KeyboardInterrupt:", err)
+        sys.exit(7)
+    print("returned")
+"""
+
+
+def test_a_ctrl_c_as_a_run_ends_stops_a_script_that_calls_a3c_train(tmp_path):
+    """Found in review: a3c.train returned as usual when the Ctrl-C came after the workers had ended (here: while the
+    run waited for its last evaluation), so ``for seed in seeds: a3c.train(...)`` started the next run. It raises
+    KeyboardInterrupt, as for a Ctrl-C during training."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE_CTRL_C_SCRIPT)
+    run_dir = tmp_path / "run"
+    run = Run([sys.executable, str(script), str(run_dir), str(tmp_path)], tmp_path / "log.txt")
+    try:
+        assert wait_for(lambda: "waiting for the evaluation at step" in run.output(), timeout=120), run.output()
+        run.signal_group(signal.SIGINT)
+        assert run.wait(timeout=60) == 7, run.output()
+        assert "training interrupted at step" in run.output() and "returned" not in run.output()
+        assert summary(run_dir)["total_steps"] >= 4000 and (run_dir / "checkpoints" / "latest.pt").is_file()
+    finally:
+        run.cleanup()
+
+
 @pytest.mark.parametrize("start_method", START_METHODS)
 def test_workers_exit_when_the_main_process_is_killed(tmp_path, start_method):
     run, run_dir, before, children = _start(tmp_path, start_method)

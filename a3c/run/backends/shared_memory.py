@@ -293,8 +293,10 @@ class ProcessLauncher:
         target: Callable[..., None],
         args_for: Callable[[int], tuple[Any, ...]],
         log: Callable[[str], None] | None = None,
+        name: Callable[[int], str] = lambda rank: f"a3c-worker-{rank}",
     ) -> None:
-        self.ctx, self.target, self.args_for = ctx, target, args_for
+        """``name``: each process's name (ps, the join's messages, multiprocessing.current_process().name)."""
+        self.ctx, self.target, self.args_for, self.name = ctx, target, args_for, name
         self.procs: dict[int, _Process] = {}
         self.log = log or (lambda line: print(line, file=sys.stderr))
 
@@ -306,7 +308,7 @@ class ProcessLauncher:
         process = self.ctx.Process(
             target=self.target,
             args=(*self.args_for(rank), incarnation, write_end),
-            name=f"a3c-worker-{rank}",
+            name=self.name(rank),
             daemon=True,
         )
         # Made with SIGINT and SIGTERM blocked (a3c.run.child_signals): the child begins with them blocked until it has
