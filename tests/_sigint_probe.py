@@ -28,7 +28,7 @@ def report_sigint_after_setup(incarnation: int, errors: object) -> None:
     def body(terminate: object) -> None:
         ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
         blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-        sys.exit(0 if ignored and not blocked else 3)
+        os._exit(0 if ignored and not blocked else 3)  # (the probe's own code: not run_as_process's for how it ended)
 
     run_as_process(body, None)
 
@@ -69,7 +69,7 @@ def report_sigterm_after_setup(incarnation: int, errors: object) -> None:
     def body(terminate: object) -> None:
         handled = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN, None)
         blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, [])
-        sys.exit(0 if handled and not blocked else 4)
+        os._exit(0 if handled and not blocked else 4)  # (likewise: its SIGTERM would make run_as_process exit 143)
 
     run_as_process(body, None)
 

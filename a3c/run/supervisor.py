@@ -45,6 +45,8 @@ def describe_exitcode(code: int) -> str:
             return f"was killed by signal {signal.Signals(-code).name}"
         except ValueError:
             return f"was killed by signal {-code}"
+    if code == 128 + signal.SIGTERM:  # (a3c.run.worker.run_as_process: its loop ended by a SIGTERM)
+        return "was stopped by SIGTERM"
     return f"exited with code {code}"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -90,13 +91,22 @@ def run_as_process(body: Callable[[Callable[[], bool]], None], errors: Connectio
     _exit_with_parent()
     try:
         body(terminate.is_set)
-    except Exception:
+    except (Exception, SystemExit) as err:
+        if isinstance(err, SystemExit) and err.code not in (0, None):
+            raise  # (an exit code of its own: the supervisor reports it)
+        # an exception, or sys.exit() / sys.exit(0) called by the env or a library: the loop did not end, so not 0
         if errors is not None:
             errors.send(_cut_to_bytes(traceback.format_exc(), MAX_TRACEBACK_BYTES))
             errors.close()
         else:
             traceback.print_exc()
         sys.exit(1)  # multiprocessing turns this into exitcode 1 without printing anything more
+    if terminate.is_set():
+        # Ended by a SIGTERM, not by the run's end. Exit code 0 would tell the supervisor "the run is over for this
+        # process", and a SIGTERM to the workers alone then ended the run early as if it had reached --total-steps
+        # (or went on with fewer workers); 128 + SIGTERM, like a process the signal killed, makes it a failure to
+        # restart while the run goes on. (The stragglers the launcher terminates at the run's end exit so too.)
+        sys.exit(128 + signal.SIGTERM)
 
 
 def _cut_to_bytes(text: str, limit: int) -> str:

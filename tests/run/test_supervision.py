@@ -2,6 +2,7 @@
 --max-restarts; past that the run stops with exit 1, the rank, the cause and the worker's own traceback. Non-finite
 updates are skipped and counted, and too many in a row stop the run. Uses envs/Faulty-v0 (envs/faulty.py)."""
 
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from procs import (
+    PATIENCE,
     START_METHODS,
     Run,
     alive,
@@ -74,6 +76,45 @@ def test_worker_killed_with_sigkill_is_restarted_and_the_run_goes_on(tmp_path, s
         assert s["updates"] == int(ckpt["worker_stats"][:, Stat.UPDATES].sum())
     finally:
         run.cleanup()
+
+
+def test_a_worker_stopped_alone_by_sigterm_is_restarted_not_counted_as_finished(tmp_path):
+    """Found in review: a worker that exited with code 0 counted as done whatever the run's state, and its SIGTERM
+    handler ends the loop cleanly (code 0): a SIGTERM to the workers alone (a scheduler's, an OOM killer's polite
+    first step) ended the run at once with exit 0 and stop_reason "total_steps" far short of --total-steps. A worker
+    stopped by SIGTERM now exits 143, and one that ends while the run goes on is restarted like a crash."""
+    run_dir, pids = tmp_path / "run", tmp_path / "pids"
+    pids.mkdir()
+    cmd = train_cmd(run_dir, "--env", "envs/Faulty-v0", "--env-kwargs", f"pid_dir={pids}", "--total-steps", "100000000")
+    run = Run(cmd, tmp_path / "log.txt")
+    try:
+        pid_file = pids / "rank-1.pid"
+        assert wait_for(pid_file.exists, timeout=60), run.output()
+        victim = int(pid_file.read_text())
+        assert wait_for(lambda: (run_dir / "episodes.csv").exists(), timeout=60)
+        os.kill(victim, signal.SIGTERM)
+        assert wait_for(lambda: int(pid_file.read_text()) != victim or run.proc.poll() is not None, timeout=60)
+        assert run.proc.poll() is None, run.output()  # the run goes on (it ended here, "reached --total-steps")
+        run.signal_group(signal.SIGINT)
+        assert run.wait(timeout=120) == 128 + signal.SIGINT, run.output()
+        assert "worker 1 was stopped by SIGTERM; restarting it" in run.output()
+        assert summary(run_dir)["stop_reason"] == "interrupted"
+    finally:
+        run.cleanup()
+
+
+def _calls_sys_exit_0(terminate):
+    sys.exit(0)
+
+
+def test_an_env_that_calls_sys_exit_0_in_a_worker_is_a_failure_not_a_finish():
+    """sys.exit(0) from the env (or a library it calls) ended the worker with code 0: "done" to the supervisor."""
+    from a3c.run.worker import run_as_process
+
+    process = multiprocessing.get_context("fork").Process(target=run_as_process, args=(_calls_sys_exit_0, None))
+    process.start()
+    process.join(60 * PATIENCE)
+    assert process.exitcode == 1
 
 
 def _rows_of(run_dir, rank: int) -> int:
