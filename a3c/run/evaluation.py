@@ -65,18 +65,9 @@ class Evaluation:
         self.requests = 0
         self.pending: tuple[int, dict[str, Any]] | None = None  # (request, the snapshot being evaluated)
         self.failed = False
-        # a resumed run goes on from the evaluations its checkpoint covers (and from best.pt, which may be newer)
-        with writing(eval_csv.name):
-            kept = read_eval_log(eval_csv, start_step) if resumed else []
+        kept, self.best = past_evaluations(eval_csv, checkpoints, start_step) if resumed else ([], None)
         self.last: dict[str, float] | None = kept[-1] if kept else None
-        self.best: dict[str, float] | None = max(kept, key=lambda r: r["mean_return"]) if kept else None
         self.evaluations = len(kept)
-        if resumed and (checkpoints / BEST).is_file():
-            from a3c.record.checkpoint import load_checkpoint
-
-            saved = load_checkpoint(checkpoints / BEST).get("eval")
-            if isinstance(saved, dict) and (self.best is None or saved["mean_return"] > self.best["mean_return"]):
-                self.best = {k: float(v) for k, v in saved.items()}
         self.log_file = EvalLog(eval_csv)
         if supervisor is not None:
             supervisor.start_all()
@@ -195,21 +186,40 @@ class Evaluation:
         if self.supervisor is not None:
             self.supervisor.kill_all()
 
-    @staticmethod
-    def empty_summary() -> dict[str, Any]:
-        """summary.json's evaluation entries for a run that evaluated nothing."""
-        return {"evaluations": 0, **dict.fromkeys(("eval_last_mean_return", "eval_last_step"), None)} | dict.fromkeys(
-            ("eval_best_mean_return", "eval_best_step"), None
-        )
-
     def summary(self) -> dict[str, Any]:
-        def get(row: dict[str, float] | None, key: str) -> Any:
-            return None if row is None else (int(row[key]) if key == "global_step" else row[key])
+        return evaluation_summary(self.evaluations, self.last, self.best)
 
-        return {
-            "evaluations": self.evaluations,
-            "eval_last_mean_return": get(self.last, "mean_return"),
-            "eval_last_step": get(self.last, "global_step"),
-            "eval_best_mean_return": get(self.best, "mean_return"),
-            "eval_best_step": get(self.best, "global_step"),
-        }
+
+def past_evaluations(
+    eval_csv: Path, checkpoints: Path, start_step: int
+) -> tuple[list[dict[str, float]], dict[str, float] | None]:
+    """A resumed run's evaluations that its checkpoint (at ``start_step``) covers, eval.csv trimmed to them (the
+    rows after it are evaluated again, as their TensorBoard events are purged), and the best of them and of best.pt
+    (which may be newer). Also for a session that evaluates nothing (--eval-every 0): its summary still has them."""
+    with writing(eval_csv.name):
+        kept = read_eval_log(eval_csv, start_step)
+    best = max(kept, key=lambda r: r["mean_return"]) if kept else None
+    if (checkpoints / BEST).is_file():
+        from a3c.record.checkpoint import load_checkpoint
+
+        saved = load_checkpoint(checkpoints / BEST).get("eval")
+        if isinstance(saved, dict) and (best is None or saved["mean_return"] > best["mean_return"]):
+            best = {k: float(v) for k, v in saved.items()}
+    return kept, best
+
+
+def evaluation_summary(
+    evaluations: int, last: dict[str, float] | None = None, best: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """summary.json's evaluation entries (a run that evaluated nothing: ``evaluations`` 0, the rest None)."""
+
+    def get(row: dict[str, float] | None, key: str) -> Any:
+        return None if row is None else (int(row[key]) if key == "global_step" else row[key])
+
+    return {
+        "evaluations": evaluations,
+        "eval_last_mean_return": get(last, "mean_return"),
+        "eval_last_step": get(last, "global_step"),
+        "eval_best_mean_return": get(best, "mean_return"),
+        "eval_best_step": get(best, "global_step"),
+    }

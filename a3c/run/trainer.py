@@ -45,7 +45,7 @@ from a3c.record.tensorboard_server import TensorBoardServer
 from a3c.run.backends import Coordinator, Launcher
 from a3c.run.backends.serial import SerialLauncher
 from a3c.run.backends.shared_memory import ProcessLauncher, SharedMemoryCoordinator, create_shared_run
-from a3c.run.evaluation import EvalResult, Evaluation
+from a3c.run.evaluation import EvalResult, Evaluation, evaluation_summary, past_evaluations
 from a3c.run.evaluator import EVALUATOR_PROCESS, EvalChannel, Evaluator, evaluator_main
 from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.shutdown import Signals, WriteFailures
@@ -87,6 +87,8 @@ class Trainer:
         self.session = run.session
         self.supervisor: Supervisor | None = None
         self.evaluation: Evaluation | None = None  # --eval-every (a3c.run.evaluation)
+        # summary.json's evaluation entries where this session evaluates nothing (a resume's: those before it)
+        self.past_evaluations: dict[str, Any] = evaluation_summary(0)
         self.run_dir: Path | None = None  # set once the run directory exists (a3c.api reads it)
         self.lock: RunLock | None = None  # this process's hold on the run directory, until run() returns
         self.tracker: Any = None  # --track's W&B run (a3c.record.tracking.WandbTracker), once started
@@ -394,6 +396,9 @@ class Trainer:
         cfg, spec = self.config, self.spec
         step = self.coordinator.global_step()
         if not cfg.evaluates or (step // cfg.eval_every + 1) * cfg.eval_every > cfg.total_steps:
+            if self.resume is not None:  # eval.csv trimmed to the checkpoint all the same, its evaluations reported
+                kept, best = past_evaluations(run.path / "eval.csv", run.checkpoints, step)
+                self.past_evaluations = evaluation_summary(len(kept), kept[-1] if kept else None, best)
             return None
         stats_shapes = {key: (spec.obs_shape if key == "obs_stats" else ()) for key in self.coordinator.running_stats()}
         channel = EvalChannel(sum(p.numel() for p in self.model.parameters()), stats_shapes=stats_shapes)
@@ -521,5 +526,5 @@ class Trainer:
             "lost_episodes": self.coordinator.lost,
             "stop_reason": reason,
             "resumed_from_step": self.resumed_from_step,
-            **(self.evaluation.summary() if self.evaluation is not None else Evaluation.empty_summary()),
+            **(self.evaluation.summary() if self.evaluation is not None else self.past_evaluations),
         }

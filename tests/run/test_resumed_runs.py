@@ -348,3 +348,26 @@ def test_a_resume_that_would_stop_at_its_first_episode_is_refused_in_one_line(tm
     goes_on = subprocess.run([*resume, "--stop-at", "1000"], capture_output=True, text=True)
     assert goes_on.returncode == 0, goes_on.stderr
     assert summary(run_dir)["total_steps"] >= 6000
+
+
+def test_a_resume_that_evaluates_nothing_still_trims_eval_csv_and_reports_the_past_evaluations(tmp_path):
+    """Found in review: eval.csv was trimmed to the checkpoint's step only where the resumed session evaluated (the
+    evaluation's own set-up), so a resume with --eval-every 0 (or no evaluation left in its budget) kept rows written
+    after the checkpoint, whose TensorBoard events were purged, and its summary.json said "evaluations": 0 with no
+    best although eval.csv and best.pt held them."""
+    run_dir = tmp_path / "run"
+    settings = dict(env="CartPole-v1", backend="serial", workers=1, envs_per_worker=2, eval_episodes=2)
+    a3c.train(**settings, total_steps=4000, eval_every=1000, run_dir=run_dir, checkpoint_every=0)
+    with open(run_dir / "eval.csv") as f:
+        rows = list(csv.DictReader(f))
+    step = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=True)["global_step"]
+    with open(run_dir / "eval.csv", "a") as f:  # a row written after the checkpoint, before a crash
+        f.write(f"{step + 500},1.0,0.0,9.0,2,999.0\n")
+    before = summary(run_dir)
+    assert before["evaluations"] == len(rows) >= 1 and before["eval_best_mean_return"] is not None
+    a3c.train(resume=run_dir, total_steps=6000, eval_every=0)
+    with open(run_dir / "eval.csv") as f:
+        assert list(csv.DictReader(f)) == rows  # the row past the checkpoint went
+    after = summary(run_dir)
+    for key in ("evaluations", "eval_best_mean_return", "eval_best_step", "eval_last_step", "eval_last_mean_return"):
+        assert after[key] == before[key], key
