@@ -47,14 +47,23 @@ def limit_native_threads() -> None:
 
 @contextmanager
 def one_native_thread() -> Iterator[None]:
-    """The same limits for a block, restored after it (what the main process's timing of a worker does)."""
+    """The same limits for a block, and the process as it was after it: torch's threads, every pool's and the
+    environment (the main process's timing of a worker; the serial backend's run in a caller's process, which a
+    notebook goes on from at its own thread counts)."""
     threads = torch.get_num_threads()
+    environment = {name: os.environ.get(name) for name in THREAD_ENV_VARS}
+    os.environ.update(dict.fromkeys(THREAD_ENV_VARS, "1"))
     torch.set_num_threads(1)
     try:
         with threadpool_limits(limits=1):
             yield
     finally:
         torch.set_num_threads(threads)
+        for name, value in environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def native_thread_counts() -> dict[str, int]:

@@ -19,11 +19,12 @@ lost rows (it would count rows the file does not have).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,8 @@ from a3c.run.evaluator import EVALUATOR_PROCESS, EvalChannel, Evaluator, evaluat
 from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.shutdown import Signals, WriteFailures
 from a3c.run.supervisor import Supervisor
-from a3c.run.threads import limit_native_threads
-from a3c.run.worker import Worker, worker_main
+from a3c.run.threads import one_native_thread
+from a3c.run.worker import RANK_ENV, Worker, worker_main
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import WorkerSeeds
 from a3c.spec.wording import count
@@ -67,6 +68,14 @@ EXIT_FAILED = 1
 # on_eval: (the global step of the weights evaluated, the result: mean_return, std_return, mean_length, episodes) ->
 # None to go on, or a reason to stop the run (summary.json's stop_reason; exit code 0)
 EvalCallback = Callable[[int, dict[str, float]], str | None]
+
+
+def _set_env(name: str, value: str | None) -> None:
+    """os.environ[name] = value, or no such variable where ``value`` is None."""
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
 
 
 class Trainer:
@@ -98,6 +107,8 @@ class Trainer:
         # the first SIGINT/SIGTERM this session received, also when it came as the run was ending anyway (exit code
         # 0: the run completed): a caller that runs trainers in turn (a3c.tune) must not start another after it
         self.signal_received: int | None = None
+        # what the serial backend changes in this process for a run (thread limits, A3C_WORKER_RANK), undone after it
+        self.process_state = ExitStack()
 
     def _kill_children(self) -> None:
         if self.supervisor is not None:
@@ -123,6 +134,7 @@ class Trainer:
                 if self.ray is not None:
                     self.ray.close()  # after the final checkpoint: the server held the state it saved
             finally:  # last, whatever happened before: a run directory held by this process is let go
+                self.process_state.close()
                 if self.lock is not None:
                     self.lock.release()
 
@@ -366,8 +378,10 @@ class Trainer:
         cfg, spec, session = self.config, self.spec, self.session
         if cfg.backend == "serial":
             # the workers' small passes gain nothing from intra-op or BLAS threads, which spin against each other
-            # and against the rest of the machine (10-50x slower on a busy 2-core machine); as in a worker process
-            limit_native_threads()
+            # and against the rest of the machine (10-50x slower on a busy 2-core machine); as in a worker process,
+            # for the run only: this is the caller's process (a notebook's), left as it was when run() returns
+            self.process_state.enter_context(one_native_thread())
+            self.process_state.callback(_set_env, RANK_ENV, os.environ.get(RANK_ENV))  # (each Worker sets it)
             return SerialLauncher(
                 lambda rank, incarnation: Worker(
                     rank, coordinator.channel(rank), cfg, spec, start, WorkerSeeds(cfg.seed, session, rank, incarnation)

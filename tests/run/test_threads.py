@@ -52,3 +52,23 @@ def test_one_native_thread_limits_a_block_and_restores() -> None:
     assert inside == {name: 1 for name in inside}
     assert native_thread_counts() == before
     assert torch.get_num_threads() == before["torch"]
+
+
+def test_a_serial_run_in_a_callers_process_leaves_its_threads_and_environment_as_they_were(tmp_path) -> None:
+    """Found in review: a3c.train(backend="serial") left the caller (a notebook) at one torch thread, its BLAS pools
+    at one, OMP_NUM_THREADS and kin set to 1 and A3C_WORKER_RANK set: every later torch or numpy product ran on one
+    core. The limits hold while the workers' loop runs in the process, and go with it."""
+    import torch
+
+    import a3c
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    env_before = {name: os.environ.get(name) for name in (*THREAD_ENV_VARS, "A3C_WORKER_RANK")}
+    try:
+        pools_before = native_thread_counts()
+        a3c.train(env="CartPole-v1", backend="serial", workers=1, total_steps=1000, run_dir=tmp_path / "run")
+        assert native_thread_counts() == pools_before
+        assert {name: os.environ.get(name) for name in env_before} == env_before
+    finally:
+        torch.set_num_threads(threads)
