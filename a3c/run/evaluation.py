@@ -157,8 +157,20 @@ class Evaluation:
         """At the end of the run: record the evaluation in flight (``wait``: wait for it while the evaluator lives,
         saying so after WAIT_SAID_S, until ``stopped()``: a Ctrl-C drops it), then stop the evaluator. The final
         checkpoint comes after this: a first Ctrl-C must end the wait, not only a second (which exits without it)."""
+        try:
+            if wait:
+                self._wait_for_the_last(log, stopped)
+        finally:  # (also where recording it failed: a full disk, a3c.tune's callback) the evaluator ends with the run
+            self.request_stop()
+            if self.supervisor is not None:
+                self.supervisor.join(5.0)
+            if self.inline is not None:
+                self.inline.close()
+            self.log_file.close()
+
+    def _wait_for_the_last(self, log: Callable[[int, dict[str, float]], None], stopped: Callable[[], bool]) -> None:
         waited_from, said = time.monotonic(), False
-        while wait and self.pending is not None and not self.failed:
+        while self.pending is not None and not self.failed:
             if self.poll(log, stopping=True) is not None:
                 break
             if self.supervisor is not None and self.supervisor.all_done():
@@ -171,12 +183,6 @@ class Evaluation:
                 self.print_line(f"a3c: waiting for the evaluation at step {step:,} to end (Ctrl-C drops it)")
                 said = True
             time.sleep(POLL_S / 5)
-        self.request_stop()
-        if self.supervisor is not None:
-            self.supervisor.join(5.0)
-        if self.inline is not None:
-            self.inline.close()
-        self.log_file.close()
 
     def request_stop(self) -> None:
         """The evaluator ends at its next env step (an evaluation in hand is dropped) or idle poll."""

@@ -5,6 +5,7 @@ the next multiple of --eval-every is evaluated."""
 import multiprocessing
 import time
 
+import pytest
 from procs import wait_for
 
 from a3c.learn.model import build_model, flatten_parameters
@@ -87,3 +88,31 @@ def test_a_snapshot_past_the_next_multiple_is_not_evaluated_again(tmp_path):
         assert evaluation.requests == 2
     finally:
         evaluation.finish(lambda s, v: None, wait=False)
+
+
+def test_the_evaluator_ends_with_the_run_even_where_recording_its_last_result_fails(tmp_path):
+    """Found in review: where recording the evaluation in flight failed at the run's end (eval.csv on a full disk,
+    a3c.tune's callback raising), finish() raised before it stopped the evaluator, which then lived on, idle, in the
+    caller's process (a notebook's) until it ended."""
+    config = Config(env="CartPole-v1", hidden_sizes=(8,), eval_every=100, eval_episodes=2)
+    spec = describe_env(config.env)
+    model, _ = build_model(spec, config)
+    params, _ = flatten_parameters(model)
+    channel = EvalChannel(params.numel())
+    launcher = ProcessLauncher(
+        multiprocessing.get_context("fork"), evaluator_main, lambda rank: (channel, config, spec)
+    )
+    supervisor = Supervisor(launcher, 1, channel.stats.numpy, 30.0, 1, role="evaluator")
+    evaluation = Evaluation(config, channel, tmp_path, tmp_path / "eval.csv", 0, time.time(), supervisor=supervisor)
+
+    def failing_log(step, values):
+        raise OSError(28, "No space left on device")
+
+    try:
+        evaluation.tick(100, lambda: {"model": params.clone(), "global_step": 100}, failing_log)
+        assert evaluation.busy
+        with pytest.raises(OSError):
+            evaluation.finish(failing_log, wait=True)
+        assert not launcher.procs[0].process.is_alive()
+    finally:
+        supervisor.kill_all()
