@@ -2,6 +2,7 @@
 started (no run directory either). Most cases run in-process through the CLI's own wrapper (fast); a few run the real
 command to check the whole path."""
 
+import importlib.util
 import multiprocessing
 import os
 import subprocess
@@ -117,6 +118,12 @@ def _cli(argv, capsys, run_dir):
         (
             ["--env", "envs/SlowCartPole-v1", "--env-kwargs", "latency=0.001", "max_episode_steps=0"],
             "rejects --env-kwargs max_episode_steps=0 (ValueError: Expect the `max_episode_steps` to be positive",
+        ),
+        # gymnasium's Box2D envs check their kwargs with assert (found by probing: a traceback, exit 1)
+        pytest.param(
+            ["--env", "LunarLander-v3", "--env-kwargs", "gravity=5"],
+            "rejects --env-kwargs gravity=5 (AssertionError: gravity (current value: 5) must be between -12 and 0",
+            marks=pytest.mark.skipif(importlib.util.find_spec("Box2D") is None, reason="needs gymnasium[box2d]"),
         ),
     ],
 )

@@ -368,10 +368,11 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
             raise
         which = "action_space" if "action space" in str(err) else "observation_space"
         raise _cannot_make(env_id, f"{err}; set self.{which} in the env's __init__") from None
-    except (TypeError, ValueError, RuntimeError) as err:
+    except (TypeError, ValueError, RuntimeError, AssertionError) as err:
         # gymnasium.make and the env's constructor raise these for a kwarg of the wrong name, type or range
-        # (max_episode_steps="abc" or 0; ale-py's RuntimeError for a game mode or difficulty the game lacks);
-        # anything the env raises without the user's kwargs is a bug, and raises
+        # (max_episode_steps="abc" or 0; ale-py's RuntimeError for a game mode or difficulty the game lacks; the
+        # Box2D envs' assert on gravity or wind_power); anything the env raises without the user's kwargs is a bug,
+        # and raises
         rejected = _rejected_kwargs(make_id, {k: v for k, v in kwargs.items() if k not in user_kwargs}, user_kwargs)
         if rejected is None:
             raise
@@ -495,10 +496,10 @@ def _env_extra(env_id: str) -> tuple[str, str] | None:
 
 
 def _rejected_kwargs(env_id: str, base: dict[str, Any], user: dict[str, Any]) -> str | None:
-    """After gymnasium.make(env_id, **base, **user) raised TypeError, ValueError or RuntimeError: the user's kwargs to
-    blame, as ``key=value`` text (those that fail alone, else all of them: it is their combination), or None when the
-    env also fails without them (then it is not the user's input). Makes the env again, on this error path only.
-    """
+    """After gymnasium.make(env_id, **base, **user) raised TypeError, ValueError, RuntimeError or AssertionError: the
+    user's kwargs to blame, as ``key=value`` text (those that fail alone, else all of them: it is their combination),
+    or None when the env also fails without them (then it is not the user's input). Makes the env again, on this
+    error path only."""
     if not user or not _makes(env_id, base):
         return None
     alone = [key for key, value in user.items() if not _makes(env_id, {**base, key: value})]
