@@ -19,7 +19,7 @@ from typing import Any
 from a3c.spec.config import Config
 from a3c.spec.errors import UserError
 from a3c.spec.flags import ALGOS, OBJECTIVES
-from a3c.spec.setting_types import describe, fits, setting_types
+from a3c.spec.setting_types import STRING_CHOICES, describe, fits, setting_types
 from a3c.spec.validation import flag_name
 
 if sys.version_info >= (3, 11):
@@ -189,12 +189,17 @@ def checked_setting(path: Path, name: str, key: str, value: Any) -> Any:
     if field_name in NOT_PRESETTABLE:
         raise UserError(f"{where}: a preset cannot set {flag_name(field_name)}; give it on the command line")
     hint = setting_types()[field_name]
+    members = [hint]
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         if value is None:
             return None
-        hint = next(a for a in typing.get_args(hint) if a is not type(None))
-    if not fits(value, hint):  # (a TOML value is a bool, int, float, str, list or table: no numpy scalars here)
-        raise UserError(f"{where} = {value!r}: expected {describe(hint, toml=True)}")
+        members = [a for a in typing.get_args(hint) if a is not type(None)]
+    choices = STRING_CHOICES.get(field_name, ())  # (a string member takes only these: workers' "auto")
+    fitting = [a for a in members if fits(value, a) and not (a is str and choices and value not in choices)]
+    if not fitting:  # (a TOML value is a bool, int, float, str, list or table: no numpy scalars here)
+        wanted = [" or ".join(map(repr, choices)) if a is str and choices else describe(a, toml=True) for a in members]
+        raise UserError(f"{where} = {value!r}: expected {' or '.join(wanted)}")
+    hint = fitting[0]
     if isinstance(value, list):
         return tuple(value)
     if isinstance(value, dict):

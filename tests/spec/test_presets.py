@@ -108,6 +108,7 @@ def test_resolve_config_precedence_is_default_preset_flag():
         ("[X-v0]\nnormalize-obs = 1\n", "normalize-obs = 1: expected true or false"),
         ("[X-v0]\nn-steps = 2.5\n", "n-steps = 2.5: expected an integer"),
         ("[X-v0]\nhidden-sizes = 64\n", r"hidden-sizes = 64: expected a list of integers, e.g. \[64, 64\]"),
+        ("[X-v0]\nworkers = 'many'\n", "workers = 'many': expected an integer or 'auto'"),
         ("[X-v0]\nseed = 3\n", "a preset cannot set --seed"),
         ("[X-v0]\ngamma = 1.5\n", r"\[X-v0\]: --gamma must be in \(0, 1\]"),
         ("[X-v0\n", "cannot read the presets file"),
@@ -119,6 +120,15 @@ def test_a_broken_presets_file_is_a_user_error_naming_the_key(tmp_path, toml, me
     path.write_text(toml)
     with pytest.raises(UserError, match=message):
         load_presets(path)
+
+
+def test_a_table_may_set_workers_auto(tmp_path):
+    """Found by probing: workers = "auto" was refused ("expected an integer"), so a table extending one that sets
+    workers = 1 (Walker2d-v5's) could not give --workers auto back."""
+    path = tmp_path / "presets.toml"
+    path.write_text("[X-v0]\nworkers = 'auto'\n\n[Y-v0]\nworkers = 3\n")
+    presets = load_presets(path)
+    assert presets["X-v0"]["workers"] == "auto" and presets["Y-v0"]["workers"] == 3
 
 
 def test_a_table_extends_another_and_its_own_keys_win(tmp_path):
