@@ -7,7 +7,8 @@ objective of the table named like --env (an ALE/ game: ``atari``), else that of 
 action-space family (the table named ``discrete`` or ``continuous``: each family's default objective is data, chosen by
 measurement, presets.toml says on what). The table taken:
 
-- ``--preset NAME``: NAME, or NAME@OBJ for --algo OBJ; a NAME for another objective only is a UserError;
+- ``--preset NAME``: NAME, or NAME@OBJ for --algo OBJ; a NAME for another objective only is a UserError, and so is
+  ``--preset NAME@OBJ`` with another --algo;
 - else the table named like --env for the run's objective (``ID`` or ``ID@OBJ``);
 - else, and for ``--preset none``: the plain defaults of the objective for the env's action-space family (tables
   ``discrete`` and ``continuous``, each for its family's default objective, and ``FAMILY@OBJ`` for the other). An env
@@ -105,6 +106,13 @@ def choose_table(
             )
         if requested in tables and objective in (None, table_objective(requested, tables)):
             return Choice(requested, tables)
+        if requested in tables and OBJECTIVE_SEP in requested and objective is not None:
+            # NAME@OBJ says which objective's table as plainly as --algo does: another --algo contradicts it
+            raise UserError(
+                f"--preset {requested} is the table of --algo {table_objective(requested, tables)}, and --algo "
+                f"{objective} asks for another; drop --algo {objective}, or give --preset {base} (its table for the "
+                "--algo given)"
+            )
         named = for_objective(base, objective, tables)
         if named is None:
             raise UserError(

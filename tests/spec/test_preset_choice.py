@@ -203,6 +203,19 @@ def test_a_preset_named_for_another_objective_is_refused():
 
 
 @pytest.mark.parametrize(
+    ("preset", "algo"), [("atari@a3c", "ppo"), ("discrete@ppo", "a3c"), ("MountainCar-v0@a3c", "ppo")]
+)
+def test_a_preset_whose_name_says_one_objective_and_an_algo_that_says_another_are_refused(preset, algo):
+    """Found by probing: --preset atari@a3c --algo ppo took the atari table (PPO's) without a word; the name says
+    which objective's table is meant, as plainly as --algo does, and the two contradict each other."""
+    base, own = preset.split("@")
+    with pytest.raises(UserError, match=rf"--preset {preset} is the table of --algo {own}, and --algo {algo} asks for"):
+        parse_config(["--env", "CartPole-v1", "--preset", preset, "--algo", algo])
+    with pytest.raises(UserError, match=rf"drop --algo {algo}, or give --preset {base} \(its table"):
+        parse_config(["--env", "CartPole-v1", "--preset", preset, "--algo", algo])
+
+
+@pytest.mark.parametrize(
     ("argv", "expected"),
     [
         (
