@@ -94,6 +94,14 @@ class Agent:
             self.state = self.model.initial_state(batch)
         return self.state
 
+    def _state_to_look(self, batch: int) -> tuple[tuple[torch.Tensor, ...], bool]:
+        """For value() and action_probs(): the carried state and True where it fits ``batch`` (the caller moves it
+        on), else a fresh state for this batch alone and False: a look at another batch mid-episode must not wipe
+        the episode's state."""
+        if self.state and self.state[0].shape[0] != batch:
+            return self.model.initial_state(batch), False
+        return self._state_for(batch), True
+
     @property
     def observation_space(self) -> gym.Space:
         return self.spec.observation_space
@@ -164,16 +172,19 @@ class Agent:
                 "act(obs, deterministic=False) samples from any policy"
             )
         x, single = self._batch(obs)
+        state, carried = self._state_to_look(len(x))
         with torch.inference_mode():
-            params, self.state = self.model.policy(x, self._state_for(len(x)))
+            params, state = self.model.policy(x, state)
             probs = torch.softmax(params.double(), dim=-1).numpy()
+        if carried:
+            self.state = state
         return probs[0] if single else probs
 
     def value(self, obs: Any) -> float | np.ndarray:
         """The critic's value of one observation (a float) or a batch (an array), in the env's reward units."""
         x, single = self._batch(obs)
         with torch.inference_mode():
-            values = self.model(x, self._state_for(len(x)))[1].double().numpy() * self.value_scale
+            values = self.model(x, self._state_to_look(len(x))[0])[1].double().numpy() * self.value_scale
         return float(values[0]) if single else values
 
     def predict(

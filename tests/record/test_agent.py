@@ -239,6 +239,18 @@ def test_a_recurrent_agent_carries_its_state_between_actions_and_reset_forgets(t
     agent.reset()
     assert all(float(s.abs().sum()) == 0 for s in agent.state)
 
+    # Found in review: value() or action_probs() of a batch of another size (a look at other states mid-episode)
+    # replaced the episode's carried state with a fresh one; they use a fresh state for that batch and leave it be
+    agent.act(obs)
+    carried = tuple(s.clone() for s in agent.state)
+    batch = np.stack([obs, obs, obs])
+    agent.value(batch)
+    agent.action_probs(batch)
+    assert all(torch.equal(a, b) for a, b in zip(carried, agent.state, strict=True))
+    fresh = agent.value(batch)
+    agent.reset(3)
+    np.testing.assert_array_equal(agent.value(batch), fresh)  # (what a fresh state gives)
+
 
 def test_a_gsde_run_trains_resumes_and_loads(tmp_path):
     """--gsde end to end on Pendulum: a run, its resume (the wider head checked against the checkpoint), a3c.load:
