@@ -18,6 +18,7 @@ the identity and 1.0.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import EVALUATOR_RANK, Role, env_seed, stream
+from a3c.spec.setting_types import type_problem
 from a3c.spec.wording import count
 
 ObsTransform = Callable[[np.ndarray], np.ndarray]
@@ -272,22 +274,35 @@ def checkpoint_path(path: str | Path, best: bool = False) -> Path:
     return p
 
 
-def _normalisation(payload: dict[str, Any], config: Config) -> tuple[ObsTransform | None, float]:
+def _normalisation(
+    payload: dict[str, Any], config: Config, spec: EnvSpec, source: Path | str
+) -> tuple[ObsTransform | None, float]:
     """The frozen observation transform and the value scale of a checkpoint: the one place where observation
-    normalisation and reward scaling plug into a loaded agent (and the evaluator)."""
-    return normalisation(payload.get("obs_stats"), payload.get("reward_stats"), config)
+    normalisation and reward scaling plug into a loaded agent (and the evaluator). Statistics of another shape than
+    the model's observations, or missing entries: a damaged checkpoint, one line."""
+    try:
+        return normalisation(payload.get("obs_stats"), payload.get("reward_stats"), config, spec.obs_shape)
+    except (KeyError, TypeError, ValueError) as err:
+        raise UserError(
+            f"{source}'s normalisation statistics do not fit its model ({type(err).__name__}: {err}); the checkpoint "
+            "is corrupt or from another a3c version"
+        ) from None
 
 
 def normalisation(
-    obs_stats: dict[str, Any] | None, reward_stats: dict[str, Any] | None, config: Config
+    obs_stats: dict[str, Any] | None,
+    reward_stats: dict[str, Any] | None,
+    config: Config,
+    obs_shape: tuple[int, ...] | None = None,
 ) -> tuple[ObsTransform | None, float]:
     """From the running statistics' states (a3c.learn.running_stats state_dicts, or None where the run has none): the
     observation transform the model was trained with, frozen (--normalize-obs), and the factor that takes the
     critic's output to the env's reward units (--normalize-reward trains the critic on rewards divided by the
-    std of the discounted return: values come back multiplied by it)."""
+    std of the discounted return: values come back multiplied by it). ``obs_shape``: the model's observations,
+    which the statistics must fit (a ValueError where they do not); None: the statistics' own."""
     transform = None
     if isinstance(obs_stats, dict):
-        shape = tuple(np.asarray(obs_stats["mean"]).shape)
+        shape = tuple(np.asarray(obs_stats["mean"]).shape) if obs_shape is None else tuple(obs_shape)
         transform = ObsNormalizer.frozen_from(obs_stats, shape, config.clip_obs)
     scale = 1.0
     if isinstance(reward_stats, dict):
@@ -307,6 +322,13 @@ def agent_from_payload(
         config = Config.from_dict(saved_settings(payload))  # (the model's input scale included)
     except TypeError as err:
         raise UserError(f"the checkpoint {source}'s config does not fit this a3c ({err}); use a newer a3c") from None
+    problems = (type_problem(f.name, getattr(config, f.name)) for f in dataclasses.fields(config))
+    problem = next((p for p in problems if p is not None), None)
+    if problem is not None:  # (the model would be built from a value of another type: a traceback from inside torch)
+        raise UserError(
+            f"the checkpoint {source}'s config does not fit this a3c ({problem}); the checkpoint is corrupt or from "
+            "another a3c version"
+        )
     spec = checkpoint_spec(payload, config, source, may_make_env)
     model, dist = build_model(spec, config)
     params, _ = flatten_parameters(model)
@@ -318,7 +340,7 @@ def agent_from_payload(
     params.copy_(payload["model"])
     for p in model.parameters():
         p.requires_grad_(False)
-    obs_transform, value_scale = _normalisation(payload, config)
+    obs_transform, value_scale = _normalisation(payload, config, spec, source)
     step = payload.get("global_step")
     return Agent(
         model,

@@ -17,6 +17,7 @@ from a3c.record.agent import Agent, eval_samplers, eval_seeds, make_eval_envs, r
 from a3c.record.checkpoint import save_checkpoint
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env
+from a3c.spec.errors import UserError
 
 
 def _checkpoint(run_dir, seed=0, name="latest.pt", config=None, **extra):
@@ -106,6 +107,32 @@ def test_load_errors_name_the_fix(tmp_path):
     save_checkpoint(other, {"model": torch.zeros(3)})
     with pytest.raises(ValueError, match="has no model or config"):
         a3c.load(other)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"obs_stats": {"count": torch.tensor(5.0), "mean": torch.zeros(7), "var": torch.ones(7)}},  # another shape
+        {"obs_stats": {"junk": 1}},
+        {"reward_stats": {"mean": 0.0}},
+    ],
+)
+def test_a_checkpoint_with_damaged_normalisation_statistics_is_one_line(tmp_path, damage):
+    """Found in review: a traceback each (ValueError of numpy's broadcast, KeyError 'mean', KeyError 'count')."""
+    config = Config(env="CartPole-v1", hidden_sizes=(16, 16), normalize_obs=True, normalize_reward=True)
+    path, _ = _checkpoint(tmp_path / "run", config=config, **damage)
+    with pytest.raises(UserError, match=f"{path}'s normalisation statistics do not fit its model"):
+        a3c.load(path)
+
+
+def test_a_checkpoint_whose_config_holds_a_value_of_the_wrong_type_is_one_line(tmp_path):
+    """Found in review: config lstm = "x" raised torch's TypeError from inside the model's construction."""
+    path, _ = _checkpoint(tmp_path / "run")
+    payload = torch.load(path, weights_only=True)
+    payload["config"]["lstm"] = "x"
+    save_checkpoint(path, payload)
+    with pytest.raises(UserError, match=r"config does not fit this a3c \(lstm must be an integer"):
+        a3c.load(path)
 
 
 def test_best_checkpoint_carries_its_evaluation(tmp_path):
