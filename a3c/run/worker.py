@@ -41,8 +41,9 @@ from a3c.spec.seeding import WorkerSeeds
 
 RANK_ENV = "A3C_WORKER_RANK"  # set first thing in every worker: envs may read their rank from it (envs/faulty.py)
 START_POLL_S = 0.002  # how often a worker at the start line looks whether all the others are there
-# Between two minibatches of a long update (PPO's epochs) the worker publishes a heartbeat at most this often: the
-# supervisor's hang check then never takes a long update for a hang (a publish is a remote call under Ray)
+# Between two env steps of a rollout and two minibatches of an update (PPO's epochs) the worker publishes a heartbeat
+# at most this often: the supervisor's hang check then never takes a slow env's long rollout or a long update for a
+# hang (a publish is a remote call under Ray)
 BEAT_EVERY_S = 1.0
 # The traceback sent to the supervisor is cut to this many BYTES of UTF-8: the pipe's buffer (64 KiB on Linux) holds
 # bytes, and a send that fits in it never blocks even if the main process reads late (16,000 characters of
@@ -295,6 +296,8 @@ class Worker:
         base_step = self.channel.global_step() + self.unpublished_steps
         act, batch, envs = self.path.act, self.batch, self.envs
         for t in range(T):
+            if time.time() - self.beat_at >= BEAT_EVERY_S:
+                self.beat()  # a slow env's rollout can outlast --worker-timeout: it is not a hang
             params, self.state = act(batch, t, self.state)  # (a fast path records what it computes for the update)
             actions = self.dist.sample(params, self.rng)
             actions_np[t] = actions
@@ -350,9 +353,14 @@ class Worker:
         """Between two minibatches: a heartbeat now and then (the finished episodes and steps stay for the publish
         after the update: the global step counts a rollout once its update is done), and whether to go on."""
         if time.time() - self.beat_at >= BEAT_EVERY_S:
-            self.stats[Stat.HEARTBEAT] = self.beat_at = time.time()
-            self.channel.publish(0, [], self.stats)
+            self.beat()
         return not self.channel.should_stop() and not self.terminate()
+
+    def beat(self) -> None:
+        """A heartbeat alone, in the middle of a rollout or an update (the finished episodes and steps stay for the
+        publish after the update: the global step counts a rollout once its update is done)."""
+        self.stats[Stat.HEARTBEAT] = self.beat_at = time.time()
+        self.channel.publish(0, [], self.stats)
 
     def pull(self) -> int:
         return self.channel.pull(self.params)

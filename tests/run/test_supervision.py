@@ -103,6 +103,37 @@ def test_a_worker_stopped_alone_by_sigterm_is_restarted_not_counted_as_finished(
         run.cleanup()
 
 
+def test_a_rollout_longer_than_the_worker_timeout_is_not_taken_for_a_hang(tmp_path):
+    """Found by probing: a worker beat only between updates, so one rollout of a slow env longer than --worker-timeout
+    (a 10 ms env, PPO's 1,024 steps x 8 envs: 82 s against the default 60) had a healthy worker killed as hung,
+    restarted and the run stopped. It beats during the rollout too (at most once a second, as during an update)."""
+    run_dir = tmp_path / "run"
+    cmd = train_cmd(
+        run_dir,
+        "--env",
+        "envs/SlowCartPole-v1",
+        "--env-kwargs",
+        "latency=0.05",
+        "--workers",
+        "1",
+        "--envs-per-worker",
+        "8",
+        "--n-steps",
+        "10",  # 80 env steps of 50 ms: a 4 s rollout
+        "--worker-timeout",
+        "3",
+        "--max-restarts",
+        "0",
+        "--total-steps",
+        "240",
+        "--eval-every",
+        "0",
+    )
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300 * PATIENCE)
+    assert done.returncode == 0, done.stderr
+    assert "hung" not in done.stderr
+
+
 def _calls_sys_exit_0(terminate):
     sys.exit(0)
 
