@@ -747,3 +747,18 @@ def test_run_cli_lets_other_broken_pipes_through():
 
     with pytest.raises(BrokenPipeError):
         run_cli(main, [])
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--env", "CartPole-v1", "--gsde"], "actions; drop --gsde"),
+        (["--env", "CartPole-v1", "--stop-when-solved", "--env-kwargs", "max_episode_steps=0"], "rejects --env-kwargs"),
+    ],
+)
+def test_show_config_of_a_new_run_gives_the_error_the_run_would(argv, expected, capsys):
+    """Found by probing: --show-config printed (exit 0) the settings of runs that the same command without it refused
+    (--gsde on a Discrete env, ...): it resolved the settings but skipped the checks that make the env."""
+    assert run_cli(main, [*argv, "--show-config"], prog="a3c.train") == 2
+    captured = capsys.readouterr()
+    assert expected in captured.err and captured.out == ""
