@@ -19,10 +19,8 @@ from a3c.spec.config import Config
 from a3c.spec.environment import describe_env
 
 
-def test_evaluator_is_restarted_and_then_given_up(tmp_path):
-    """The evaluator process is supervised like a worker: killed, it is restarted and evaluates again; past
-    --max-restarts, evaluation is switched off (training would go on)."""
-    config = Config(env="CartPole-v1", hidden_sizes=(8,), eval_every=100, eval_episodes=2, max_restarts=1)
+def _evaluator_process(config, log=None):
+    """A model's flat parameters, an evaluator's channel, its launcher (fork) and its supervisor (not started)."""
     spec = describe_env(config.env)
     model, _ = build_model(spec, config)
     params, _ = flatten_parameters(model)
@@ -30,8 +28,16 @@ def test_evaluator_is_restarted_and_then_given_up(tmp_path):
     launcher = ProcessLauncher(
         multiprocessing.get_context("fork"), evaluator_main, lambda rank: (channel, config, spec)
     )
+    supervisor = Supervisor(launcher, 1, channel.stats.numpy, 30.0, config.max_restarts, log=log, role="evaluator")
+    return params, channel, launcher, supervisor
+
+
+def test_evaluator_is_restarted_and_then_given_up(tmp_path):
+    """The evaluator process is supervised like a worker: killed, it is restarted and evaluates again; past
+    --max-restarts, evaluation is switched off (training would go on)."""
+    config = Config(env="CartPole-v1", hidden_sizes=(8,), eval_every=100, eval_episodes=2, max_restarts=1)
     lines: list[str] = []
-    supervisor = Supervisor(launcher, 1, channel.stats.numpy, 30.0, 1, log=lines.append, role="evaluator")
+    params, channel, launcher, supervisor = _evaluator_process(config, lines.append)
     evaluation = Evaluation(
         config, channel, tmp_path, tmp_path / "eval.csv", 0, time.time(), supervisor=supervisor, print_line=lines.append
     )
@@ -95,14 +101,7 @@ def test_the_evaluator_ends_with_the_run_even_where_recording_its_last_result_fa
     a3c.tune's callback raising), finish() raised before it stopped the evaluator, which then lived on, idle, in the
     caller's process (a notebook's) until it ended."""
     config = Config(env="CartPole-v1", hidden_sizes=(8,), eval_every=100, eval_episodes=2)
-    spec = describe_env(config.env)
-    model, _ = build_model(spec, config)
-    params, _ = flatten_parameters(model)
-    channel = EvalChannel(params.numel())
-    launcher = ProcessLauncher(
-        multiprocessing.get_context("fork"), evaluator_main, lambda rank: (channel, config, spec)
-    )
-    supervisor = Supervisor(launcher, 1, channel.stats.numpy, 30.0, 1, role="evaluator")
+    params, channel, launcher, supervisor = _evaluator_process(config)
     evaluation = Evaluation(config, channel, tmp_path, tmp_path / "eval.csv", 0, time.time(), supervisor=supervisor)
 
     def failing_log(step, values):

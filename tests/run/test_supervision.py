@@ -51,10 +51,7 @@ def test_worker_killed_with_sigkill_is_restarted_and_the_run_goes_on(tmp_path, s
     )
     run = Run(cmd, tmp_path / "log.txt")
     try:
-        pid_file = pids / "rank-1.pid"
-        assert wait_for(pid_file.exists, timeout=60), run.output()
-        victim = int(pid_file.read_text())
-        assert wait_for(lambda: (run_dir / "episodes.csv").exists(), timeout=60)
+        pid_file, victim = _running_rank(run, run_dir, pids, 1)
         os.kill(victim, signal.SIGKILL)  # mid-run: in a rollout or in the middle of an update
         assert wait_for(lambda: int(pid_file.read_text()) != victim, timeout=60), run.output()
         written = _rows_of(run_dir, 1)
@@ -88,10 +85,7 @@ def test_a_worker_stopped_alone_by_sigterm_is_restarted_not_counted_as_finished(
     cmd = train_cmd(run_dir, "--env", "envs/Faulty-v0", "--env-kwargs", f"pid_dir={pids}", "--total-steps", "100000000")
     run = Run(cmd, tmp_path / "log.txt")
     try:
-        pid_file = pids / "rank-1.pid"
-        assert wait_for(pid_file.exists, timeout=60), run.output()
-        victim = int(pid_file.read_text())
-        assert wait_for(lambda: (run_dir / "episodes.csv").exists(), timeout=60)
+        pid_file, victim = _running_rank(run, run_dir, pids, 1)
         os.kill(victim, signal.SIGTERM)
         assert wait_for(lambda: int(pid_file.read_text()) != victim or run.proc.poll() is not None, timeout=60)
         assert run.proc.poll() is None, run.output()  # the run goes on (it ended here, "reached --total-steps")
@@ -146,6 +140,14 @@ def test_an_env_that_calls_sys_exit_0_in_a_worker_is_a_failure_not_a_finish():
     process.start()
     process.join(60 * PATIENCE)
     assert process.exitcode == 1
+
+
+def _running_rank(run, run_dir, pids, rank: int):
+    """(its pid file, its pid) once worker ``rank`` of ``run`` runs and the run has written episodes."""
+    pid_file = pids / f"rank-{rank}.pid"
+    assert wait_for(pid_file.exists, timeout=60), run.output()
+    assert wait_for(lambda: (run_dir / "episodes.csv").exists(), timeout=60)
+    return pid_file, int(pid_file.read_text())
 
 
 def _rows_of(run_dir, rank: int) -> int:
