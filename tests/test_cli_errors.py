@@ -762,3 +762,14 @@ def test_show_config_of_a_new_run_gives_the_error_the_run_would(argv, expected, 
     assert run_cli(main, [*argv, "--show-config"], prog="a3c.train") == 2
     captured = capsys.readouterr()
     assert expected in captured.err and captured.out == ""
+
+
+def test_env_kwargs_that_fail_at_the_first_step_are_one_line_naming_them(tmp_path):
+    """Found by probing: Pendulum-v1 with --env-kwargs g=abc is made, then fails at its first step (a TypeError in
+    the physics), which --workers auto's timing of the env met first: a traceback."""
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "Pendulum-v1", "--env-kwargs", "g=abc", "--workers", "auto"]
+    done = subprocess.run([*cmd, "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert "env 'Pendulum-v1' fails its first step with --env-kwargs g='abc' (TypeError" in line, done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
