@@ -121,8 +121,10 @@ def test_a_ctrl_c_while_the_run_waits_for_its_last_evaluation_drops_it_and_write
     cmd = train_cmd(run_dir, *env, "--total-steps", "4000", "--eval-every", "2000", "--eval-episodes", "1")
     run = Run(cmd, tmp_path / "log.txt")
     try:
+        # the evaluator's env hangs (the event), and the end of the run says it waits for it: the wait's line comes
+        # after 2 s of waiting, which a slow start of the evaluator under load can fill before the hang
+        assert wait_for((tmp_path / "evaluator.hung").exists, timeout=120), run.output()
         assert wait_for(lambda: "waiting for the evaluation at step" in run.output(), timeout=120), run.output()
-        assert (tmp_path / "evaluator.hung").exists()  # (the evaluator's env is the one that hangs)
         run.signal_group(signal.SIGINT)
         code = run.wait(timeout=60)
         assert code == 0, run.output()  # the run had reached --total-steps: completed, its last evaluation dropped
@@ -161,6 +163,7 @@ def test_a_ctrl_c_as_a_run_ends_stops_a_script_that_calls_a3c_train(tmp_path):
     run_dir = tmp_path / "run"
     run = Run([sys.executable, str(script), str(run_dir), str(tmp_path)], tmp_path / "log.txt")
     try:
+        assert wait_for((tmp_path / "evaluator.hung").exists, timeout=120), run.output()
         assert wait_for(lambda: "waiting for the evaluation at step" in run.output(), timeout=120), run.output()
         run.signal_group(signal.SIGINT)
         assert run.wait(timeout=60) == 7, run.output()
