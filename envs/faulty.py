@@ -62,8 +62,11 @@ class FaultyEnv(gym.Env):
         self.inner = CartPoleEnv()
         self.observation_space = self.inner.observation_space
         self.action_space = self.inner.action_space
+        # the evaluator is no worker, whatever A3C_WORKER_RANK it inherited (a test process that ran a Worker in-process
+        # has it set, and its a3c.train children inherit it): only hang_ranks="evaluator" fires there
+        self.in_evaluator = multiprocessing.current_process().name == EVALUATOR
         rank_text = os.environ.get(RANK_ENV)
-        self.rank = int(rank_text) if rank_text is not None else None
+        self.rank = int(rank_text) if rank_text is not None and not self.in_evaluator else None
         self.crash_at = crash_at if self._applies(crash_ranks) else 0
         self.hang_at = hang_at if self._applies(hang_ranks) else 0
         self.nan_at = nan_at if self._applies(nan_ranks) else 0
@@ -78,7 +81,7 @@ class FaultyEnv(gym.Env):
 
     def _applies(self, ranks: int | str | None) -> bool:
         if ranks == "evaluator":
-            return multiprocessing.current_process().name == EVALUATOR
+            return self.in_evaluator
         if self.rank is None:
             return False  # not in a worker: never fire
         chosen = _ranks(ranks)
@@ -95,7 +98,7 @@ class FaultyEnv(gym.Env):
             raise RuntimeError(f"envs/Faulty-v0: injected crash at step {self.steps} on rank {self.rank}{pad}")
         if self.hang_at and self.steps == self.hang_at:
             if self.pid_dir is not None:  # lets a test wait for the hang (rank-R.hung, evaluator.hung)
-                who = "evaluator" if self.rank is None else f"rank-{self.rank}"
+                who = "evaluator" if self.in_evaluator else f"rank-{self.rank}"
                 open(os.path.join(self.pid_dir, f"{who}.hung"), "w").close()
             time.sleep(self.hang_s)
         obs, reward, terminated, truncated, info = self.inner.step(action)

@@ -68,7 +68,12 @@ class Run:
     def __init__(self, cmd: list[str], log: Path, cwd: Path | None = None) -> None:
         self.log_path = log
         self.log = open(log, "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
+        # (without A3C_WORKER_RANK: a test that ran a Worker in this process set it, and a command inheriting it would
+        # take its main process and evaluator for worker 0: envs/Faulty-v0 fires by it)
+        env = {k: v for k, v in os.environ.items() if k != "A3C_WORKER_RANK"}
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env=env
+        )
         self.pid = self.proc.pid
 
     def output(self) -> str:
