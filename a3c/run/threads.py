@@ -14,7 +14,7 @@ which reads them when it starts.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -59,11 +59,16 @@ def one_native_thread() -> Iterator[None]:
             yield
     finally:
         torch.set_num_threads(threads)
-        for name, value in environment.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        restore_environment(environment)
+
+
+def restore_environment(saved: Mapping[str, str | None]) -> None:
+    """Put environment variables back as ``saved`` holds them (None: the variable was not set)."""
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def native_thread_counts() -> dict[str, int]:

@@ -51,7 +51,7 @@ from a3c.run.evaluator import EVALUATOR_PROCESS, EvalChannel, Evaluator, evaluat
 from a3c.run.resolve import ResolvedRun, start_fork_server
 from a3c.run.shutdown import Signals, WriteFailures
 from a3c.run.supervisor import Supervisor
-from a3c.run.threads import one_native_thread
+from a3c.run.threads import one_native_thread, restore_environment
 from a3c.run.worker import RANK_ENV, Worker, worker_main
 from a3c.spec.errors import UserError
 from a3c.spec.seeding import WorkerSeeds
@@ -68,14 +68,6 @@ EXIT_FAILED = 1
 # on_eval: (the global step of the weights evaluated, the result: mean_return, std_return, mean_length, episodes) ->
 # None to go on, or a reason to stop the run (summary.json's stop_reason; exit code 0)
 EvalCallback = Callable[[int, dict[str, float]], str | None]
-
-
-def _set_env(name: str, value: str | None) -> None:
-    """os.environ[name] = value, or no such variable where ``value`` is None."""
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
 
 
 class Trainer:
@@ -381,7 +373,8 @@ class Trainer:
             # and against the rest of the machine (10-50x slower on a busy 2-core machine); as in a worker process,
             # for the run only: this is the caller's process (a notebook's), left as it was when run() returns
             self.process_state.enter_context(one_native_thread())
-            self.process_state.callback(_set_env, RANK_ENV, os.environ.get(RANK_ENV))  # (each Worker sets it)
+            # (each Worker sets A3C_WORKER_RANK in the process it runs in)
+            self.process_state.callback(restore_environment, {RANK_ENV: os.environ.get(RANK_ENV)})
             return SerialLauncher(
                 lambda rank, incarnation: Worker(
                     rank, coordinator.channel(rank), cfg, spec, start, WorkerSeeds(cfg.seed, session, rank, incarnation)

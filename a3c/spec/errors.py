@@ -101,7 +101,7 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
     except BrokenPipeError:
         if not _stdout_reader_gone():
             raise  # some other pipe (a child process's): a bug to see
-        _stdout_to_devnull()
+        stdout_to_devnull()
         return EXIT_READER_GONE
     except UserError as err:
         message = " ".join(str(err).split())  # exactly one line, whatever the message held
@@ -129,7 +129,7 @@ def _stdout_reader_gone() -> bool:
     return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
-def _stdout_to_devnull() -> None:
+def stdout_to_devnull() -> None:
     """Point stdout's file descriptor at /dev/null, so that the interpreter's last flush at exit (of what is still
     buffered) does not meet the closed pipe again and print "Exception ignored ... BrokenPipeError"."""
     devnull = os.open(os.devnull, os.O_WRONLY)
