@@ -18,7 +18,7 @@ from a3c.evaluate import main as evaluate_main
 from a3c.learn.model import parameter_count
 from a3c.record.checkpoint import rng_state, save_checkpoint
 from a3c.spec.config import Config
-from a3c.spec.environment import describe_env, make_env
+from a3c.spec.environment import check_first_step, describe_env, make_env
 from a3c.spec.errors import UserError, run_cli
 from a3c.train import main
 
@@ -69,7 +69,15 @@ SPACES_MODULE = textwrap.dedent(
             raise ValueError("a bug in the env")
 
 
-    for name in ("DictObs", "TupleObs", "MultiBinaryObs", "BoxActions", "MultiBinaryActions", "Buggy"):
+    class BuggyStep(_Env):  # steps into a ValueError whatever its kwargs
+        def __init__(self, size=1):
+            self.size = size
+
+        def step(self, action):
+            raise ValueError("a bug in the step")
+
+
+    for name in ("DictObs", "TupleObs", "MultiBinaryObs", "BoxActions", "MultiBinaryActions", "Buggy", "BuggyStep"):
         gym.register(f"{name}-v0", entry_point=f"{__name__}:{name}")
     '''
 )
@@ -248,6 +256,14 @@ def test_an_env_that_fails_without_the_kwargs_still_raises(spaces_module):
     with pytest.raises(ValueError, match="a bug in the env") as err:
         make_env("a3c_test_spaces:Buggy-v0", {"size": 3})
     assert not isinstance(err.value, UserError)
+
+
+def test_an_env_whose_first_step_fails_without_the_kwargs_still_raises(spaces_module):
+    """The first-step check blames only the user's kwargs: an env that fails its step without them is a bug."""
+    with pytest.raises(ValueError, match="a bug in the step") as err:
+        check_first_step("a3c_test_spaces:BuggyStep-v0", {"size": 3})
+    assert not isinstance(err.value, UserError)
+    check_first_step("a3c_test_spaces:BuggyStep-v0", {})  # no kwargs: nothing to check, the env is not stepped
 
 
 def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys):
@@ -754,6 +770,7 @@ def test_run_cli_lets_other_broken_pipes_through():
     [
         (["--env", "CartPole-v1", "--gsde"], "actions; drop --gsde"),
         (["--env", "CartPole-v1", "--stop-when-solved", "--env-kwargs", "max_episode_steps=0"], "rejects --env-kwargs"),
+        (["--env", "Pendulum-v1", "--env-kwargs", "g=abc", "--workers", "1"], "fails its first step with --env-kwargs"),
     ],
 )
 def test_show_config_of_a_new_run_gives_the_error_the_run_would(argv, expected, capsys):
@@ -764,10 +781,12 @@ def test_show_config_of_a_new_run_gives_the_error_the_run_would(argv, expected, 
     assert expected in captured.err and captured.out == ""
 
 
-def test_env_kwargs_that_fail_at_the_first_step_are_one_line_naming_them(tmp_path):
+@pytest.mark.parametrize("workers", ["auto", "1"])
+def test_env_kwargs_that_fail_at_the_first_step_are_one_line_naming_them(workers, tmp_path):
     """Found by probing: Pendulum-v1 with --env-kwargs g=abc is made, then fails at its first step (a TypeError in
-    the physics), which --workers auto's timing of the env met first: a traceback."""
-    cmd = [sys.executable, "-m", "a3c.train", "--env", "Pendulum-v1", "--env-kwargs", "g=abc", "--workers", "auto"]
+    the physics), which --workers auto's timing of the env met first: a traceback. With a fixed --workers the
+    workers met it, and the run went through its restarts to exit 1 with the env's traceback."""
+    cmd = [sys.executable, "-m", "a3c.train", "--env", "Pendulum-v1", "--env-kwargs", "g=abc", "--workers", workers]
     done = subprocess.run([*cmd, "--run-dir", str(tmp_path / "run")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     line = done.stderr.strip().splitlines()[-1]

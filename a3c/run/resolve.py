@@ -59,7 +59,7 @@ from a3c.spec.config_text import (
     preset_line,
     short_run_warning,
 )
-from a3c.spec.environment import EnvSpec, check_env_file_here, describe_env, is_atari, is_image
+from a3c.spec.environment import EnvSpec, check_env_file_here, check_first_step, describe_env, is_atari, is_image
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import BOX_ONLY_SETTINGS
 from a3c.spec.preset_choice import CHECKPOINT, DEFAULT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
@@ -228,8 +228,10 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
             f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"
         )
     spec = spec or describe_env(config.env, config.env_kwargs)
-    if is_atari(config.env) and (sources is None or sources.get("env_kwargs") != CHECKPOINT):
-        check_new_run_kwargs(config.env_kwargs)  # (a resumed run keeps what it was made with)
+    if sources is None or sources.get("env_kwargs") != CHECKPOINT:  # (a resumed run keeps what it was made with)
+        if is_atari(config.env):
+            check_new_run_kwargs(config.env_kwargs)
+        check_first_step(config.env, config.env_kwargs)
     if config.env_backend == "ale-vector":
         from a3c.spec.atari_vector import check_vector_env
 

@@ -58,7 +58,6 @@ from typing import Any
 
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
-from a3c.spec.errors import UserError
 from a3c.spec.wording import count
 
 ENV_BUDGET_S = 0.4  # wall time spent stepping the envs at most (at least MIN_ENV_STEPS steps are taken) ...
@@ -260,27 +259,11 @@ def _run_queue_s() -> float:
         return 0.0
 
 
-def _steps(env_id: str) -> bool:
-    """Whether the env, made without any --env-kwargs, resets and takes a step (it is closed again)."""
-    from a3c.spec.environment import make_env
-
-    try:
-        env = make_env(env_id, {})
-        try:
-            env.reset(seed=0)
-            env.step(env.action_space.sample())
-        finally:
-            env.close()
-    except Exception:  # any failure counts: this only decides whom an error is blamed on
-        return False
-    return True
-
-
 def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
     """Time the env and the model in this process (see the module docstring); returns the timings and the memory
     making the K envs took here (MB)."""
     from a3c.run.threads import one_native_thread
-    from a3c.spec.environment import make_env
+    from a3c.spec.environment import FIRST_STEP_ERRORS, first_step_error, make_env
 
     K = config.envs_per_worker
     rss = _rss_mb()
@@ -295,16 +278,13 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 if terminated or truncated:
                     env.reset()
-        except (TypeError, ValueError, AssertionError, RuntimeError) as err:
-            # an env made with the user's kwargs that fails as it steps (Pendulum-v1's g="abc"): theirs to mend, if
-            # the env steps without them; anything else is the env's own bug, and raises
-            if config.env_kwargs and _steps(config.env):
-                given = " ".join(f"{key}={value!r}" for key, value in config.env_kwargs.items())
-                raise UserError(
-                    f"env {config.env!r} fails its first step with --env-kwargs {given} ({type(err).__name__}: "
-                    f"{err}); give values of the names, types and ranges the env takes, or drop them"
-                ) from None
-            raise
+        except FIRST_STEP_ERRORS as err:
+            # an env made with the user's kwargs that fails as it steps: theirs to mend, if the env steps without
+            # them (a3c.run.resolve.preflight checked this already; a resumed run's kwargs come from its checkpoint)
+            blamed = first_step_error(config.env, config.env_kwargs, err)
+            if blamed is None:
+                raise
+            raise blamed from None
         step_cpu: list[float] = []
         wall0, cpu0, queue0 = time.perf_counter(), time.thread_time(), _run_queue_s()
         # a slow env gets the budget (40 steps of 10 ms); a fast one stops after enough steps, since the

@@ -515,6 +515,57 @@ def _makes(env_id: str, kwargs: dict[str, Any]) -> bool:
     return True
 
 
+# what an env raises for a value it was made with but cannot use (Pendulum-v1's g="abc": a TypeError in the physics)
+FIRST_STEP_ERRORS = (TypeError, ValueError, AssertionError, RuntimeError)
+
+
+def first_step_error(env_id: str, env_kwargs: dict[str, Any], err: Exception) -> UserError | None:
+    """After an env made with ``env_kwargs`` raised ``err`` (one of FIRST_STEP_ERRORS) in its reset or first step:
+    the UserError naming the user's kwargs when the env made without them resets and steps, else None (then the
+    failure is the env's own bug, and the caller re-raises it). Makes the env again, on this error path only."""
+    if not env_kwargs or not _steps(env_id, {}):
+        return None
+    given = " ".join(f"{key}={value!r}" for key, value in env_kwargs.items())
+    return UserError(
+        f"env {env_id!r} fails its first step with --env-kwargs {given} ({type(err).__name__}: {err}); give values "
+        "of the names, types and ranges the env takes, or drop them"
+    )
+
+
+def check_first_step(env_id: str, env_kwargs: dict[str, Any] | None) -> None:
+    """With --env-kwargs given, before any worker starts: make the env, reset it and take one step, so that kwargs
+    the env takes but cannot use are one line here (else every worker met them, and the run went through its
+    restarts to the env's traceback). Nothing to check without kwargs: the env's own failures are its bugs."""
+    if not env_kwargs:
+        return
+    try:
+        _reset_and_step(make_env(env_id, env_kwargs))
+    except FIRST_STEP_ERRORS as err:
+        blamed = first_step_error(env_id, env_kwargs, err)
+        if blamed is None:
+            raise
+        raise blamed from None
+
+
+def _steps(env_id: str, kwargs: dict[str, Any]) -> bool:
+    """Whether the env made with ``kwargs`` resets and takes a step (it is closed again)."""
+    try:
+        _reset_and_step(make_env(env_id, kwargs))
+    except Exception:  # any failure counts: this only decides whom an error is blamed on
+        return False
+    return True
+
+
+def _reset_and_step(env: gym.Env) -> None:
+    """Reset ``env`` (seed 0), take one random action, and close it."""
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        env.step(env.action_space.sample())
+    finally:
+        env.close()
+
+
 def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
     """The DQN/A3C preprocessing (a3c.spec.atari: no-op starts, frame skip 4 with max-pooling, 84x84 grey, 4 frames
     stacked: uint8 [4, 84, 84]); when ``training``, a lost life ends the episode for the learner
