@@ -84,21 +84,32 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         metavar="FILE",
-        help="where to write the result (default: evaluate-<checkpoint>.json in the run directory; with --env-kwargs "
-        "evaluate-<checkpoint>--<key>=<value>,....json)",
+        help="where to write the result (default: evaluate-<checkpoint>.json in the run directory; with --env-kwargs, "
+        "another policy or another seed than the run's own evaluation, named by them: "
+        "evaluate-<checkpoint>--<key>=<value>,...--stochastic--seed=<n>.json)",
     )
     return parser
 
 
-def default_json_path(checkpoint: Path, variant: dict[str, Any] | None = None) -> Path:
-    """evaluate-<name>.json in the checkpoint's run directory (or beside a checkpoint kept elsewhere); for a variant of
-    the run's env (--env-kwargs over the run's: ``variant``) evaluate-<name>--<key>=<value>,....json, keys sorted, any
-    character but letters, digits and ``._=+-`` as ``_``, so that it is not written over the plain evaluation's."""
+def default_json_path(
+    checkpoint: Path, variant: dict[str, Any] | None = None, protocol: dict[str, Any] | None = None
+) -> Path:
+    """evaluate-<name>.json in the checkpoint's run directory (or beside a checkpoint kept elsewhere). An evaluation
+    other than the run's own gets a file of its own, named by what differs, so that none is written over another:
+    for a variant of the run's env (--env-kwargs over the run's: ``variant``) ``--<key>=<value>,...``, keys sorted;
+    for another policy or seed than the run evaluated with (``protocol``: its ``policy`` and ``seed`` entries)
+    ``--stochastic`` or ``--deterministic``, and ``--seed=<n>``. Any character but letters, digits and ``._=+,-`` is
+    written ``_``."""
     folder = checkpoint.parent
     if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
         folder = folder.parent
-    played = ",".join(f"{key}={variant[key]}" for key in sorted(variant)) if variant else ""
-    suffix = "--" + re.sub(r"[^A-Za-z0-9._=+,-]", "_", played)[:120] if played else ""
+    parts = [",".join(f"{key}={variant[key]}" for key in sorted(variant))] if variant else []
+    protocol = protocol or {}
+    if "policy" in protocol:
+        parts.append(str(protocol["policy"]))
+    if "seed" in protocol:
+        parts.append(f"seed={protocol['seed']}")
+    suffix = "".join("--" + re.sub(r"[^A-Za-z0-9._=+,-]", "_", part)[:120] for part in parts)
     return folder / f"evaluate-{checkpoint.stem}{suffix}.json"
 
 
@@ -201,6 +212,15 @@ def evaluate(
         "env": config.env,
         "env_kwargs": {**config.env_kwargs, **variant},  # what the episodes were played with
         "env_kwargs_over_run": variant,  # --env-kwargs: what of that differs from training
+        # the policy and seed where they differ from the run's own evaluation (its --eval-stochastic and --seed)
+        "protocol_over_run": {
+            **(
+                {"policy": "stochastic" if stochastic else "deterministic"}
+                if stochastic != config.eval_stochastic
+                else {}
+            ),
+            **({"seed": seed} if seed != config.seed else {}),
+        },
         "global_step": agent.global_step,
         "deterministic": not stochastic,
         "seed": seed,
@@ -275,7 +295,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(result_line(result))
     from a3c.record.run_dir import json_ready
 
-    out = args.json or default_json_path(Path(result["checkpoint"]), result.get("env_kwargs_over_run"))
+    out = args.json or default_json_path(
+        Path(result["checkpoint"]), result["env_kwargs_over_run"], result["protocol_over_run"]
+    )
     try:
         out.write_text(json.dumps(json_ready(result), indent=2, allow_nan=False) + "\n")  # (NaN as null: JSON)
     except OSError as err:  # (checked before the episodes; a disk that filled since, a default path refused)

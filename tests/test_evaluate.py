@@ -141,7 +141,8 @@ def test_stochastic_and_deterministic_are_one_choice(run, capsys):
 
 def test_evaluate_latest_with_options(run, capsys):
     assert run_cli(evaluate_cli.main, [str(run), "--episodes", "4", "--seed", "9", "--stochastic"]) == 0
-    result = json.loads((run / "evaluate-latest.json").read_text())  # the default: in the run directory
+    # the default: in the run directory, named by what differs from the run's own evaluation (deterministic, seed 2)
+    result = json.loads((run / "evaluate-latest--stochastic--seed=9.json").read_text())
     assert result["episodes"] == 4 and len(result["returns"]) == 4 and result["seed"] == 9
     assert result["deterministic"] is False and result["checkpoint"].endswith("latest.pt")
     assert result["mean_return"] == pytest.approx(np.mean(result["returns"]))
@@ -179,6 +180,28 @@ def test_a_variant_evaluation_writes_a_file_of_its_own(run, capsys):
     assert evaluate_cli.default_json_path(run / "checkpoints" / "best.pt", {"mode": "a b/c"}).name == (
         "evaluate-best--mode=a_b_c.json"
     )
+
+
+def test_evaluations_of_another_policy_or_seed_write_files_of_their_own(run, capsys):
+    """Found in review: --stochastic, --deterministic and --seed evaluations wrote the same evaluate-latest.json, each
+    over the one before; the default file names what differs from the run's own evaluation (here deterministic,
+    seed 2), so the plain one stays."""
+    assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2"]) == 0
+    plain = (run / "evaluate-latest.json").read_text()
+    for argv, name in [
+        (["--stochastic"], "evaluate-latest--stochastic.json"),
+        (["--seed", "7"], "evaluate-latest--seed=7.json"),
+        (["--deterministic", "--seed", "2"], "evaluate-latest.json"),  # the run's own: the plain file again
+        (
+            ["--stochastic", "--env-kwargs", "max_episode_steps=5"],
+            "evaluate-latest--max_episode_steps=5--stochastic.json",
+        ),
+    ]:
+        assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2", *argv]) == 0, argv
+        assert f"a3c: wrote {run / name}" in capsys.readouterr().err, argv
+    assert json.loads((run / "evaluate-latest--stochastic.json").read_text())["deterministic"] is False
+    assert json.loads((run / "evaluate-latest--seed=7.json").read_text())["seed"] == 7
+    assert json.loads((run / "evaluate-latest.json").read_text())["returns"] == json.loads(plain)["returns"]
 
 
 def test_evaluate_user_errors(run, tmp_path, capsys, monkeypatch):
@@ -355,6 +378,7 @@ def test_a_result_file_that_cannot_be_written_is_worded_alike_before_and_after_t
         "deterministic": True,
         "seed": 0,
         "env_kwargs_over_run": {},
+        "protocol_over_run": {},
         "mean_return": 1.0,
         "std_return": 0.0,
         "mean_length": 1.0,
