@@ -439,6 +439,14 @@ MOMENTS_OF_3 = {"exp_avg": torch.zeros(3), "exp_avg_sq": torch.zeros(3)}  # (Ada
         ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50])}}, [], "state does not fit its model (no 'exp_avg')"),
         ({"optimizer": {"lr": 1e-3, "steps": torch.tensor([50]), **MOMENTS_OF_3}}, [], "adam state does not fit"),
         ({"worker_stats": torch.zeros(13, dtype=torch.float64)}, [], "worker stats are shaped (13,)"),
+        # a setting of a newer a3c: resumed without it, the run would go on otherwise than it was trained (found in
+        # review: it was dropped unsaid)
+        (
+            {"config": {**Config(workers=1, total_steps=1000).to_dict(), "future_setting": 3, "other_new": "x"}},
+            [],
+            "holds settings this a3c does not know (future_setting, other_new): it was written by a newer a3c; "
+            "upgrade a3c to resume it",
+        ),
     ],
 )
 def test_resume_incompatible_checkpoint(tmp_path, capsys, changes, flags, expected):

@@ -33,7 +33,15 @@ import torch
 from a3c.learn.distributions import Categorical, Distribution
 from a3c.learn.model import ActorCritic, build_model, flatten_parameters
 from a3c.learn.running_stats import ObsNormalizer, RewardScaler
-from a3c.record.checkpoint import BEST, LATEST, check_trained_spaces, load_checkpoint, resumable, saved_settings
+from a3c.record.checkpoint import (
+    BEST,
+    LATEST,
+    check_settings_known,
+    check_trained_spaces,
+    load_checkpoint,
+    resumable,
+    saved_settings,
+)
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
@@ -318,6 +326,7 @@ def agent_from_payload(
     a3c.evaluate``), so a checkpoint without stored spaces may be described by making it, whatever its id."""
     if not isinstance(payload.get("model"), torch.Tensor) or not isinstance(payload.get("config"), dict):
         raise UserError(f"checkpoint {source} has no model or config (not written by a3c.train); use one that is")
+    check_settings_known(payload, f"checkpoint {source}", "load")
     try:
         config = Config.from_dict(saved_settings(payload))  # (the model's input scale included)
     except TypeError as err:

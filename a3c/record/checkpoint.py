@@ -29,6 +29,7 @@ goes on from the newest intact checkpoint of the two (a3c.record.resume), not fr
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import pickle
@@ -199,6 +200,19 @@ def saved_settings(payload: dict[str, Any]) -> dict[str, Any]:
     checkpoint written before a setting existed (``ADDED_SETTINGS``; its input scale: ``saved_input_scale``). What
     every rebuild of a model from a checkpoint starts from (--resume, a3c.load, python -m a3c.evaluate)."""
     return {**ADDED_SETTINGS, **payload["config"], INPUT_SCALE: saved_input_scale(payload)}
+
+
+def check_settings_known(payload: dict[str, Any], source: Path | str, to: str) -> None:
+    """UserError where the checkpoint's config holds settings this a3c does not know: a newer a3c wrote it (no
+    setting was ever taken out of Config), and a model or a run rebuilt without them would differ unsaid from the one
+    trained. ``to``: what the user wanted to do with it (``load``, ``resume``)."""
+    known = {field.name for field in dataclasses.fields(Config)}
+    unknown = sorted(str(key) for key in payload["config"] if key not in known)
+    if unknown:
+        raise UserError(
+            f"{source} holds settings this a3c does not know ({', '.join(unknown)}): it was written by a newer a3c; "
+            f"upgrade a3c to {to} it"
+        )
 
 
 def check_trained_spaces(trained: dict[str, Any], now: EnvSpec, source: Path | str, fix: str) -> None:

@@ -35,6 +35,7 @@ from a3c.record.checkpoint import (
     INPUT_SCALE,
     LATEST,
     REQUIRED,
+    check_settings_known,
     check_trained_spaces,
     load_checkpoint,
     saved_settings,
@@ -191,6 +192,7 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     """The resumed run's config: the checkpoint's, with ``overrides`` (the flags given on the command line) on
     top. UserError for an override of a setting that defines the model, or a --total-steps already reached. The
     model's input scale is the checkpoint's (``saved_settings``), whatever is given."""
+    check_settings_known(payload, f"the checkpoint of {run_dir}", "resume")
     saved = saved_settings(payload)
     for key, reason in FIXED_ON_RESUME.items():
         old = _normal(saved.get(key))

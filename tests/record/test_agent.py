@@ -135,6 +135,17 @@ def test_a_checkpoint_whose_config_holds_a_value_of_the_wrong_type_is_one_line(t
         a3c.load(path)
 
 
+def test_a_checkpoint_with_settings_this_a3c_does_not_know_is_refused(tmp_path):
+    """Found in review: a setting of a newer a3c (one that shapes the model, say) was dropped unsaid, and the model
+    built without it."""
+    path, _ = _checkpoint(tmp_path / "run")
+    payload = torch.load(path, weights_only=True)
+    payload["config"]["future_setting"] = 3
+    save_checkpoint(path, payload)
+    with pytest.raises(UserError, match=r"holds settings this a3c does not know \(future_setting\): it was written"):
+        a3c.load(path)
+
+
 def test_best_checkpoint_carries_its_evaluation(tmp_path):
     _checkpoint(tmp_path / "run", name="best.pt", eval={"mean_return": 9.5, "global_step": 123})
     agent = a3c.load(tmp_path / "run", best=True)
