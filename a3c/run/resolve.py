@@ -55,11 +55,20 @@ from a3c.spec.config_text import (
     as_flag,
     lag_limit_note,
     no_evaluation_note,
+    out_of_reach_warning,
     overshoot_note,
     preset_line,
     short_run_warning,
 )
-from a3c.spec.environment import EnvSpec, check_env_file_here, check_first_step, describe_env, is_atari, is_image
+from a3c.spec.environment import (
+    EnvSpec,
+    check_env_file_here,
+    check_first_step,
+    describe_env,
+    is_atari,
+    is_image,
+    registered_max_episode_steps,
+)
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import BOX_ONLY_SETTINGS
 from a3c.spec.preset_choice import CHECKPOINT, DEFAULT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
@@ -106,6 +115,11 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
         check_env_file_here(config.env, "resume")
     spec = preflight(config, made, settings.sources)  # the user's input, checked without torch ...
+    warning = out_of_reach_warning(
+        config, spec.reward_threshold, spec.max_episode_steps, registered_max_episode_steps(config.env)
+    )
+    if warning is not None:
+        print(warning, file=sys.stderr)
     if resume is None:  # the preset applied and what it set (flags win); a run too short for its schedule or its eval
         lines = (
             preset_line(config, settings.sources, settings.choice),

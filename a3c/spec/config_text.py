@@ -1,5 +1,6 @@
 """What a new run says about its settings: the start line (which table of the presets file applied and why, what it
-set, the flags given that beat it), the warning of a run much shorter than its preset's budget, and --show-config's
+set, the flags given that beat it), the warnings of a run much shorter than its preset's budget and of a threshold its
+episodes are too short for, and --show-config's
 listing (every setting as a flag a user could type back, with where its value came from)."""
 
 from __future__ import annotations
@@ -94,6 +95,23 @@ def short_run_warning(config: Config, sources: dict[str, str]) -> str | None:
         f"a3c: warning: --total-steps {config.total_steps:,} is {planned / config.total_steps:.3g}x shorter than the "
         f"{planned:,} steps preset {config.preset} was measured at, and its --lr-schedule linear takes the lr to 0 at "
         f"--total-steps: the run learns at a fraction of the tuned lr; give --lr-schedule constant, or more steps"
+    )
+
+
+def out_of_reach_warning(
+    config: Config, threshold: float | None, limit: int | None, spec_limit: int | None
+) -> str | None:
+    """A warning when --stop-when-solved stops at the env's own reward threshold (``threshold``: no --stop-at), which
+    its spec sets for episodes of up to ``spec_limit`` steps, while the run's envs end theirs sooner (``limit``:
+    --env-kwargs max_episode_steps): CartPole-v1's 475 needs 475 steps an episode, and with 200 the run never stops."""
+    if not config.stop_when_solved or config.stop_at is not None or threshold is None:
+        return None
+    if limit is None or spec_limit is None or limit >= spec_limit:
+        return None
+    return (
+        f"a3c: warning: --stop-when-solved stops at {config.env}'s reward threshold {threshold:g}, which its spec sets "
+        f"for episodes of up to {spec_limit:,} steps; with episodes of at most {limit:,} (--env-kwargs "
+        "max_episode_steps) the run may never reach it and goes on to --total-steps: give --stop-at RETURN"
     )
 
 

@@ -459,6 +459,15 @@ def _needs_opencv(env_id: str) -> UserError:
     return UserError(f"{env_id} needs OpenCV; install the extra: {install_extra('atari')}")
 
 
+def registered_max_episode_steps(env_id: str) -> int | None:
+    """The time limit the env's registration sets (gymnasium's max_episode_steps, before any --env-kwargs); None
+    where it sets none or the id is not registered here."""
+    try:
+        return registered_spec(register_env_id(env_id).rpartition(":")[2]).max_episode_steps
+    except Exception:  # an id this process cannot name: no limit to compare with
+        return None
+
+
 def registered_spec(spec_id: str) -> gym.envs.registration.EnvSpec:
     """gymnasium's EnvSpec of ``spec_id`` (an id without its ``module:``), an id without a version taken at its
     highest one, as gymnasium.make takes it (gymnasium.spec would raise a bare gymnasium.error.Error); NameNotFound
