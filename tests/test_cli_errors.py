@@ -340,6 +340,11 @@ def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys)
             "--minibatch-size 64 is more than a worker's rollout (--n-steps 5 x --envs-per-worker 8 = 40 samples) "
             "with --algo ppo; give a longer --n-steps or a smaller --minibatch-size",
         ),
+        (
+            ["--algo", "ppo", "--lstm", "--n-steps", "5", "--envs-per-worker", "8", "--minibatch-size", "64"],
+            "--minibatch-size 64 is more than a worker's rollout (--n-steps 5 x --envs-per-worker 8 = 40 samples) "
+            "with --algo ppo",
+        ),
         (["--algo", "ppo", "--n-steps", "64", "--n-epochs", "0"], "--n-epochs must be at least 1 (got 0)"),
         (["--algo", "ppo", "--clip-range", "0"], "--clip-range must be a positive number (got 0.0)"),
         (["--algo", "ppo", "--clip-range-vf", "-1"], "--clip-range-vf must be a positive number, or none"),

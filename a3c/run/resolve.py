@@ -58,6 +58,7 @@ from a3c.spec.config_text import (
     out_of_reach_warning,
     overshoot_note,
     preset_line,
+    recurrent_minibatch_note,
     short_run_warning,
 )
 from a3c.spec.environment import (
@@ -143,9 +144,9 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
         start_fork_server(config)  # ... so that the fork server imports torch while we do, not after us
     # --workers auto: measured now, while the fork server starts; a resumed run weighs the steps it has left
     config = resolve_workers(config, spec, steps_done=0 if resume is None else int(resume["global_step"]))
-    note = lag_limit_note(config)
-    if note is not None:
-        print(note, file=sys.stderr)
+    for note in (lag_limit_note(config), recurrent_minibatch_note(config)):
+        if note is not None:
+            print(note, file=sys.stderr)
     if resume is None:  # a new run's frames: their background level, which the CNN takes off (a resume keeps its own)
         note = overshoot_note(config)
         if note is not None:

@@ -163,6 +163,23 @@ def lag_limit_note(config: Config) -> str | None:
     )
 
 
+def recurrent_minibatch_note(config: Config) -> str | None:
+    """A note when PPO with --lstm trains minibatches of another size than --minibatch-size: the state at step t
+    depends on the steps before it, so a minibatch is whole envs' rollouts, --minibatch-size // --n-steps envs (one
+    at least; a3c.learn.objectives.ppo), and a size that is no multiple of --n-steps is rounded (Pendulum-v1's preset,
+    1 env x 1,024 steps and minibatches of 64: one minibatch of 1,024 an epoch)."""
+    if config.algo != "ppo" or config.lstm == 0 or config.minibatch_size % config.n_steps == 0:
+        return None
+    envs = max(1, config.minibatch_size // config.n_steps)
+    per_epoch = -(-config.envs_per_worker // envs)
+    return (
+        f"a3c: note: with --lstm a PPO minibatch is whole envs' rollouts (--n-steps {config.n_steps} samples each): "
+        f"--minibatch-size {config.minibatch_size} takes {count(envs, 'env')} a minibatch "
+        f"({envs * config.n_steps:,} samples), {per_epoch} minibatch{'' if per_epoch == 1 else 'es'} an epoch; give a "
+        "--minibatch-size that is a multiple of --n-steps"
+    )
+
+
 def overshoot_note(config: Config) -> str | None:
     """A note when one round of rollouts (each worker's --envs-per-worker x --n-steps, every worker) holds more steps
     than --total-steps: each worker ends the rollout and update it is in, so the run takes that many at least.

@@ -124,7 +124,7 @@ def check(config: Config) -> None:
             for name in PPO_ONLY_SETTINGS
         ),
         (
-            c.algo != "ppo" or c.lstm > 0 or c.minibatch_size <= c.n_steps * c.envs_per_worker,
+            c.algo != "ppo" or c.minibatch_size <= c.n_steps * c.envs_per_worker,
             f"--minibatch-size {c.minibatch_size} is more than a worker's rollout (--n-steps {c.n_steps} x "
             f"--envs-per-worker {c.envs_per_worker} = {c.n_steps * c.envs_per_worker} samples) with "
             "--algo ppo; give a longer --n-steps or a smaller --minibatch-size",

@@ -77,3 +77,20 @@ def test_a_lag_limit_that_can_drop_nothing_is_noted():
     assert "under --backend serial" in (lag_limit_note(serial) or "")
     assert lag_limit_note(dataclasses.replace(lagged, workers=2)) is None
     assert lag_limit_note(dataclasses.replace(lagged, max_policy_lag=0)) is None
+
+
+def test_recurrent_ppo_minibatches_of_another_size_than_asked_are_noted():
+    """Found in review: with --lstm a PPO minibatch is whole envs' rollouts, --minibatch-size // --n-steps envs (at
+    least one), so Pendulum-v1's preset (1 env x 1,024 steps, minibatches of 64) trained one minibatch of 1,024 an
+    epoch, 16 times fewer steps than asked, unsaid."""
+    from a3c.spec.config_text import recurrent_minibatch_note
+
+    config = Config(env="Pendulum-v1", algo="ppo", lstm=64, n_steps=1024, envs_per_worker=1, minibatch_size=64)
+    note = recurrent_minibatch_note(config)
+    assert note is not None and "\n" not in note, note
+    assert note.startswith("a3c: note: with --lstm a PPO minibatch is whole envs' rollouts (--n-steps 1024 samples")
+    assert "--minibatch-size 64 takes 1 env a minibatch (1,024 samples), 1 minibatch an epoch" in note
+    fits = dataclasses.replace(config, n_steps=128, envs_per_worker=4, minibatch_size=256)  # 2 envs: as asked
+    assert recurrent_minibatch_note(fits) is None
+    assert recurrent_minibatch_note(dataclasses.replace(config, lstm=0)) is None
+    assert recurrent_minibatch_note(dataclasses.replace(config, algo="a3c", minibatch_size=64)) is None
