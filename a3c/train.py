@@ -16,7 +16,7 @@ from typing import Any
 from a3c.run.resolve import preflight, resolve_run, resolve_settings
 from a3c.spec.config import Config
 from a3c.spec.config_text import format_config
-from a3c.spec.errors import EXIT_INTERRUPTED, OneLineParser, run_cli, stdout_to_devnull
+from a3c.spec.errors import EXIT_INTERRUPTED, OneLineParser, run_cli
 from a3c.spec.flags import FLAG_GROUPS, OTHER_GROUP, ExtendPairs, optional, parse_env_kwargs
 
 EXAMPLES = """examples:
@@ -156,10 +156,8 @@ def main(argv: Sequence[str] | None = None, started_at: float | None = None) -> 
         settings = resolve_settings(values, given)
         if settings.resume is None:  # what the run would refuse is refused here too (a resume's: makes no env)
             preflight(settings.config, settings.choice.spec if settings.choice is not None else None, settings.sources)
-        try:
-            print(format_config(settings.config, settings.sources), flush=True)
-        except BrokenPipeError:  # (piped into head, which has read what it wanted): no traceback at exit either
-            stdout_to_devnull()
+        # (piped into head, which has read what it wanted: run_cli ends quietly with 141, as every command does)
+        print(format_config(settings.config, settings.sources), flush=True)
         return 0
     try:
         run = resolve_run(values, given)  # every check of the input, the fork server, --workers auto: one step
