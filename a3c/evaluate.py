@@ -238,6 +238,7 @@ def _recording_env(config: Any, folder: Path, prefix: str, env_kwargs: dict[str,
 
     from a3c.record.agent import make_eval_envs
     from a3c.record.files import make_folder
+    from a3c.spec.environment import KwargsRejected
 
     taken = sorted(folder.glob(f"{prefix}-episode-*.mp4")) if folder.is_dir() else []
     if taken:  # (RecordVideo would write over them, with a warning of its own)
@@ -261,7 +262,7 @@ def _recording_env(config: Any, folder: Path, prefix: str, env_kwargs: dict[str,
                 folder.rmdir()
         if isinstance(err, ValueError) and not isinstance(err, UserError):  # RecordVideo: an env rendering no frames
             raise UserError(f"--video: env {config.env!r} cannot be recorded ({err})") from None
-        if isinstance(err, UserError) and "render_mode" in str(err) and "render_mode" not in env_kwargs:
+        if isinstance(err, KwargsRejected) and "render_mode" in err.keys and "render_mode" not in env_kwargs:
             # make_env blames the kwargs it was given, and render_mode is --video's, not the user's
             raise UserError(
                 f"--video: env {config.env!r} renders no frames (its constructor takes no render_mode='rgb_array'); "

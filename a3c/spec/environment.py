@@ -376,9 +376,11 @@ def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, training: bo
         rejected = _rejected_kwargs(make_id, {k: v for k, v in kwargs.items() if k not in user_kwargs}, user_kwargs)
         if rejected is None:
             raise
-        raise UserError(
-            f"env {env_id!r} rejects --env-kwargs {rejected} ({type(err).__name__}: {err}); give values of the "
-            "names, types and ranges the env takes, or drop them"
+        given = " ".join(f"{key}={user_kwargs[key]!r}" for key in rejected)
+        raise KwargsRejected(
+            f"env {env_id!r} rejects --env-kwargs {given} ({type(err).__name__}: {err}); give values of the "
+            "names, types and ranges the env takes, or drop them",
+            rejected,
         ) from None
     if is_atari(env_id):
         try:
@@ -504,15 +506,23 @@ def _env_extra(env_id: str) -> tuple[str, str] | None:
     return next((needs for prefix, needs in ENV_EXTRAS.items() if module.startswith(prefix)), None)
 
 
-def _rejected_kwargs(env_id: str, base: dict[str, Any], user: dict[str, Any]) -> str | None:
+class KwargsRejected(UserError):
+    """make_env's UserError for keyword arguments the env will not be made with; ``keys``: those blamed (a caller
+    that added one of its own, as a3c.evaluate's render_mode for --video, tells its own from the user's)."""
+
+    def __init__(self, message: str, keys: list[str]) -> None:
+        super().__init__(message)
+        self.keys = keys
+
+
+def _rejected_kwargs(env_id: str, base: dict[str, Any], user: dict[str, Any]) -> list[str] | None:
     """After gymnasium.make(env_id, **base, **user) raised TypeError, ValueError, RuntimeError or AssertionError: the
-    user's kwargs to blame, as ``key=value`` text (those that fail alone, else all of them: it is their combination),
-    or None when the env also fails without them (then it is not the user's input). Makes the env again, on this
-    error path only."""
+    user's kwargs to blame (those that fail alone, else all of them: it is their combination), or None when the env
+    also fails without them (then it is not the user's input). Makes the env again, on this error path only."""
     if not user or not _makes(env_id, base):
         return None
     alone = [key for key, value in user.items() if not _makes(env_id, {**base, key: value})]
-    return " ".join(f"{key}={user[key]!r}" for key in (alone or user))
+    return alone or list(user)
 
 
 def _makes(env_id: str, kwargs: dict[str, Any]) -> bool:
