@@ -85,10 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="where to write the result (default: evaluate-<checkpoint>.json in the run directory; with --env-kwargs, "
-        "another policy or another seed than the run's own evaluation, named by them: "
-        "evaluate-<checkpoint>--<key>=<value>,...--stochastic--seed=<n>.json)",
+        "another policy, seed or number of episodes than the run's own evaluation, named by them: "
+        "evaluate-<checkpoint>--<key>=<value>,...--stochastic--seed=<n>--episodes=<n>.json)",
     )
     return parser
+
+
+_NONE = object()  # (a key the run's kwargs lack: any value given for it differs)
 
 
 def default_json_path(
@@ -98,7 +101,8 @@ def default_json_path(
     other than the run's own gets a file of its own, named by what differs, so that none is written over another:
     for a variant of the run's env (--env-kwargs over the run's: ``variant``) ``--<key>=<value>,...``, keys sorted;
     for another policy or seed than the run evaluated with (``protocol``: its ``policy`` and ``seed`` entries)
-    ``--stochastic`` or ``--deterministic``, and ``--seed=<n>``. Any character but letters, digits and ``._=+,-`` is
+    ``--stochastic`` or ``--deterministic``, ``--seed=<n>``, and ``--episodes=<n>`` for another number of episodes.
+    Any character but letters, digits and ``._=+,-`` is
     written ``_``."""
     folder = checkpoint.parent
     if folder.name == "checkpoints" and (folder.parent / "config.json").is_file():
@@ -109,6 +113,8 @@ def default_json_path(
         parts.append(str(protocol["policy"]))
     if "seed" in protocol:
         parts.append(f"seed={protocol['seed']}")
+    if "episodes" in protocol:
+        parts.append(f"episodes={protocol['episodes']}")
     suffix = "".join("--" + re.sub(r"[^A-Za-z0-9._=+,-]", "_", part)[:120] for part in parts)
     return folder / f"evaluate-{checkpoint.stem}{suffix}.json"
 
@@ -187,7 +193,8 @@ def evaluate(
     n = episodes if episodes is not None else (config.eval_episodes or 10)
     seed = config.seed if seed is None else seed
     stochastic = config.eval_stochastic if stochastic is None else stochastic
-    variant = dict(env_kwargs or {})
+    # what differs from the run's own kwargs (those given again are the run's env, not a variant of it)
+    variant = {key: value for key, value in (env_kwargs or {}).items() if config.env_kwargs.get(key, _NONE) != value}
     if video is None:
         envs = make_eval_envs(config, n, **variant)  # all episodes in lockstep: one batched forward pass per step
     else:
@@ -207,20 +214,21 @@ def evaluate(
     finally:
         for env in envs:
             env.close()
+    # the policy, seed and length where they differ from the run's own evaluation (its --eval-stochastic, --seed and
+    # --eval-episodes; 10 for a run that evaluated none)
+    protocol: dict[str, Any] = {}
+    if stochastic != config.eval_stochastic:
+        protocol["policy"] = "stochastic" if stochastic else "deterministic"
+    if seed != config.seed:
+        protocol["seed"] = seed
+    if n != (config.eval_episodes or 10):
+        protocol["episodes"] = n
     return {
         "checkpoint": str(agent.path),
         "env": config.env,
         "env_kwargs": {**config.env_kwargs, **variant},  # what the episodes were played with
         "env_kwargs_over_run": variant,  # --env-kwargs: what of that differs from training
-        # the policy and seed where they differ from the run's own evaluation (its --eval-stochastic and --seed)
-        "protocol_over_run": {
-            **(
-                {"policy": "stochastic" if stochastic else "deterministic"}
-                if stochastic != config.eval_stochastic
-                else {}
-            ),
-            **({"seed": seed} if seed != config.seed else {}),
-        },
+        "protocol_over_run": protocol,
         "global_step": agent.global_step,
         "deterministic": not stochastic,
         "seed": seed,

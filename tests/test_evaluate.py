@@ -141,8 +141,9 @@ def test_stochastic_and_deterministic_are_one_choice(run, capsys):
 
 def test_evaluate_latest_with_options(run, capsys):
     assert run_cli(evaluate_cli.main, [str(run), "--episodes", "4", "--seed", "9", "--stochastic"]) == 0
-    # the default: in the run directory, named by what differs from the run's own evaluation (deterministic, seed 2)
-    result = json.loads((run / "evaluate-latest--stochastic--seed=9.json").read_text())
+    # the default: in the run directory, named by what differs from the run's own evaluation (deterministic, seed 2,
+    # 3 episodes)
+    result = json.loads((run / "evaluate-latest--stochastic--seed=9--episodes=4.json").read_text())
     assert result["episodes"] == 4 and len(result["returns"]) == 4 and result["seed"] == 9
     assert result["deterministic"] is False and result["checkpoint"].endswith("latest.pt")
     assert result["mean_return"] == pytest.approx(np.mean(result["returns"]))
@@ -170,9 +171,9 @@ def test_evaluate_in_a_variant_of_the_runs_env(run, tmp_path, capsys):
 def test_a_variant_evaluation_writes_a_file_of_its_own(run, capsys):
     """Found by probing: an --env-kwargs evaluation without --json wrote evaluate-latest.json over the plain one; a
     variant's default file names what it played."""
-    assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2"]) == 0
+    assert run_cli(evaluate_cli.main, [str(run)]) == 0
     plain = (run / "evaluate-latest.json").read_text()
-    argv = [str(run), "--episodes", "2", "--env-kwargs", "max_episode_steps=5", "latency=0.002"]
+    argv = [str(run), "--env-kwargs", "max_episode_steps=5", "latency=0.002"]
     assert run_cli(evaluate_cli.main, argv) == 0
     assert (run / "evaluate-latest.json").read_text() == plain
     variant = json.loads((run / "evaluate-latest--latency=0.002,max_episode_steps=5.json").read_text())
@@ -182,22 +183,25 @@ def test_a_variant_evaluation_writes_a_file_of_its_own(run, capsys):
     )
 
 
-def test_evaluations_of_another_policy_or_seed_write_files_of_their_own(run, capsys):
-    """Found in review: --stochastic, --deterministic and --seed evaluations wrote the same evaluate-latest.json, each
-    over the one before; the default file names what differs from the run's own evaluation (here deterministic,
-    seed 2), so the plain one stays."""
-    assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2"]) == 0
+def test_evaluations_of_another_policy_seed_or_length_write_files_of_their_own(run, capsys):
+    """Found in review: --stochastic, --deterministic, --seed and --episodes evaluations wrote the same
+    evaluate-latest.json, each over the one before; the default file names what differs from the run's own
+    evaluation (here deterministic, seed 2, 3 episodes), so the plain one stays. The run's own --env-kwargs given
+    again are no variant (found in review: they named the file and left the model card)."""
+    assert run_cli(evaluate_cli.main, [str(run)]) == 0
     plain = (run / "evaluate-latest.json").read_text()
     for argv, name in [
         (["--stochastic"], "evaluate-latest--stochastic.json"),
         (["--seed", "7"], "evaluate-latest--seed=7.json"),
-        (["--deterministic", "--seed", "2"], "evaluate-latest.json"),  # the run's own: the plain file again
+        (["--episodes", "1"], "evaluate-latest--episodes=1.json"),
+        (["--deterministic", "--seed", "2", "--episodes", "3"], "evaluate-latest.json"),  # the run's own again
+        (["--env-kwargs", "latency=0.001"], "evaluate-latest.json"),  # the run's own kwargs: no variant
         (
-            ["--stochastic", "--env-kwargs", "max_episode_steps=5"],
+            ["--stochastic", "--env-kwargs", "max_episode_steps=5", "latency=0.001"],
             "evaluate-latest--max_episode_steps=5--stochastic.json",
         ),
     ]:
-        assert run_cli(evaluate_cli.main, [str(run), "--episodes", "2", *argv]) == 0, argv
+        assert run_cli(evaluate_cli.main, [str(run), *argv]) == 0, argv
         assert f"a3c: wrote {run / name}" in capsys.readouterr().err, argv
     assert json.loads((run / "evaluate-latest--stochastic.json").read_text())["deterministic"] is False
     assert json.loads((run / "evaluate-latest--seed=7.json").read_text())["seed"] == 7
