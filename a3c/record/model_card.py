@@ -233,6 +233,8 @@ def _settings(config: Config, data: dict[str, Any]) -> str:
 def _usage(run_dir: Path, config: Config) -> str:
     run, shell = _q(str(run_dir)), shlex.quote(str(run_dir))
     kwargs = ", ".join(f"{k!r}: {v!r}" for k, v in config.env_kwargs.items())
+    # a --bf16 agent's CNN runs in bfloat16 under torch.autocast, which an ONNX graph does not hold (a3c.export)
+    export = "--format torchscript  # (its bfloat16 CNN: no ONNX)" if config.bf16 else "--format onnx  # or torchscript"
     return f"""## Use it
 
 ```python
@@ -257,6 +259,6 @@ Score it again (this card is rewritten with the result), or export the policy as
 
 ```bash
 python -m a3c.evaluate {shell}
-python -m a3c.export {shell} --format onnx  # or torchscript
+python -m a3c.export {shell} {export}
 ```
 """

@@ -75,6 +75,15 @@ def test_the_card_has_hugging_faces_front_matter_and_the_runs_facts(tmp_path):
     assert f"python -m a3c.export {tmp_path / 'run'} --format onnx" in text
 
 
+def test_a_bf16_runs_card_gives_the_export_that_takes_it(tmp_path):
+    """Found by a probing review: the card of a --bf16 run (every atari preset run on a CPU with bfloat16
+    instructions) gave `--format onnx  # or torchscript`, and a3c.export refuses ONNX for a bf16 agent."""
+    config = Config(env="ALE/Pong-v5", preset="atari", algo="ppo", bf16=True)
+    text = write_model_card(a_run_dir(tmp_path, config, SUMMARY)).read_text()
+    assert f"python -m a3c.export {tmp_path / 'run'} --format torchscript" in text
+    assert "--format onnx" not in text
+
+
 def test_hugging_face_reads_the_cards_result(tmp_path):
     hub = pytest.importorskip("huggingface_hub")
     config = Config(env="ALE/Pong-v5", preset="atari", algo="ppo")
