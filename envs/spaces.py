@@ -3,7 +3,8 @@ from the spaces (``--env-kwargs obs=dict action=box``).
 
 obs: ``box`` (a vector of 3), ``dict`` ({"position": Box(2), "velocity": Box(1)}), ``tuple`` (Box(2), Box(1)),
 ``image`` (uint8 [10, 12, 3], channels last) or ``image_chw`` (uint8 [3, 10, 12]). action: ``discrete`` (3),
-``multidiscrete`` ([3, 2]) or ``box`` (2 in [-1, 1]). The observation is random; the reward prefers the action 0 in
+``multidiscrete`` ([3, 2]), ``box`` (2 in [-1, 1]) or ``box64`` (2 in [-0.1, 0.3], float64: bounds float32 cannot
+hold). The observation is random; the reward prefers the action 0 in
 every component (discrete) or an action near 0.5 (box), so a learner has a signal. Episodes end after 8 steps
 (truncated, by the registered time limit); every fifth step terminates with probability 1/2.
 """
@@ -16,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 
 OBS = ("box", "dict", "tuple", "image", "image_chw")
-ACTIONS = ("discrete", "multidiscrete", "box")
+ACTIONS = ("discrete", "multidiscrete", "box", "box64")
 
 
 class SpacesEnv(gym.Env):
@@ -40,6 +41,7 @@ class SpacesEnv(gym.Env):
             "discrete": gym.spaces.Discrete(3),
             "multidiscrete": gym.spaces.MultiDiscrete([3, 2]),
             "box": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "box64": gym.spaces.Box(-0.1, 0.3, (2,), np.float64),
         }[action]
         self.t = 0
 

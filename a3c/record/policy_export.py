@@ -94,8 +94,10 @@ class ActingPolicy(nn.Module):
             self.register_buffer("start", torch.tensor(int(dist.start), dtype=torch.int64))
             self.action_dtype = torch.int64
         elif isinstance(dist, DiagGaussian):
-            self.register_buffer("low", torch.from_numpy(dist.low.astype(np.float32)))
-            self.register_buffer("high", torch.from_numpy(dist.high.astype(np.float32)))
+            # float64, as DiagGaussian.env_actions clips: a float64 space's bounds that float32 cannot hold (0.3) are
+            # met exactly, not rounded past (0.30000001, outside the space)
+            self.register_buffer("low", torch.from_numpy(dist.low.astype(np.float64)))
+            self.register_buffer("high", torch.from_numpy(dist.high.astype(np.float64)))
             self.action_dtype = _torch_dtype(np.dtype(dist.dtype))
         else:
             raise UserError(
@@ -132,8 +134,10 @@ class ActingPolicy(nn.Module):
         if isinstance(self.dist, Categorical):
             return params.argmax(-1) + self.start
         dim = self.low.shape[0]
-        mean = torch.minimum(torch.maximum(params[:, :dim].to(torch.float32), self.low), self.high)
-        return mean.to(self.action_dtype).reshape(rows, *self.action_shape)
+        # the float32 mean (Distribution.mode) clipped in float64, then the space's dtype (env_actions)
+        mean = params[:, :dim].to(torch.float32).to(torch.float64)
+        clipped = torch.minimum(torch.maximum(mean, self.low), self.high)
+        return clipped.to(self.action_dtype).reshape(rows, *self.action_shape)
 
     def _dist_params(self, params: torch.Tensor) -> list[torch.Tensor]:
         if isinstance(self.dist, DiagGaussian):

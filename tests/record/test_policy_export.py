@@ -127,6 +127,27 @@ def test_a_recurrent_policy_takes_and_returns_its_state(fmt, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+def test_box_actions_at_float64_bounds_stay_inside_the_space(fmt, tmp_path):
+    """Found by a probing review: a float64 Box whose bounds float32 cannot hold (-0.1, 0.3): Agent.act clips the
+    mean to the bounds themselves, the file clipped in float32 and gave 0.30000001, outside the space (an env that
+    checks its actions raised)."""
+    if fmt == "onnx":
+        pytest.importorskip("onnxruntime")
+    config = Config(env="envs/Spaces-v0", env_kwargs={"action": "box64"})
+    agent = a3c.load(untrained_run(tmp_path / "run", config, scale=2.0))  # (strong weights: means past both bounds)
+    obs = np.stack([agent.observation_space.sample() for _ in range(256)])
+    (action,) = run_exported(agent.export(tmp_path / f"box64.{fmt}", fmt), fmt, obs)
+    expected = agent.act(obs)
+    assert action.dtype == np.float64
+    at_bounds = (expected == 0.3) | (expected == -0.1)
+    assert at_bounds.any() and (~at_bounds).any()  # (both kinds: clipped, and inside)
+    assert np.array_equal(action[at_bounds], expected[at_bounds])  # the bounds themselves, exactly
+    # inside: the same floats from TorchScript (the same kernels), onnxruntime's own float kernels near them
+    assert np.allclose(action, expected, rtol=0, atol=0 if fmt == "torchscript" else 1e-5)
+    assert all(agent.action_space.contains(row) for row in action)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
 def test_frames_go_in_as_the_env_gives_them(fmt, tmp_path):
     """A CNN on envs/Catch-v0's bool frames and one on uint8 frames: the file takes the env's dtype, the Agent's
     actions come out."""
