@@ -86,6 +86,9 @@ class Agent:
         self.evaluation = evaluation  # best.pt's evaluation result (None for other checkpoints)
         self.path = path
         self.rng = np.random.default_rng(seed)  # for act(obs, deterministic=False)
+        # predict's own gSDE noise, held from call to call as act's is (the distribution holds act's): a predict of
+        # another batch size must not redraw the noise act holds over its episode (None: drawn at the next sample)
+        self._predict_noise: np.ndarray | None = None
         self.state: tuple[torch.Tensor, ...] = ()  # a recurrent policy's state, carried from act to act
         model.eval()
 
@@ -96,6 +99,7 @@ class Agent:
         Call it whenever an episode starts; other policies have nothing to forget."""
         self.state = self.model.initial_state(batch)
         self.dist.new_episodes(samplers if samplers is not None else [self.rng] * batch)
+        self._predict_noise = None  # (predict's too: drawn again at its next sample)
 
     def _state_for(self, batch: int) -> tuple[torch.Tensor, ...]:
         if not self.state or self.state[0].shape[0] != batch:
@@ -214,7 +218,7 @@ class Agent:
         (None). The state given is never changed, nor is the state ``act`` carries. ``deterministic=False`` (SB3's
         default) samples from the policy (the agent's sampler, ``a3c.load(seed=...)``), True takes the most likely
         action, as ``act`` and evaluate_policy do. A gSDE policy's exploration noise is held from call to call until
-        ``reset()`` draws it again (SB3's ``reset_noise``)."""
+        ``reset()`` draws it again (SB3's ``reset_noise``): predict's own, apart from the noise ``act`` holds."""
         x, single = self._batch(observation)
         batch = len(x)
         recurrent = bool(self.model.lstm)
@@ -241,10 +245,22 @@ class Agent:
             core = ()
         with torch.inference_mode():
             params, core = self.model.policy(x, core)
-        actions = self.dist.mode(params) if deterministic else self.dist.sample(params, self.rng)
+        actions = self.dist.mode(params) if deterministic else self._predict_sample(params)
         shaped = np.asarray(self.dist.env_actions(actions)).reshape(batch, *self.dist.action_shape)
         new_state = torch.stack(core).numpy() if recurrent else state
         return (shaped[0] if single else shaped), new_state
+
+    def _predict_sample(self, params: torch.Tensor) -> np.ndarray:
+        """A sample for predict, drawn with predict's own gSDE noise (held from call to call) in the distribution's
+        place of act's, which is put back after: the two callers' noises never mix (other families hold none)."""
+        if not hasattr(self.dist, "noise"):
+            return self.dist.sample(params, self.rng)
+        held = self.dist.noise
+        self.dist.noise = self._predict_noise
+        try:
+            return self.dist.sample(params, self.rng)
+        finally:
+            self._predict_noise, self.dist.noise = self.dist.noise, held
 
     def export(self, path: str | Path, format: str = "onnx", with_dist_params: bool = False) -> Path:
         """Write the acting path (observation preprocessing and normalisation, the network, the deterministic

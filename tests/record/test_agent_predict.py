@@ -66,6 +66,24 @@ def test_predict_samples_by_default_with_the_agents_seeded_sampler(cartpole):
     assert abs(first.mean() - probs[1]) < 0.1  # the share of action 1 is its probability (400 draws)
 
 
+def test_predict_holds_a_gsde_noise_of_its_own_and_leaves_acts_be(tmp_path):
+    """Found by a probing review: predict on another batch size than act's redrew gSDE's noise that act held over its
+    episode (act's next action changed), against "nor is the state act carries [changed]". predict holds its own
+    noise from call to call, act its own, and reset() draws both again."""
+    config = Config(env="Pendulum-v1", hidden_sizes=(16, 16), gsde=True, log_std_init=-1.0)
+    agent = a3c.load(untrained_run(tmp_path / "run", config), seed=3)  # (small actions: inside the bounds, +-2)
+    one, two = np.ones(3, dtype=np.float32) * 0.5, np.array([[0.1, -0.2, 0.3], [0.9, 0.1, -0.4]], dtype=np.float32)
+    agent.reset(1)
+    first = agent.act(one, deterministic=False)
+    sampled, _ = agent.predict(two, deterministic=False)  # (a batch of 2: act's noise is for 1)
+    assert np.array_equal(agent.act(one, deterministic=False), first)  # act's noise held
+    again, _ = agent.predict(two, deterministic=False)
+    assert np.array_equal(again, sampled)  # predict's own noise held from call to call
+    agent.reset(1)
+    assert not np.array_equal(agent.predict(two, deterministic=False)[0], sampled)  # reset draws predict's anew
+    assert not np.array_equal(agent.act(one, deterministic=False), first)  # and act's
+
+
 def test_predict_carries_the_recurrent_state_and_episode_start_resets_each_envs(tmp_path):
     """An LSTM agent with strong random weights, three envs: predict's actions over a sequence with episode starts
     (different ones per env) are those of act() played env by env with reset() at each episode start; the state comes
