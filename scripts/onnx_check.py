@@ -66,11 +66,20 @@ def export(runs: list[Path], out: Path, count: int) -> list[dict[str, Any]]:
     import torch
 
     import a3c
+    from a3c.spec.errors import UserError
 
+    agents = [a3c.load(run) for run in runs]  # (every run checked before any file is written)
+    for run, agent in zip(runs, agents, strict=True):
+        if agent.model.lstm:
+            # its action depends on the state carried from the steps before: one batch of observations is not its
+            # episodes (tests/record/test_policy_export.py holds the file to predict step by step, state in and out)
+            raise UserError(
+                f"{run} is a recurrent policy (--lstm), whose actions depend on the steps before; this check feeds "
+                "observations as one batch: leave it out"
+            )
     out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for run in runs:
-        agent = a3c.load(run)
+    for run, agent in zip(runs, agents, strict=True):
         name = run.name
         obs = played(agent, count)
         actions = agent.act(obs)
@@ -107,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     checked.add_argument("folder", type=Path, metavar="DIR")
     args = parser.parse_args(argv)
     if args.command == "export":
-        rows, folder = export(args.runs, args.out, args.observations), args.out
+        from a3c.spec.errors import UserError
+
+        try:
+            rows, folder = export(args.runs, args.out, args.observations), args.out
+        except UserError as err:  # (a run that is no a3c run, an --lstm or a --bf16 agent: one line, exit 2)
+            print(f"onnx_check: error: {' '.join(str(err).split())}", file=sys.stderr)
+            return 2
     else:
         rows, folder = compare(args.folder), args.folder
     imported = sorted(m for m in ("torch", "a3c") if sys.modules.get(m) is not None)

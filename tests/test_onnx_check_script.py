@@ -44,3 +44,14 @@ def test_export_then_compare_without_torch_or_a3c(tmp_path, capsys):
     np.savez(out / "cartpole.npz", obs=saved["obs"], actions=1 - saved["actions"])  # every action the other one
     assert onnx_check.main(["compare", str(out)]) == 1
     assert "0 of 200 actions" in capsys.readouterr().out
+
+
+def test_a_recurrent_policy_is_refused_in_one_line(tmp_path, capsys):
+    """Found by a probing review: an --lstm run went through export to onnxruntime's traceback (its 'state' input
+    missing): the check feeds observations as one batch, which is not a recurrent policy's episodes."""
+    run = untrained_run(tmp_path / "memory", Config(env="envs/Memory-v0", lstm=8, hidden_sizes=(16,)))
+    out = tmp_path / "check"
+    assert onnx_check.main(["export", str(run), "--out", str(out), "--observations", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("onnx_check: error: ") and "is a recurrent policy (--lstm)" in err
+    assert not out.exists()
