@@ -6,6 +6,7 @@ the serial backend's inline evaluator), and records each result: a row of eval.c
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 import traceback
@@ -134,7 +135,7 @@ class Evaluation:
         log(result.step, {tag: result.values[key] for key, tag in TAGS.items()})
         self.last, self.evaluations = row, self.evaluations + 1
         v = result.values
-        new_best = self.best is None or v["mean_return"] > self.best["mean_return"]
+        new_best = beats(row, self.best)
         line = (
             f"a3c: eval at step {result.step:,}: return {v['mean_return']:.2f} ± {v['std_return']:.2f}, "
             f"length {v['mean_length']:.1f} ({count(int(v['episodes']), 'episode')})"
@@ -204,14 +205,25 @@ def past_evaluations(
     (which may be newer). Also for a session that evaluates nothing (--eval-every 0): its summary still has them."""
     with writing(eval_csv.name):
         kept = read_eval_log(eval_csv, start_step)
-    best = max(kept, key=lambda r: r["mean_return"]) if kept else None
+    best = None
+    for row in kept:
+        if beats(row, best):
+            best = row
     if (checkpoints / BEST).is_file():
         from a3c.record.checkpoint import load_checkpoint
 
         saved = load_checkpoint(checkpoints / BEST).get("eval")
-        if isinstance(saved, dict) and (best is None or saved["mean_return"] > best["mean_return"]):
+        if isinstance(saved, dict) and beats(saved, best):
             best = {k: float(v) for k, v in saved.items()}
     return kept, best
+
+
+def beats(row: dict[str, Any], best: dict[str, Any] | None) -> bool:
+    """Whether the evaluation ``row`` is the new best after ``best``: a finite mean return above it (or the first
+    finite one). A NaN or infinite mean (an env's non-finite reward) never is: once best, NaN would be beaten by
+    nothing (v > NaN is never true) and best.pt would stay that model for the rest of the run."""
+    mean = float(row["mean_return"])
+    return math.isfinite(mean) and (best is None or mean > float(best["mean_return"]))
 
 
 def evaluation_summary(

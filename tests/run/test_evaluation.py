@@ -115,3 +115,41 @@ def test_the_evaluator_ends_with_the_run_even_where_recording_its_last_result_fa
         assert not launcher.procs[0].process.is_alive()
     finally:
         supervisor.kill_all()
+
+
+def _values(mean_return):
+    from a3c.record.eval_log import RESULT_FIELDS
+
+    return {**dict.fromkeys(RESULT_FIELDS, 1.0), "mean_return": mean_return, "std_return": 0.0, "episodes": 2.0}
+
+
+def test_a_non_finite_evaluation_is_never_the_best_nor_keeps_a_later_one_from_it(tmp_path):
+    """Found by a probing review: an evaluation whose mean return was NaN (an env's one NaN reward) became "new best"
+    and then no later one ever beat it (v > NaN is never true): best.pt stayed the NaN model for the rest of the run,
+    and a resume brought the lock back from eval.csv and best.pt."""
+    import math
+
+    from a3c.record.checkpoint import save_checkpoint
+    from a3c.run.evaluation import EvalResult, past_evaluations
+
+    config = Config(env="CartPole-v1", hidden_sizes=(8,), eval_every=100, eval_episodes=2)
+    model, _ = build_model(describe_env(config.env), config)
+    params, _ = flatten_parameters(model)
+    channel = EvalChannel(params.numel())
+    lines = []
+    evaluation = Evaluation(config, channel, tmp_path, tmp_path / "eval.csv", 0, time.time(), print_line=lines.append)
+    try:
+        for step, mean in ((100, math.nan), (200, 50.0), (300, math.inf), (400, 40.0)):
+            evaluation._record(
+                EvalResult(step, _values(mean)), {"model": params, "global_step": step}, lambda s, v: None
+            )
+        assert "new best" not in lines[0] and "new best" in lines[1] and "new best" not in lines[2] + lines[3]
+        assert load_checkpoint(tmp_path / "best.pt")["global_step"] == 200 and evaluation.best["global_step"] == 200
+    finally:
+        evaluation.finish(lambda s, v: None, wait=False)
+    # a resume: eval.csv's NaN row first, and a best.pt an older a3c wrote of a NaN evaluation
+    save_checkpoint(
+        tmp_path / "best.pt", {"model": params, "global_step": 100, "eval": {"global_step": 100.0, **_values(math.nan)}}
+    )
+    kept, best = past_evaluations(tmp_path / "eval.csv", tmp_path, 400)
+    assert len(kept) == 4 and best is not None and best["global_step"] == 200
