@@ -20,6 +20,7 @@ checkpoint counts the episodes of every rank the run has had.
 from __future__ import annotations
 
 import csv
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -196,7 +197,7 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     saved = saved_settings(payload)
     for key, reason in FIXED_ON_RESUME.items():
         old = _normal(saved.get(key))
-        if key in overrides and _normal(overrides[key]) != old:
+        if key in overrides and not _same(overrides[key], old):
             new = _normal(overrides[key])
             # a switch as it is typed (--no-normalize-obs), not as "--normalize-obs False"
             given_now = as_flag(key, new) if isinstance(new, bool) else f"{flag_name(key)} {new!r}"
@@ -246,14 +247,14 @@ def reset_when_off(payload: dict[str, Any], config: Config, given: set[str]) -> 
         names = [
             name
             for name in settings
-            if name not in given and name in saved and _normal(saved[name]) != _normal(getattr(config, name))
+            if name not in given and name in saved and not _same(saved[name], getattr(config, name))
         ]
         if names:
             reset += names
             switches.append(as_flag(switch, on))
     for name, needs in INERT_NEEDS.items():  # (inert_settings': two settings together left it nothing to do)
         if name not in reset and name not in given and name in saved:
-            if _normal(saved[name]) != _normal(getattr(config, name)):
+            if not _same(saved[name], getattr(config, name)):
                 reset.append(name)
                 switches.append(needs)
     if not reset:
@@ -268,6 +269,19 @@ def reset_when_off(payload: dict[str, Any], config: Config, given: set[str]) -> 
 
 def _normal(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two settings are the same value: lists and tuples alike, and NaN the same as NaN (--env-kwargs x=nan
+    given again), inside dicts and lists too."""
+    a, b = _normal(a), _normal(b)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
 
 
 def check_compatible(

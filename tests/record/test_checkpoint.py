@@ -208,6 +208,17 @@ def test_load_resume_checks_the_directory_and_the_entries(tmp_path):
     assert load_resume(run)["global_step"] == 700
 
 
+def test_the_same_env_kwargs_given_again_are_the_same_whatever_nan_they_hold(tmp_path):
+    """Found by a probing review: --env-kwargs extra=nan given again on resume "differed from the resumed run's
+    {'extra': nan}" (NaN equals nothing, itself included)."""
+    payload = _payload()
+    payload["config"]["env_kwargs"] = {"extra": float("nan"), "scale": [1.0, float("nan")]}
+    again = {"env_kwargs": {"extra": float("nan"), "scale": [1.0, float("nan")]}, "total_steps": 5000}
+    assert resume_config(payload, tmp_path, again).total_steps == 5000
+    with pytest.raises(UserError, match="--env-kwargs .* differs from the resumed run's"):
+        resume_config(payload, tmp_path, {"env_kwargs": {"extra": 1.0, "scale": [1.0, float("nan")]}})
+
+
 def test_resume_config_takes_the_flags_given_but_keeps_the_model(tmp_path):
     payload = _payload()
     config = resume_config(payload, tmp_path, {"total_steps": 5000, "lr": 5e-4})
