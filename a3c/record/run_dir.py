@@ -180,7 +180,10 @@ def final_line(summary: dict[str, Any], path: Path | str, budget: int | None = N
         head = f"reached --total-steps {total if budget is None else budget:,}"
     else:
         head = f"stopped: {reason}"
-    mean_text = "no episode finished" if mean is None else f"mean return (last 100) {mean:g}"
+    if mean is not None:
+        mean_text = f"mean return (last 100) {mean:g}"
+    else:  # (episodes whose returns were all NaN or infinite, an env's non-finite rewards, average to nothing)
+        mean_text = "no finite return to average (see episodes.csv)" if summary["episodes"] else "no episode finished"
     train_s = summary.get("training_time_s")
     speed = f"{sps:,.0f} steps/s" if train_s is None else f"training {train_s:.1f} s at {sps:,.0f} steps/s"
     if resumed is None:

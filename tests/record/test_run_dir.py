@@ -99,6 +99,13 @@ def test_no_episode_yet():
     assert "no episode finished" in line and "None" not in line
 
 
+def test_episodes_whose_returns_were_all_non_finite_are_not_called_none():
+    """Found by a probing review: 52 episodes, every return NaN (an env's NaN rewards): the line said "52 episodes, no
+    episode finished"."""
+    line = final_line({**BASE, "mean_return_100": None, "episodes": 52, "stop_reason": "total_steps"}, "r")
+    assert "52 episodes, no finite return to average (see episodes.csv)" in line and "no episode finished" not in line
+
+
 EASY_MODULE = """
 import gymnasium as gym
 
