@@ -427,17 +427,32 @@ def elapsed_wall_time(payload: dict[str, Any], kept: list[dict[str, float]]) -> 
     return before + reached
 
 
-def lr_schedule_note(config: Config, previous_total: int, step: int, previous_lr: float | None = None) -> str | None:
-    """The line a resume prints when it moves a linear lr schedule's end: the schedule is a function of the run's global
-    step and its --total-steps (a3c.learn.optim.scheduled_lr), so resumed with the same total it goes on exactly as if
-    the run had never stopped, and with another total the lr becomes what a run planned with that total has at this step
-    (it jumps, then reaches 0 at the new end). ``previous_lr``: the checkpoint's --lr (default: this run's). None when
-    nothing moves."""
-    same_lr = previous_lr is None or previous_lr == config.lr
-    if config.lr_schedule != "linear" or (previous_total == config.total_steps and same_lr):
-        return None
-    before = scheduled_lr(config.lr if previous_lr is None else previous_lr, "linear", step / previous_total)
-    after = scheduled_lr(config.lr, "linear", step / config.total_steps)
+def lr_schedule_note(
+    config: Config,
+    previous_total: int,
+    step: int,
+    previous_lr: float | None = None,
+    previous_schedule: str | None = None,
+) -> str | None:
+    """The line a resume prints when the lr at the step it goes on from moves: a linear schedule is a function of the
+    run's global step and its --total-steps (a3c.learn.optim.scheduled_lr), so resumed with the same settings it goes
+    on exactly as if the run had never stopped; with another total the lr becomes what a run planned with that total
+    has at this step (it jumps, then reaches 0 at the new end); with another --lr-schedule (``previous_schedule``:
+    the checkpoint's; default this run's) it jumps to the new schedule's. ``previous_lr``: the checkpoint's --lr
+    (default: this run's). None when nothing moves, or where a constant schedule takes a --lr given."""
+    old_lr = config.lr if previous_lr is None else previous_lr
+    old_schedule = config.lr_schedule if previous_schedule is None else previous_schedule
+    if config.lr_schedule == old_schedule:
+        if config.lr_schedule != "linear" or (previous_total == config.total_steps and old_lr == config.lr):
+            return None
+    before = scheduled_lr(old_lr, old_schedule, step / previous_total)
+    after = scheduled_lr(config.lr, config.lr_schedule, step / config.total_steps)
+    if config.lr_schedule != old_schedule:
+        end = f", down to 0 at --total-steps {config.total_steps:,}" if config.lr_schedule == "linear" else ""
+        return (
+            f"a3c: --lr-schedule {config.lr_schedule} (was {old_schedule}): the lr at step {step:,} goes from "
+            f"{before:.3g} to {after:.3g}{end}"
+        )
     return (
         f"a3c: --lr-schedule linear now ends at --total-steps {config.total_steps:,} (was {previous_total:,}): "
         f"the lr at step {step:,} goes from {before:.3g} to {after:.3g}, down to 0 at the new end"

@@ -232,6 +232,7 @@ class Trainer:
                     int(saved.get("total_steps", cfg.total_steps)),
                     step=resume["global_step"],
                     previous_lr=float(saved.get("lr", cfg.lr)),
+                    previous_schedule=str(saved.get("lr_schedule", cfg.lr_schedule)),
                 )
                 if note is not None:
                     print(note, file=sys.stderr)

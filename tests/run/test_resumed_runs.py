@@ -325,6 +325,16 @@ def test_the_lr_schedule_note_is_only_for_a_moved_linear_end():
     assert lr_schedule_note(Config(env="CartPole-v1", total_steps=1000), previous_total=500, step=400) is None
     note = lr_schedule_note(linear(4000), previous_total=2000, step=1000)
     assert note is not None and "the lr at step 1,000 goes from 0.005 to 0.0075" in note
+    # a constant schedule resumed as linear (found by a probing review: the note took the old one for linear too,
+    # "from 0.0075", and with the same total said nothing of the jump from 0.01)
+    note = lr_schedule_note(linear(4000), previous_total=4000, step=1000, previous_schedule="constant")
+    assert note == (
+        "a3c: --lr-schedule linear (was constant): the lr at step 1,000 goes from 0.01 to 0.0075, down to 0 at "
+        "--total-steps 4,000"
+    )
+    constant = Config(env="CartPole-v1", lr=0.01, lr_schedule="constant", total_steps=4000)
+    note = lr_schedule_note(constant, previous_total=2000, step=1000, previous_schedule="linear")
+    assert note == "a3c: --lr-schedule constant (was linear): the lr at step 1,000 goes from 0.005 to 0.01"
 
 
 def test_a_resume_that_would_stop_at_its_first_episode_is_refused_in_one_line(tmp_path):
