@@ -13,7 +13,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from a3c.run.resolve import preflight, resolve_run, resolve_settings
+from a3c.run.resolve import check_settings, resolve_run, resolve_settings
 from a3c.spec.config import Config
 from a3c.spec.config_text import format_config
 from a3c.spec.errors import EXIT_INTERRUPTED, OneLineParser, run_cli
@@ -154,8 +154,7 @@ def main(argv: Sequence[str] | None = None, started_at: float | None = None) -> 
     values, given, show = parse_flags(argv)
     if show:
         settings = resolve_settings(values, given)
-        if settings.resume is None:  # what the run would refuse is refused here too (a resume's: makes no env)
-            preflight(settings.config, settings.choice.spec if settings.choice is not None else None, settings.sources)
+        check_settings(settings)  # what the run would refuse is refused here too
         # (piped into head, which has read what it wanted: run_cli ends quietly with 141, as every command does)
         print(format_config(settings.config, settings.sources), flush=True)
         return 0

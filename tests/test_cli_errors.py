@@ -454,9 +454,12 @@ MOMENTS_OF_3 = {"exp_avg": torch.zeros(3), "exp_avg_sq": torch.zeros(3)}  # (Ada
         ),
     ],
 )
-def test_resume_incompatible_checkpoint(tmp_path, capsys, changes, flags, expected):
+@pytest.mark.parametrize("show", [[], ["--show-config"]])
+def test_resume_incompatible_checkpoint(tmp_path, capsys, changes, flags, expected, show):
+    """Each refused resume, in one line, nothing touched; --show-config beside it gives the error the resume would
+    (found by a probing review: it printed the settings, exit 0, for resumes the run refuses)."""
     run = _checkpointed_run(tmp_path, **changes)
-    assert expected in _resume_error(["--resume", str(run), *flags], capsys)
+    assert expected in _resume_error(["--resume", str(run), *flags, *show], capsys)
     assert not (run / "episodes.csv").exists()  # refused before anything was touched
     assert (run / "config.json").read_text() == "{}"  # (as _a_run wrote it: not rewritten)
 
@@ -649,9 +652,9 @@ def test_a_resumed_run_s_env_file_missing_here_says_to_resume_from_where_it_star
     err = _resume_error(["--resume", str(run)], capsys)
     assert f"the resumed run's env file ./a3c_my_env.py is not in {elsewhere}" in err
     assert "resume from there, or put the file back there" in err and "give --env" not in err
-    # (--show-config makes no env: it shows the resumed run's settings from anywhere)
-    assert run_cli(main, ["--resume", str(run), "--show-config"], prog="a3c.train") == 0
-    assert "./a3c_my_env.py:GoRight-v0" in capsys.readouterr().out
+    # --show-config gives the error the resume would (it showed the settings of a resume refused here; its
+    # config.json holds them)
+    assert err == _resume_error(["--resume", str(run), "--show-config"], capsys)
 
 
 def test_an_evaluated_run_s_env_file_gone_says_to_put_it_back(tmp_path, capsys):

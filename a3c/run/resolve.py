@@ -112,10 +112,7 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
         check_not_training(values["resume"])  # (the Trainer holds the directory for good)
     settings = resolve_settings(values, given)
     config, resume = settings.config, settings.resume
-    made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
-    if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
-        check_env_file_here(config.env, "resume")
-    spec = preflight(config, made, settings.sources)  # the user's input, checked without torch ...
+    spec = check_settings(settings)  # the user's input, checked without torch ...
     warning = out_of_reach_warning(
         config, spec.reward_threshold, spec.max_episode_steps, registered_max_episode_steps(config.env)
     )
@@ -131,12 +128,6 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
             if line is not None:
                 print(line, file=sys.stderr)
     if resume is not None:
-        check_resume_fits(resume, spec, config)
-        from a3c.record.resume import already_solved_problem  # (torch: loaded for the resume already)
-
-        problem = already_solved_problem(config, resume, config.stop_threshold(spec.reward_threshold))
-        if problem is not None:
-            raise UserError(problem)
         note = no_evaluation_note(config, settings.sources, step=int(resume["global_step"]))
         if note is not None:
             print(note, file=sys.stderr)
@@ -162,6 +153,25 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
         config = dataclasses.replace(config, wandb_id=new_wandb_id())
     session = 0 if resume is None else int(resume.get("session", 0)) + 1
     return ResolvedRun(config, spec, settings.sources, resume, session)
+
+
+def check_settings(settings: Settings) -> EnvSpec:
+    """Every check of resolved ``settings`` that needs more than the settings (the env made, a resumed run's
+    checkpoint held to it, a resume whose stop its episodes already meet); returns the env's spec. A run's and
+    --show-config's alike: what the run would refuse, --show-config refuses. Raises UserError."""
+    config, resume = settings.config, settings.resume
+    made = settings.choice.spec if settings.choice is not None else None  # (the env, where the choice made it)
+    if resume is not None:  # (a resumed run keeps its env id: a missing file is not mended with --env)
+        check_env_file_here(config.env, "resume")
+    spec = preflight(config, made, settings.sources)
+    if resume is not None:
+        check_resume_fits(resume, spec, config)
+        from a3c.record.resume import already_solved_problem  # (torch: loaded for the resume already)
+
+        problem = already_solved_problem(config, resume, config.stop_threshold(spec.reward_threshold))
+        if problem is not None:
+            raise UserError(problem)
+    return spec
 
 
 def resolve_settings(values: Mapping[str, Any], given: Set[str]) -> Settings:
