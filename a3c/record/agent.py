@@ -45,6 +45,7 @@ from a3c.record.checkpoint import (
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec, describe_env, env_module, make_env, spec_of
 from a3c.spec.errors import UserError
+from a3c.spec.flags import seed_check
 from a3c.spec.seeding import EVALUATOR_RANK, Role, env_seed, stream
 from a3c.spec.setting_types import type_problem
 from a3c.spec.wording import count
@@ -418,7 +419,9 @@ def load(path: str | Path, best: bool = False, seed: int | None = None) -> Agent
     of a checkpoint file.
 
     ``seed`` seeds the sampler of ``act(obs, deterministic=False)``. Raises ValueError (a3c.spec.errors.UserError) with
-    the fix for a path that holds no usable checkpoint."""
+    the fix for a path that holds no usable checkpoint, or a seed numpy's generator cannot take."""
+    if seed is not None and not seed_check(seed)[0]:
+        raise UserError(f"seed must be an integer >= 0 (got {seed!r})")
     file, payload = run_checkpoint(path, best)
     return agent_from_payload(payload, file, seed)
 

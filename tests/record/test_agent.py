@@ -146,6 +146,14 @@ def test_a_checkpoint_with_settings_this_a3c_does_not_know_is_refused(tmp_path):
         a3c.load(path)
 
 
+@pytest.mark.parametrize("seed", ["x", -1, 1.5])
+def test_a_seed_numpy_cannot_take_is_one_line(tmp_path, seed):
+    """Found by a probing review: a3c.load(run, seed="x") raised numpy's TypeError, seed=-1 its ValueError."""
+    _checkpoint(tmp_path / "run")
+    with pytest.raises(UserError, match=r"^seed must be an integer >= 0 \(got "):
+        a3c.load(tmp_path / "run", seed=seed)
+
+
 def test_best_checkpoint_carries_its_evaluation(tmp_path):
     _checkpoint(tmp_path / "run", name="best.pt", eval={"mean_return": 9.5, "global_step": 123})
     agent = a3c.load(tmp_path / "run", best=True)
