@@ -51,6 +51,7 @@ from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
 from a3c.spec.flags import RESET_WHEN_OFF
 from a3c.spec.validation import INERT_NEEDS, flag_name, inert_settings
+from a3c.spec.wording import count
 
 # settings a resumed run keeps, each with why: those that define the model and its optimizer state, and the
 # evaluations' way of choosing actions (a setting an older checkpoint lacks reads as its ADDED_SETTINGS value)
@@ -359,12 +360,30 @@ def trim_episode_log(path: Path, written: np.ndarray) -> list[dict[str, float]]:
     """Keep the rows of episodes.csv that the checkpoint counted (worker w's indexes below ``written[w]``; of a
     checkpoint that forgot ranks, the counters load_resume gave them), drop the rest (logged after the checkpoint,
     before a crash, or half-written), rewrite the file atomically, and return the kept rows in file order."""
+    return trim_episode_log_counting(path, written)[0]
+
+
+def trim_episode_log_counting(path: Path, written: np.ndarray) -> tuple[list[dict[str, float]], int]:
+    """``trim_episode_log``, and how many whole rows it dropped (a half-written row is no episode)."""
     header, rows = _episode_rows(path)
     if not header:
-        return []
+        return [], 0
     kept = [(row, values) for row, values in rows if _counted(values, written)]
     atomic_write(path, lambda f: csv.writer(f).writerows([header, *(row for row, _ in kept)]))
-    return [values for _, values in kept]
+    return [values for _, values in kept], len(rows) - len(kept)
+
+
+def dropped_episodes_note(dropped: int, step: int) -> str | None:
+    """The line a resume prints when episodes.csv held episodes after its checkpoint (at ``step``): a run stopped by
+    --stop-at or --stop-when-solved keeps the solve's weights as its final checkpoint, while its workers finish the
+    episodes under way; a run killed or crashed logged some after its last checkpoint. The run goes on from the
+    checkpoint, so they are dropped (their steps are played again)."""
+    if dropped == 0:
+        return None
+    return (
+        f"a3c: note: {count(dropped, 'episode')} in episodes.csv came after the checkpoint at step {step:,} (finished "
+        "while the run stopped, or before it was killed): dropped, as the run goes on from the checkpoint"
+    )
 
 
 def counted_episodes(path: Path, written: np.ndarray) -> list[dict[str, float]]:

@@ -38,7 +38,7 @@ from a3c.learn.update.paths import choose as choose_update_path
 from a3c.record.checkpoint import LATEST, CheckpointSchedule, rng_state, save_checkpoint, set_rng_state
 from a3c.record.dashboard import Dashboard
 from a3c.record.model_card import write_model_card
-from a3c.record.resume import elapsed_wall_time, lr_schedule_note, trim_episode_log
+from a3c.record.resume import dropped_episodes_note, elapsed_wall_time, lr_schedule_note, trim_episode_log_counting
 from a3c.record.rows import Stat, update_summary
 from a3c.record.run_dir import RunDirectory, RunDirWriteError, final_line, round_return, writing
 from a3c.record.run_lock import RunLock
@@ -160,10 +160,15 @@ class Trainer:
                     run.checkpoints.mkdir(exist_ok=True)
                     run.plots.mkdir(exist_ok=True)
                 with writing("episodes.csv"):
-                    kept_episodes = trim_episode_log(run.episodes_csv, resume["episodes_written"].numpy())
+                    kept_episodes, dropped = trim_episode_log_counting(
+                        run.episodes_csv, resume["episodes_written"].numpy()
+                    )
             except RunDirWriteError as err:
                 print(err.line(run.path, resumable=True), file=sys.stderr)
                 return EXIT_FAILED
+            note = dropped_episodes_note(dropped, int(resume["global_step"]))
+            if note is not None:
+                print(note, file=sys.stderr)
         # The run's wall time goes on across sessions (episodes.csv's and eval.csv's wall_time, solved_at_s, the
         # checkpoints' wall_time_s): its origin is this session's start set back by the time the run had run by the
         # checkpoint. ``start`` stays this session's own (its wall time and steps/s in summary.json).

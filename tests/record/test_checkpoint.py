@@ -31,6 +31,7 @@ from a3c.record.resume import (
     reset_when_off,
     resume_config,
     trim_episode_log,
+    trim_episode_log_counting,
 )
 from a3c.spec.config import Config
 from a3c.spec.environment import EnvSpec
@@ -385,11 +386,25 @@ def test_trim_episode_log_keeps_what_the_checkpoint_counted(tmp_path):
         csv.writer(f).writerows([header, *rows])
     with open(path, "a") as f:
         f.write("1,4,12.0,1")  # half a row: the main process was killed while writing it
-    kept = trim_episode_log(path, np.array([2, 3]))
+    kept, dropped = trim_episode_log_counting(path, np.array([2, 3]))
     assert [(int(r["worker"]), int(r["index"])) for r in kept] == [(0, 0), (1, 0), (0, 1), (1, 1), (1, 2)]
+    assert dropped == 3  # (whole rows: the half row is no episode)
     with open(path) as f:
         on_disk = list(csv.reader(f))
     assert on_disk[0] == header and len(on_disk) == 6
+
+
+def test_episodes_dropped_past_the_checkpoint_are_said():
+    """Found by a probing review: a run stopped by --stop-at keeps the solve's weights as its final checkpoint, and
+    the episodes its workers finished while stopping were logged after it: a resume dropped and replaced them unsaid."""
+    from a3c.record.resume import dropped_episodes_note
+
+    assert dropped_episodes_note(0, 5_120) is None
+    note = dropped_episodes_note(2, 5_120)
+    assert note == (
+        "a3c: note: 2 episodes in episodes.csv came after the checkpoint at step 5,120 (finished while the run "
+        "stopped, or before it was killed): dropped, as the run goes on from the checkpoint"
+    )
 
 
 def test_the_run_s_wall_time_goes_on_from_the_checkpoint():
