@@ -33,6 +33,7 @@ from typing import Any
 
 from a3c.spec.config import parse_env_kwargs, seed_check
 from a3c.spec.errors import OneLineParser, UserError, install_extra, run_cli
+from a3c.spec.setting_types import same_setting
 from a3c.spec.wording import count
 
 VIDEO_EXTRA = f"{install_extra('video')} (or: pip install moviepy)"
@@ -89,9 +90,6 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluate-<checkpoint>--<key>=<value>,...--stochastic--seed=<n>--episodes=<n>.json)",
     )
     return parser
-
-
-_NONE = object()  # (a key the run's kwargs lack: any value given for it differs)
 
 
 def default_json_path(
@@ -194,7 +192,11 @@ def evaluate(
     seed = config.seed if seed is None else seed
     stochastic = config.eval_stochastic if stochastic is None else stochastic
     # what differs from the run's own kwargs (those given again are the run's env, not a variant of it)
-    variant = {key: value for key, value in (env_kwargs or {}).items() if config.env_kwargs.get(key, _NONE) != value}
+    variant = {
+        key: value
+        for key, value in (env_kwargs or {}).items()
+        if key not in config.env_kwargs or not same_setting(config.env_kwargs[key], value)
+    }
     if video is None:
         envs = make_eval_envs(config, n, **variant)  # all episodes in lockstep: one batched forward pass per step
     else:

@@ -70,6 +70,8 @@ def export(runs: list[Path], out: Path, count: int) -> list[dict[str, Any]]:
 
     agents = [a3c.load(run) for run in runs]  # (every run checked before any file is written)
     for run, agent in zip(runs, agents, strict=True):
+        if agent.config.bf16:  # (a3c.export refuses it to ONNX: said before any run is played or file written)
+            raise UserError(f"{run} computes its CNN in bfloat16 (--bf16), which ONNX does not hold: leave it out")
         if agent.model.lstm:
             # its action depends on the state carried from the steps before: one batch of observations is not its
             # episodes (tests/record/test_policy_export.py holds the file to predict step by step, state in and out)

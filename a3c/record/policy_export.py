@@ -94,10 +94,13 @@ class ActingPolicy(nn.Module):
             self.register_buffer("start", torch.tensor(int(dist.start), dtype=torch.int64))
             self.action_dtype = torch.int64
         elif isinstance(dist, DiagGaussian):
-            # float64, as DiagGaussian.env_actions clips: a float64 space's bounds that float32 cannot hold (0.3) are
-            # met exactly, not rounded past (0.30000001, outside the space)
-            self.register_buffer("low", torch.from_numpy(dist.low.astype(np.float64)))
-            self.register_buffer("high", torch.from_numpy(dist.high.astype(np.float64)))
+            # a float64 space's bounds clipped in float64, as DiagGaussian.env_actions clips: bounds float32 cannot
+            # hold (0.3) are met exactly, not rounded past (0.30000001, outside the space); a float32 space's in
+            # float32, which gives the same floats and keeps the graph free of float64 (runtimes without it)
+            self.clip_dtype = torch.float64 if np.dtype(dist.dtype) == np.float64 else torch.float32
+            bound = np.float64 if self.clip_dtype == torch.float64 else np.float32
+            self.register_buffer("low", torch.from_numpy(dist.low.astype(bound)))
+            self.register_buffer("high", torch.from_numpy(dist.high.astype(bound)))
             self.action_dtype = _torch_dtype(np.dtype(dist.dtype))
         else:
             raise UserError(
@@ -134,8 +137,8 @@ class ActingPolicy(nn.Module):
         if isinstance(self.dist, Categorical):
             return params.argmax(-1) + self.start
         dim = self.low.shape[0]
-        # the float32 mean (Distribution.mode) clipped in float64, then the space's dtype (env_actions)
-        mean = params[:, :dim].to(torch.float32).to(torch.float64)
+        # the float32 mean (Distribution.mode) clipped (in float64 for a float64 space), then the space's dtype
+        mean = params[:, :dim].to(torch.float32).to(self.clip_dtype)
         clipped = torch.minimum(torch.maximum(mean, self.low), self.high)
         return clipped.to(self.action_dtype).reshape(rows, *self.action_shape)
 

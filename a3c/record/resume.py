@@ -20,7 +20,6 @@ checkpoint counts the episodes of every rank the run has had.
 from __future__ import annotations
 
 import csv
-import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +49,7 @@ from a3c.spec.config_text import as_flag
 from a3c.spec.environment import EnvSpec
 from a3c.spec.errors import UserError
 from a3c.spec.flags import RESET_WHEN_OFF
+from a3c.spec.setting_types import same_setting
 from a3c.spec.validation import INERT_NEEDS, flag_name, inert_settings
 from a3c.spec.wording import count
 
@@ -198,7 +198,7 @@ def resume_config(payload: dict[str, Any], run_dir: str | Path, overrides: dict[
     saved = saved_settings(payload)
     for key, reason in FIXED_ON_RESUME.items():
         old = _normal(saved.get(key))
-        if key in overrides and not _same(overrides[key], old):
+        if key in overrides and not same_setting(overrides[key], old):
             new = _normal(overrides[key])
             # a switch as it is typed (--no-normalize-obs), not as "--normalize-obs False"
             given_now = as_flag(key, new) if isinstance(new, bool) else f"{flag_name(key)} {new!r}"
@@ -248,14 +248,14 @@ def reset_when_off(payload: dict[str, Any], config: Config, given: set[str]) -> 
         names = [
             name
             for name in settings
-            if name not in given and name in saved and not _same(saved[name], getattr(config, name))
+            if name not in given and name in saved and not same_setting(saved[name], getattr(config, name))
         ]
         if names:
             reset += names
             switches.append(as_flag(switch, on))
     for name, needs in INERT_NEEDS.items():  # (inert_settings': two settings together left it nothing to do)
         if name not in reset and name not in given and name in saved:
-            if not _same(saved[name], getattr(config, name)):
+            if not same_setting(saved[name], getattr(config, name)):
                 reset.append(name)
                 switches.append(needs)
     if not reset:
@@ -270,19 +270,6 @@ def reset_when_off(payload: dict[str, Any], config: Config, given: set[str]) -> 
 
 def _normal(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two settings are the same value: lists and tuples alike, and NaN the same as NaN (--env-kwargs x=nan
-    given again), inside dicts and lists too."""
-    a, b = _normal(a), _normal(b)
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return bool(a == b)
 
 
 def check_compatible(

@@ -103,15 +103,17 @@ def out_of_reach_warning(
 ) -> str | None:
     """A warning when --stop-when-solved stops at the env's own reward threshold (``threshold``: no --stop-at), which
     its spec sets for episodes of up to ``spec_limit`` steps, while the run's envs end theirs sooner (``limit``:
-    --env-kwargs max_episode_steps): CartPole-v1's 475 needs 475 steps an episode, and with 200 the run never stops."""
+    --env-kwargs max_episode_steps): the mean of the shorter episodes compares with it otherwise. CartPole-v1's 475
+    needs 475 steps an episode, and with 200 the run never stops; MountainCar-v0's -110 (a cost a step), with 100,
+    is met by any policy at once."""
     if not config.stop_when_solved or config.stop_at is not None or threshold is None:
         return None
     if limit is None or spec_limit is None or limit >= spec_limit:
         return None
     return (
         f"a3c: warning: --stop-when-solved stops at {config.env}'s reward threshold {threshold:g}, which its spec sets "
-        f"for episodes of up to {spec_limit:,} steps; with episodes of at most {limit:,} (--env-kwargs "
-        "max_episode_steps) the run may never reach it and goes on to --total-steps: give --stop-at RETURN"
+        f"for episodes of up to {spec_limit:,} steps; episodes of at most {limit:,} (--env-kwargs max_episode_steps) "
+        "may never reach it, or reach it at once: give --stop-at RETURN for these episodes"
     )
 
 
@@ -165,18 +167,25 @@ def lag_limit_note(config: Config) -> str | None:
 
 def recurrent_minibatch_note(config: Config) -> str | None:
     """A note when PPO with --lstm trains minibatches of another size than --minibatch-size: the state at step t
-    depends on the steps before it, so a minibatch is whole envs' rollouts, --minibatch-size // --n-steps envs (one
-    at least; a3c.learn.objectives.ppo), and a size that is no multiple of --n-steps is rounded (Pendulum-v1's preset,
-    1 env x 1,024 steps and minibatches of 64: one minibatch of 1,024 an epoch)."""
-    if config.algo != "ppo" or config.lstm == 0 or config.minibatch_size % config.n_steps == 0:
+    depends on the steps before it, so a minibatch is whole envs' rollouts. a3c.learn.objectives.ppo groups a worker's
+    K envs into max(1, K // per) minibatches of about ``per`` = max(1, --minibatch-size // --n-steps) envs each, the
+    remainder spread over them (its ``split``): Pendulum-v1's preset, 1 env x 1,024 steps and minibatches of 64, trains
+    one minibatch of 1,024 an epoch."""
+    steps, envs, size = config.n_steps, config.envs_per_worker, config.minibatch_size
+    if config.algo != "ppo" or config.lstm == 0:
         return None
-    envs = max(1, config.minibatch_size // config.n_steps)
-    per_epoch = -(-config.envs_per_worker // envs)
+    per = max(1, size // steps)
+    groups = max(1, envs // per)
+    small, large = envs // groups, -(-envs // groups)
+    if small * steps == size == large * steps:
+        return None
+    taken = f"{small} env" + ("" if small == 1 else "s") if small == large else f"{small}-{large} envs"
+    samples = f"{small * steps:,}" if small == large else f"{small * steps:,}-{large * steps:,}"
     return (
-        f"a3c: note: with --lstm a PPO minibatch is whole envs' rollouts (--n-steps {config.n_steps} samples each): "
-        f"--minibatch-size {config.minibatch_size} takes {count(envs, 'env')} a minibatch "
-        f"({envs * config.n_steps:,} samples), {per_epoch} minibatch{'' if per_epoch == 1 else 'es'} an epoch; give a "
-        "--minibatch-size that is a multiple of --n-steps"
+        f"a3c: note: with --lstm a PPO minibatch is whole envs' rollouts (--n-steps {steps} samples each): "
+        f"--minibatch-size {size} with {count(envs, 'env')} a worker takes {taken} a minibatch ({samples} samples), "
+        f"{groups} minibatch{'' if groups == 1 else 'es'} an epoch; give --n-steps times a divisor of "
+        "--envs-per-worker"
     )
 
 

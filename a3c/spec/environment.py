@@ -557,8 +557,9 @@ def check_first_step(env_id: str, env_kwargs: dict[str, Any] | None) -> None:
     restarts to the env's traceback). Nothing to check without kwargs: the env's own failures are its bugs."""
     if not env_kwargs:
         return
+    env = make_env(env_id, env_kwargs)  # (its own refusals are one line already: not wrapped again below)
     try:
-        _reset_and_step(make_env(env_id, env_kwargs))
+        _reset_and_step(env)
     except FIRST_STEP_ERRORS as err:
         blamed = first_step_error(env_id, env_kwargs, err)
         if blamed is None:

@@ -4,6 +4,7 @@ anything, and a string where a number belongs failed later in a comparison that 
 
 from __future__ import annotations
 
+import math
 import numbers
 import types
 import typing
@@ -100,3 +101,18 @@ def type_problem(name: str, value: Any) -> str | None:
     kind = type(value)
     where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
     return f"{name} must be {wanted} (got {where}{kind.__name__} {value!r})"
+
+
+def same_setting(a: Any, b: Any) -> bool:
+    """Whether two values of a setting are the same: lists and tuples alike, and NaN the same as NaN (--env-kwargs
+    x=nan given again), inside dicts and lists too. Where a resumed run and a3c.evaluate compare what was given
+    with what the run was made with."""
+    a = list(a) if isinstance(a, tuple) else a
+    b = list(b) if isinstance(b, tuple) else b
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_setting(a[key], b[key]) for key in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_setting(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)

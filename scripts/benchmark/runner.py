@@ -16,6 +16,7 @@ run saves a checkpoint and stops, the driver records the session and stops too; 
 from __future__ import annotations
 
 import datetime
+import errno
 import fcntl
 import json
 import os
@@ -24,6 +25,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,11 +187,17 @@ def nice_session(pid: int) -> None:
     niceness = os.getpriority(os.PRIO_PROCESS, 0)
     if niceness <= 0:
         return
-    try:
-        with open(f"/proc/{pid}/autogroup", "w") as f:
-            f.write(str(niceness))
-    except OSError:
-        pass
+    for attempt in range(2):
+        try:
+            with open(f"/proc/{pid}/autogroup", "w") as f:
+                f.write(str(niceness))
+            return
+        except OSError as err:
+            # EAGAIN: the kernel takes one change of a group's niceness a 100 ms machine-wide from a process without
+            # CAP_SYS_NICE; once more after that
+            if err.errno != errno.EAGAIN or attempt:
+                return
+            time.sleep(0.11)
 
 
 class Children:

@@ -92,13 +92,13 @@ def test_a_threshold_set_for_longer_episodes_than_the_run_plays_is_warned_of(tmp
     """Found in review: --stop-when-solved with --env-kwargs max_episode_steps=200 on CartPole-v1 (whose threshold 475
     needs 475 steps an episode) ran to --total-steps unsaid. A warning says so; with --stop-at RETURN, or episodes as
     long as the spec's, there is none."""
-    warned = "the run may never reach it and goes on to --total-steps: give --stop-at RETURN"
+    warned = "may never reach it, or reach it at once: give --stop-at RETURN for these episodes"
     short = ["--env", "CartPole-v1", "--stop-when-solved", "--total-steps", "2000", "--env-kwargs"]
     out = subprocess.run(train_cmd(tmp_path / "a", *short, "max_episode_steps=200"), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     line = next(line for line in out.stderr.splitlines() if warned in line)
     assert line.startswith("a3c: warning: --stop-when-solved stops at CartPole-v1's reward threshold 475, ")
-    assert "episodes of up to 500 steps; with episodes of at most 200 (--env-kwargs max_episode_steps)" in line
+    assert "episodes of up to 500 steps; episodes of at most 200 (--env-kwargs max_episode_steps)" in line
     for flags in (["max_episode_steps=200", "--stop-at", "150"], ["max_episode_steps=500"]):
         out = subprocess.run(train_cmd(tmp_path / flags[0][-3:], *short, *flags), capture_output=True, text=True)
         assert out.returncode == 0 and warned not in out.stderr, out.stderr

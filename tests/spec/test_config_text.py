@@ -89,8 +89,17 @@ def test_recurrent_ppo_minibatches_of_another_size_than_asked_are_noted():
     note = recurrent_minibatch_note(config)
     assert note is not None and "\n" not in note, note
     assert note.startswith("a3c: note: with --lstm a PPO minibatch is whole envs' rollouts (--n-steps 1024 samples")
-    assert "--minibatch-size 64 takes 1 env a minibatch (1,024 samples), 1 minibatch an epoch" in note
+    assert "--minibatch-size 64 with 1 env a worker takes 1 env a minibatch (1,024 samples), 1 minibatch an" in note
     fits = dataclasses.replace(config, n_steps=128, envs_per_worker=4, minibatch_size=256)  # 2 envs: as asked
     assert recurrent_minibatch_note(fits) is None
+    # the groups a3c.learn.objectives.ppo's split makes (found in review: the note rounded otherwise, and a multiple
+    # of --n-steps that does not divide the envs got none)
+    for envs, size, said in [
+        (3, 300, "takes 3 envs a minibatch (384 samples), 1 minibatch an epoch"),
+        (3, 256, "takes 3 envs a minibatch (384 samples), 1 minibatch an epoch"),
+        (5, 256, "takes 2-3 envs a minibatch (256-384 samples), 2 minibatches an epoch"),
+    ]:
+        note = recurrent_minibatch_note(dataclasses.replace(fits, envs_per_worker=envs, minibatch_size=size)) or ""
+        assert said in note, (envs, size, note)
     assert recurrent_minibatch_note(dataclasses.replace(config, lstm=0)) is None
     assert recurrent_minibatch_note(dataclasses.replace(config, algo="a3c", minibatch_size=64)) is None

@@ -47,3 +47,15 @@ def test_numpy_scalars_fit_and_become_pythons_own(n, x):
         assert type(plain(value, hint)) is kind and plain(value, hint) == value
     assert plain([np.int64(n)], setting_types()["hidden_sizes"]) == (n,)
     assert plain(np.int64(n), setting_types()["workers"]) == n and type(plain(np.int64(n), int | str)) is int
+
+
+def test_the_same_setting_holds_nan_the_same_and_lists_as_tuples():
+    """A resumed run's flags and a3c.evaluate's --env-kwargs given again are compared so: NaN never equals itself,
+    and a run's --env-kwargs x=nan given again "differed" from its own (found by a probing review)."""
+    from a3c.spec.setting_types import same_setting
+
+    nan = float("nan")
+    assert same_setting(nan, nan) and same_setting({"x": nan, "y": [1.0, nan]}, {"x": nan, "y": (1.0, nan)})
+    assert same_setting((64, 64), [64, 64]) and same_setting("a", "a")
+    assert not same_setting({"x": nan}, {"x": 1.0}) and not same_setting({"x": 1}, {"x": 1, "y": 2})
+    assert not same_setting([1.0, nan], [1.0]) and not same_setting(nan, "nan")

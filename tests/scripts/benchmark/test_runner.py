@@ -210,7 +210,7 @@ def test_a_niced_driver_starts_its_runs_as_niced_where_the_kernel_groups_session
     """Found by measuring: a run starts in a session of its own (so that a terminal's Ctrl-C reaches the driver
     only), and where the kernel schedules sessions as groups (sched_autogroup) a new session's group weighs as much
     as any other, whatever the niceness of its processes: the "nice -n 10" Atari run took half of a 2-core machine
-    beside a timed run at nice 0. The driver gives a run's session group its own niceness (here 7)."""
+    beside a timed run at nice 0. The driver gives a run's session group its own niceness (7 over the test's)."""
     import os
     import subprocess
     import sys
@@ -224,7 +224,7 @@ def test_a_niced_driver_starts_its_runs_as_niced_where_the_kernel_groups_session
         "os.nice(7)\n"
         "children = runner.Children()\n"
         f"proc = children.start({run!r}, None)\n"
-        "print(open(f'/proc/{proc.pid}/autogroup').read().split()[-1])\n"
+        "print(os.getpriority(os.PRIO_PROCESS, 0), open(f'/proc/{proc.pid}/autogroup').read().split()[-1])\n"
         "children.wait(proc)\n"
     )
     done = subprocess.run(
@@ -236,4 +236,5 @@ def test_a_niced_driver_starts_its_runs_as_niced_where_the_kernel_groups_session
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["7"], done.stdout
+    driver_nice, group_nice = done.stdout.split()  # (7 over whatever niceness the test itself runs at)
+    assert int(driver_nice) >= 7 and group_nice == driver_nice, done.stdout
