@@ -263,14 +263,16 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
     """Time the env and the model in this process (see the module docstring); returns the timings and the memory
     making the K envs took here (MB)."""
     from a3c.run.threads import one_native_thread
-    from a3c.spec.environment import FIRST_STEP_ERRORS, first_step_error, make_env
+    from a3c.spec.environment import kwargs_blamed_for_first_step, make_env
 
     K = config.envs_per_worker
     rss = _rss_mb()
     envs = [make_env(config.env, config.env_kwargs) for _ in range(K)]
     env_mb = max(0.0, _rss_mb() - rss)  # a worker holds the same K envs
     try:
-        try:
+        # an env made with the user's kwargs that fails as it steps: theirs to mend, if the env steps without them
+        # (a3c.run.resolve.preflight checked this already; a resumed run's kwargs come from its checkpoint)
+        with kwargs_blamed_for_first_step(config.env, config.env_kwargs):
             for k, env in enumerate(envs):
                 env.action_space.seed(k)
                 env.reset(seed=config.seed + k)
@@ -278,13 +280,6 @@ def measure(config: Config, spec: EnvSpec) -> tuple[Timings, float]:
                 _, _, terminated, truncated, _ = env.step(env.action_space.sample())
                 if terminated or truncated:
                     env.reset()
-        except FIRST_STEP_ERRORS as err:
-            # an env made with the user's kwargs that fails as it steps: theirs to mend, if the env steps without
-            # them (a3c.run.resolve.preflight checked this already; a resumed run's kwargs come from its checkpoint)
-            blamed = first_step_error(config.env, config.env_kwargs, err)
-            if blamed is None:
-                raise
-            raise blamed from None
         step_cpu: list[float] = []
         wall0, cpu0, queue0 = time.perf_counter(), time.thread_time(), _run_queue_s()
         # a slow env gets the budget (40 steps of 10 ms); a fast one stops after enough steps, since the

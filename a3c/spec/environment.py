@@ -10,10 +10,12 @@ the worker only ever see Boxes. Actions: Discrete, MultiDiscrete, float Box (a3c
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
 import importlib.util
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, SupportsFloat
@@ -538,17 +540,21 @@ def _makes(env_id: str, kwargs: dict[str, Any]) -> bool:
 FIRST_STEP_ERRORS = (TypeError, ValueError, AssertionError, RuntimeError)
 
 
-def first_step_error(env_id: str, env_kwargs: dict[str, Any], err: Exception) -> UserError | None:
-    """After an env made with ``env_kwargs`` raised ``err`` (one of FIRST_STEP_ERRORS) in its reset or first step:
-    the UserError naming the user's kwargs when the env made without them resets and steps, else None (then the
-    failure is the env's own bug, and the caller re-raises it). Makes the env again, on this error path only."""
-    if not env_kwargs or not _steps(env_id, {}):
-        return None
-    given = " ".join(f"{key}={value!r}" for key, value in env_kwargs.items())
-    return UserError(
-        f"env {env_id!r} fails its first step with --env-kwargs {given} ({type(err).__name__}: {err}); give values "
-        "of the names, types and ranges the env takes, or drop them"
-    )
+@contextlib.contextmanager
+def kwargs_blamed_for_first_step(env_id: str, env_kwargs: dict[str, Any]) -> Iterator[None]:
+    """Around the reset and first step of an env made with ``env_kwargs``: one of FIRST_STEP_ERRORS becomes the
+    UserError naming the user's kwargs when the env made without them resets and steps; else (the env's own bug) it
+    raises as it was. Makes the env again, on this error path only."""
+    try:
+        yield
+    except FIRST_STEP_ERRORS as err:
+        if not env_kwargs or not _steps(env_id, {}):
+            raise
+        given = " ".join(f"{key}={value!r}" for key, value in env_kwargs.items())
+        raise UserError(
+            f"env {env_id!r} fails its first step with --env-kwargs {given} ({type(err).__name__}: {err}); give "
+            "values of the names, types and ranges the env takes, or drop them"
+        ) from None
 
 
 def check_first_step(env_id: str, env_kwargs: dict[str, Any] | None) -> None:
@@ -558,13 +564,8 @@ def check_first_step(env_id: str, env_kwargs: dict[str, Any] | None) -> None:
     if not env_kwargs:
         return
     env = make_env(env_id, env_kwargs)  # (its own refusals are one line already: not wrapped again below)
-    try:
+    with kwargs_blamed_for_first_step(env_id, env_kwargs):
         _reset_and_step(env)
-    except FIRST_STEP_ERRORS as err:
-        blamed = first_step_error(env_id, env_kwargs, err)
-        if blamed is None:
-            raise
-        raise blamed from None
 
 
 def _steps(env_id: str, kwargs: dict[str, Any]) -> bool:
