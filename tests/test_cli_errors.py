@@ -17,8 +17,9 @@ import a3c
 from a3c.evaluate import main as evaluate_main
 from a3c.learn.model import parameter_count
 from a3c.record.checkpoint import rng_state, save_checkpoint
+from a3c.spec import cpu, environment
 from a3c.spec.config import Config
-from a3c.spec.environment import check_first_step, describe_env, make_env
+from a3c.spec.environment import describe_env, make_env
 from a3c.spec.errors import UserError, run_cli
 from a3c.train import main
 
@@ -261,9 +262,29 @@ def test_an_env_that_fails_without_the_kwargs_still_raises(spaces_module):
 def test_an_env_whose_first_step_fails_without_the_kwargs_still_raises(spaces_module):
     """The first-step check blames only the user's kwargs: an env that fails its step without them is a bug."""
     with pytest.raises(ValueError, match="a bug in the step") as err:
-        check_first_step("a3c_test_spaces:BuggyStep-v0", {"size": 3})
+        describe_env("a3c_test_spaces:BuggyStep-v0", {"size": 3}, first_step=True)
     assert not isinstance(err.value, UserError)
-    check_first_step("a3c_test_spaces:BuggyStep-v0", {})  # no kwargs: nothing to check, the env is not stepped
+    describe_env("a3c_test_spaces:BuggyStep-v0", {}, first_step=True)  # no kwargs: nothing to check, not stepped
+
+
+@pytest.mark.parametrize(
+    "env, kwargs",
+    [("Pendulum-v1", "g=9.81"), ("envs/Spaces-v0", "obs=box action=discrete")],  # (a preset; the family's table)
+)
+def test_a_new_run_with_env_kwargs_makes_its_env_once_before_the_workers(env, kwargs, monkeypatch, capsys):
+    """The read-back found preflight making the env to read its spaces, closing it, then making it again to take its
+    first step, on every new run with --env-kwargs; both now happen in the one make (where the preset choice made it
+    for the family's table, or in preflight)."""
+    made = []
+
+    def counted(*args, **kwargs):
+        made.append(args)
+        return make_env(*args, **kwargs)
+
+    monkeypatch.setattr(environment, "make_env", counted)
+    argv = ["--env", env, "--env-kwargs", *kwargs.split(), "--workers", "1", "--show-config"]
+    assert run_cli(main, argv, prog="a3c.train") == 0, capsys.readouterr().err
+    assert len(made) == 1, made
 
 
 def test_a_negative_seed_is_refused_before_anything_is_created(tmp_path, capsys):
@@ -816,3 +837,15 @@ def test_env_kwargs_that_fail_at_the_first_step_are_one_line_naming_them(workers
     line = done.stderr.strip().splitlines()[-1]
     assert "env 'Pendulum-v1' fails its first step with --env-kwargs g='abc' (TypeError" in line, done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_presets_bf16_on_a_vector_env_is_refused_whatever_the_cpu(native, monkeypatch, capsys):
+    """Noted in an earlier review: --preset atari on CartPole-v1 was refused on a CPU with bfloat16 instructions (its
+    --bf16 is for the CNN torso) and ran on one without (the preset's --bf16 dropped for the CPU, the rest of the
+    image preset kept): one command, two outcomes by machine. Refused on both, with the same fix."""
+    monkeypatch.setattr(cpu, "native_bf16", lambda: native)
+    argv = ["--env", "CartPole-v1", "--preset", "atari", "--workers", "1", "--show-config"]
+    assert run_cli(main, argv, prog="a3c.train") == 2
+    err = capsys.readouterr().err
+    assert "--bf16 is for image observations" in err and "the preset atari sets --bf16; give --no-bf16" in err, err

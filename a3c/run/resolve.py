@@ -64,7 +64,6 @@ from a3c.spec.config_text import (
 from a3c.spec.environment import (
     EnvSpec,
     check_env_file_here,
-    check_first_step,
     describe_env,
     is_atari,
     is_image,
@@ -72,7 +71,16 @@ from a3c.spec.environment import (
 )
 from a3c.spec.errors import UserError, install_extra
 from a3c.spec.flags import BOX_ONLY_SETTINGS
-from a3c.spec.preset_choice import CHECKPOINT, DEFAULT, FLAG, PRESET, Choice, check_given_for_objective, resolve_new_run
+from a3c.spec.preset_choice import (
+    CHECKPOINT,
+    CPU,
+    DEFAULT,
+    FLAG,
+    PRESET,
+    Choice,
+    check_given_for_objective,
+    resolve_new_run,
+)
 from a3c.spec.validation import flag_name
 
 
@@ -113,11 +121,12 @@ def resolve_run(values: Mapping[str, Any], given: Set[str]) -> ResolvedRun:
     settings = resolve_settings(values, given)
     config, resume = settings.config, settings.resume
     spec = check_settings(settings)  # the user's input, checked without torch ...
-    warning = out_of_reach_warning(
-        config, spec.reward_threshold, spec.max_episode_steps, registered_max_episode_steps(config.env)
-    )
-    if warning is not None:
-        print(warning, file=sys.stderr)
+    if config.stop_when_solved:  # (the registry looked up only where the warning may apply)
+        warning = out_of_reach_warning(
+            config, spec.reward_threshold, spec.max_episode_steps, registered_max_episode_steps(config.env)
+        )
+        if warning is not None:
+            print(warning, file=sys.stderr)
     if resume is None:  # the preset applied and what it set (flags win); a run too short for its schedule or its eval
         lines = (
             preset_line(config, settings.sources, settings.choice),
@@ -237,7 +246,7 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
     def drop(*names: str) -> str:
         """How to take ``names`` off: drop the flags given, undo what the preset set (in one go: a preset for
         another action space may set several)."""
-        typed = [name for name in names if sources is None or sources.get(name) != PRESET]
+        typed = [name for name in names if sources is None or sources.get(name) not in (PRESET, CPU)]
         preset_set = [name for name in names if name not in typed]
         fixes = [f"drop {' and '.join(map(flag_name, typed))}"] if typed else []
         if preset_set:
@@ -252,11 +261,13 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
         raise UserError(
             f"--track needs Weights & Biases (wandb), which is not installed; {install_extra('wandb')}, or drop --track"
         )
-    spec = spec or describe_env(config.env, config.env_kwargs)
-    if sources is None or sources.get("env_kwargs") != CHECKPOINT:  # (a resumed run keeps what it was made with)
-        if is_atari(config.env):
-            check_new_run_kwargs(config.env_kwargs)
-        check_first_step(config.env, config.env_kwargs)
+    # the user's kwargs, checked on a new run (a resumed run keeps what it was made with)
+    new_kwargs = sources is None or sources.get("env_kwargs") != CHECKPOINT
+    if new_kwargs and is_atari(config.env):
+        check_new_run_kwargs(config.env_kwargs)
+    # the user's kwargs are stepped once where the env is made: here, or in the preset choice (a new run's, made with
+    # these kwargs: presets set none), which stepped them there
+    spec = spec or describe_env(config.env, config.env_kwargs, first_step=new_kwargs)
     if config.env_backend == "ale-vector":
         from a3c.spec.atari_vector import check_vector_env
 
@@ -281,7 +292,8 @@ def preflight(config: Config, spec: EnvSpec | None = None, sources: Mapping[str,
             f"{config.env} observes images ({spec.observation_space}), which a3c's CNN torso takes; "
             f"{drop('hidden_sizes')}"
         )
-    if config.bf16 and not is_image(spec.observation_space):
+    # (a preset's --bf16 that this CPU turned off is refused too: one command, one outcome on every machine)
+    if (config.bf16 or (sources is not None and sources.get("bf16") == CPU)) and not is_image(spec.observation_space):
         raise UserError(
             f"--bf16 is for image observations (the CNN torso), but {config.env} observes {spec.observation_space}, "
             f"which an MLP takes in float32; {drop('bf16')}"

@@ -557,34 +557,24 @@ def kwargs_blamed_for_first_step(env_id: str, env_kwargs: dict[str, Any]) -> Ite
         ) from None
 
 
-def check_first_step(env_id: str, env_kwargs: dict[str, Any] | None) -> None:
-    """With --env-kwargs given, before any worker starts: make the env, reset it and take one step, so that kwargs
-    the env takes but cannot use are one line here (else every worker met them, and the run went through its
-    restarts to the env's traceback). Nothing to check without kwargs: the env's own failures are its bugs."""
-    if not env_kwargs:
-        return
-    env = make_env(env_id, env_kwargs)  # (its own refusals are one line already: not wrapped again below)
-    with kwargs_blamed_for_first_step(env_id, env_kwargs):
-        _reset_and_step(env)
-
-
 def _steps(env_id: str, kwargs: dict[str, Any]) -> bool:
     """Whether the env made with ``kwargs`` resets and takes a step (it is closed again)."""
     try:
-        _reset_and_step(make_env(env_id, kwargs))
+        env = make_env(env_id, kwargs)
+        try:
+            _first_step(env)
+        finally:
+            env.close()
     except Exception:  # any failure counts: this only decides whom an error is blamed on
         return False
     return True
 
 
-def _reset_and_step(env: gym.Env) -> None:
-    """Reset ``env`` (seed 0), take one random action, and close it."""
-    try:
-        env.reset(seed=0)
-        env.action_space.seed(0)
-        env.step(env.action_space.sample())
-    finally:
-        env.close()
+def _first_step(env: gym.Env) -> None:
+    """Reset ``env`` (seed 0) and take one random action."""
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    env.step(env.action_space.sample())
 
 
 def atari_wrappers(env: gym.Env, training: bool = True) -> gym.Env:
@@ -680,10 +670,19 @@ def check_spaces(obs_space: gym.Space, act_space: gym.Space, env_id: str) -> Non
         )
 
 
-def describe_env(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvSpec:
-    """Make the env once (in the main process, before any worker starts) to validate it and read its spaces."""
-    env = make_env(env_id, env_kwargs)
+def describe_env(env_id: str, env_kwargs: dict[str, Any] | None = None, *, first_step: bool = False) -> EnvSpec:
+    """Make the env once (in the main process, before any worker starts) to validate it and read its spaces.
+
+    ``first_step`` (a new run's check of the user's --env-kwargs): with kwargs given, also reset the env and take one
+    step in the same make, so that kwargs the env takes but cannot use are one line here (else every worker met
+    them, and the run went through its restarts to the env's traceback). Nothing is stepped without kwargs: the env's
+    own failures are its bugs."""
+    env = make_env(env_id, env_kwargs)  # (its own refusals are one line already: not wrapped again below)
     try:
-        return spec_of(env, env_id)
+        spec = spec_of(env, env_id)
+        if first_step and env_kwargs:
+            with kwargs_blamed_for_first_step(env_id, env_kwargs):
+                _first_step(env)
+        return spec
     finally:
         env.close()

@@ -161,7 +161,8 @@ def resolve_new_run(values: dict[str, Any], given: set[str]) -> tuple[Config, di
     made: list[EnvSpec] = []
 
     def family() -> str:
-        made.append(describe_env(values["env"], values.get("env_kwargs")))
+        # (a new run: its kwargs stepped here, in the one make, so preflight does not make the env again)
+        made.append(describe_env(values["env"], values.get("env_kwargs"), first_step=True))
         return action_family(made[-1].action_space)
 
     algo = values.get("algo") if "algo" in given else None
