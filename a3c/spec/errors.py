@@ -97,7 +97,11 @@ def run_cli(main: Callable[[Sequence[str] | None], int], argv: Sequence[str] | N
     try:
         code = main(argv)
         if sys.stdout is not None:
-            sys.stdout.flush()  # here, not at exit: a reader that stopped shows now, where it is caught
+            try:
+                sys.stdout.flush()  # here, not at exit: a reader that stopped shows now, where it is caught
+            except BrokenPipeError:  # stdout's by where it came from: what the command printed into a pipe waits
+                stdout_to_devnull()  # in this buffer, so this tells where poll cannot (Windows)
+                return EXIT_READER_GONE
     except BrokenPipeError:
         if not _stdout_reader_gone():
             raise  # some other pipe (a child process's): a bug to see
