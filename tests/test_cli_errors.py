@@ -141,26 +141,6 @@ def test_env_errors(argv, expected, spaces_module, capsys, tmp_path):
     assert expected in line
 
 
-def test_stdout_s_own_flush_meeting_a_gone_reader_is_141_where_poll_cannot_tell(monkeypatch):
-    """Noted in an earlier review: where select has no poll (Windows), run_cli could not tell stdout's broken pipe
-    from another's, so `--show-config | head` re-raised. The output a command prints into a pipe waits in stdout's
-    buffer until run_cli's own flush: a BrokenPipeError there is stdout's by where it came from, poll or none."""
-    read_end, write_end = os.pipe()
-    os.close(read_end)  # the reader is gone
-    monkeypatch.delattr("select.poll", raising=False)
-    pipe = open(write_end, "w", buffering=1 << 16)  # noqa: SIM115  (closed below)
-    monkeypatch.setattr(sys, "stdout", pipe)
-
-    def main(argv):
-        print("the settings")  # (buffered: a pipe's stdout is not line-buffered)
-        return 0
-
-    try:
-        assert run_cli(main, []) == 141
-    finally:
-        pipe.close()
-
-
 @pytest.mark.parametrize(
     "argv, expected",
     [
