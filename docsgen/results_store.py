@@ -131,6 +131,10 @@ def by_seed(rows: list[dict[str, Any]]) -> str:
     return _table([*header, "eval final (episodes)", "eval best"] if scored else header, out)
 
 
+class TwoArmsNeeded(ValueError):
+    """view=ratio over rows of other than two arms of an env (a marker's filter arm=A,B, the command's --arm A B)."""
+
+
 def by_ratio(rows: list[dict[str, Any]], order: list[str] | None = None) -> str:
     """Speed, pair by pair: per env, budget and seed, the steps/s of the first arm over the second's (``order``, the
     marker's arm=A,B, else the order they were first stored in; runs made one after the other by the driver, seed by
@@ -142,7 +146,7 @@ def by_ratio(rows: list[dict[str, Any]], order: list[str] | None = None) -> str:
         pairs.setdefault((env, budget), {})[arm] = {r["seed"]: r for r in runs}
     for (env, budget), arms in pairs.items():
         if len(arms) != 2:
-            raise ValueError(f"bench-table store: view=ratio needs two arms of {env}, not {len(arms)} (filter arm=A,B)")
+            raise TwoArmsNeeded(f"view=ratio needs two arms of {env}, not {len(arms)}")
         names = sorted(arms, key=lambda arm: order.index(arm)) if order else list(arms)
         (first, ours), (second, theirs) = ((name, arms[name]) for name in names)
         label = f"{env} ({_budget(budget)})"
@@ -198,8 +202,17 @@ def render(path: Path, filters: dict[str, list[str]]) -> str:
     rows = select(Store(path).rows(), filters.get("env"), filters.get("arm"), budget, seed)
     if not rows:
         raise ValueError(f"bench-table store: no run of {path} matches {filters}")
-    view = filters.get("view", ["arms"])[0]
-    table = by_ratio(rows, filters.get("arm")) if view == "ratio" else VIEW[view](rows)
+    try:
+        return table_of(rows, filters.get("view", ["arms"])[0], filters.get("arm"))
+    except TwoArmsNeeded as err:
+        raise ValueError(f"bench-table store: {err} (filter arm=A,B)") from None
+
+
+def table_of(rows: list[dict[str, Any]], view: str, arms: list[str] | None = None) -> str:
+    """The table of ``view`` (VIEWS) over ``rows``, then the commands that made them: a page's marker and `python -m
+    scripts.bench table` print the same. ``arms``: view=ratio's order (first over second). TwoArmsNeeded for a ratio
+    of other than two arms."""
+    table = by_ratio(rows, arms) if view == "ratio" else VIEW[view](rows)
     return "\n\n".join(p for p in (table, made_by(rows)) if p)
 
 

@@ -108,8 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--env", nargs="+", action="extend", metavar="ID", help="only these envs")
         p.add_argument("--arm", nargs="+", action="extend", metavar="NAME", help="only these arms")
         p.add_argument("--budget", nargs="+", action="extend", type=_positive, help="only these budgets")
+        p.add_argument("--seed", nargs="+", action="extend", type=_count, help="only these seeds")
         if name == "table":
-            p.add_argument("--view", choices=["arms", "seeds"], default="arms", help="env x arm, or each run")
+            p.add_argument(
+                "--view",
+                choices=["arms", "seeds", "ratio"],
+                default="arms",
+                help="env x arm; each run; or two arms' steps/s seed by seed and their ratio (the first --arm over the "
+                "second)",
+            )
         else:
             p.add_argument("--out", type=Path, required=True, help="the figure to write (.png, .svg or .pdf)")
     return parser
@@ -353,7 +360,7 @@ def _stored_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     if not args.store.exists():
         raise queue_.QueueError(f"--store {args.store}: no such file; give the results store (a .jsonl file)")
-    return results_store.select(Store(args.store).rows(), args.env, args.arm, args.budget)
+    return results_store.select(Store(args.store).rows(), args.env, args.arm, args.budget, args.seed)
 
 
 def cmd_table(args: argparse.Namespace) -> int:
@@ -362,8 +369,10 @@ def cmd_table(args: argparse.Namespace) -> int:
     rows = _stored_rows(args)
     if not rows:
         raise queue_.QueueError(f"no stored run in {args.store} matches")
-    print(results_store.VIEW[args.view](rows))
-    print(f"\n{results_store.made_by(rows)}")
+    try:
+        print(results_store.table_of(rows, args.view, args.arm))
+    except results_store.TwoArmsNeeded as err:
+        raise queue_.QueueError(f"--view ratio: {err.args[0].removeprefix('view=ratio ')}; give --arm A B") from None
     return 0
 
 

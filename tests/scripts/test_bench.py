@@ -13,6 +13,7 @@ import pytest
 from procs import PATIENCE, Run, kill_tree, wait_for
 
 from a3c.spec.errors import install_extra
+from docsgen import results_store
 from scripts import bench
 from scripts.benchmark import arms, queue, runner
 from scripts.benchmark.store import Store, code_commit
@@ -212,6 +213,31 @@ def test_table_and_figure_name_a_missing_or_unreadable_store_and_a_figure_they_c
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert "--out" in line and ".png" in line
     assert not list(tmp_path.glob("fig*"))
+
+
+@pytest.mark.parametrize("view", ["arms", "seeds", "ratio"])
+def test_the_table_command_prints_what_a_pages_marker_shows_in_each_view(tmp_path, capsys, view):
+    """Found while rerunning the SB3 comparison: the pages' markers take view=ratio and seed=, the command the pages
+    give for making a table took neither, so a reader could not print the speed table a page shows."""
+    store = Store(tmp_path / "r.jsonl")
+    for seed, (ours, theirs) in enumerate([(80_000.0, 8_000.0), (90_000.0, 7_500.0), (70_000.0, 9_000.0)], start=1):
+        store.append(stored_row("CartPole-v1", "preset=", seed, 1000, final_mean_100=490.0, steps_per_s=ours))
+        store.append(stored_row("CartPole-v1", "sb3-a2c", seed, 1000, final_mean_100=500.0, steps_per_s=theirs))
+    argv = ["table", "--store", str(store.path), "--env", "CartPole-v1", "--arm", "preset", "sb3-a2c"]
+    argv += ["--seed", "1", "2"]
+    assert bench.main([*argv, "--view", view]) == 0
+    printed = capsys.readouterr().out.strip()
+    marker = f"view={view} env=CartPole-v1 arm=preset,sb3-a2c seed=1,2"
+    assert printed == results_store.render(store.path, results_store.parse_filters(marker))
+    assert "| 3 |" not in printed
+
+
+def test_a_ratio_of_other_than_two_arms_is_one_line_naming_the_fix(tmp_path, capsys):
+    store = Store(tmp_path / "r.jsonl")
+    store.append(stored_row("CartPole-v1", "preset=", 1, 1000, final_mean_100=490.0, steps_per_s=9.0))
+    assert bench.main(["table", "--store", str(store.path), "--view", "ratio"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--view ratio: needs two arms of CartPole-v1, not 1; give --arm A B" in line
 
 
 @pytest.mark.parametrize("flag", ["--budget 0", "--budget -5", "--jobs 0", "--evaluate -1", "--threshold nan"])
