@@ -66,12 +66,14 @@ def export(runs: list[Path], out: Path, count: int) -> list[dict[str, Any]]:
     import torch
 
     import a3c
+    from a3c.record.policy_export import onnx_refusal
     from a3c.spec.errors import UserError
 
     agents = [a3c.load(run) for run in runs]  # (every run checked before any file is written)
     for run, agent in zip(runs, agents, strict=True):
-        if agent.config.bf16:  # (a3c.export refuses it to ONNX: said before any run is played or file written)
-            raise UserError(f"{run} computes its CNN in bfloat16 (--bf16), which ONNX does not hold: leave it out")
+        refusal = onnx_refusal(agent)  # (a3c.export's own: said before any run is played or file written)
+        if refusal is not None:
+            raise UserError(f"{run}: {refusal}: leave it out")
         if agent.model.lstm:
             # its action depends on the state carried from the steps before: one batch of observations is not its
             # episodes (tests/record/test_policy_export.py holds the file to predict step by step, state in and out)

@@ -55,3 +55,14 @@ def test_a_recurrent_policy_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("onnx_check: error: ") and "is a recurrent policy (--lstm)" in err
     assert not out.exists()
+
+
+def test_a_bf16_policy_is_refused_in_one_line_by_a3c_export_s_rule(tmp_path, capsys):
+    """A --bf16 run has no ONNX export (a3c.export's rule, record.policy_export.onnx_refusal): the check says so in
+    one line before it plays anything or writes a file."""
+    run = untrained_run(tmp_path / "catch", Config(env="envs/Catch-v0", bf16=True))
+    out = tmp_path / "check"
+    assert onnx_check.main(["export", str(run), "--out", str(out), "--observations", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("onnx_check: error: ") and "a --bf16 agent computes its CNN" in err
+    assert "leave it out" in err and not out.exists()

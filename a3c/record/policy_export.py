@@ -234,15 +234,23 @@ def _export_torchscript(agent: Agent, policy: ActingPolicy, out: Path) -> None:
         _write(out, save)
 
 
+def onnx_refusal(agent: Agent) -> str | None:
+    """Why ``agent`` has no ONNX export, or None: the one rule that a3c.export and scripts/onnx_check (which refuses
+    before it plays or writes anything) both say, each with its own fix."""
+    if agent.config.bf16:
+        return (
+            "a --bf16 agent computes its CNN in bfloat16 under torch.autocast, which an ONNX graph does not reproduce"
+        )
+    return None
+
+
 def _export_onnx(agent: Agent, policy: ActingPolicy, out: Path) -> None:
     missing = [name for name in ("onnx", "onnxscript") if importlib.util.find_spec(name) is None]
     if missing:
         raise UserError(f"--format onnx needs {' and '.join(missing)}, which is not installed; {ONNX_EXTRA}")
-    if agent.config.bf16:
-        raise UserError(
-            "a --bf16 agent computes its CNN in bfloat16 under torch.autocast, which an ONNX graph does not "
-            "reproduce; export it with --format torchscript"
-        )
+    refusal = onnx_refusal(agent)
+    if refusal is not None:
+        raise UserError(f"{refusal}; export it with --format torchscript")
     import onnx
 
     inputs, outputs = policy.names()
