@@ -132,7 +132,12 @@ def by_seed(rows: list[dict[str, Any]]) -> str:
 
 
 class TwoArmsNeeded(ValueError):
-    """view=ratio over rows of other than two arms of an env (a marker's filter arm=A,B, the command's --arm A B)."""
+    """view=ratio over rows of other than two arms of an env (a marker's filter arm=A,B, the command's --arm A B);
+    ``what``: the problem without the fix, which each caller words its own way."""
+
+    def __init__(self, env: str, arms: int) -> None:
+        self.what = f"needs two arms of {env}, not {arms}"
+        super().__init__(f"view=ratio {self.what}")
 
 
 def by_ratio(rows: list[dict[str, Any]], order: list[str] | None = None) -> str:
@@ -146,7 +151,7 @@ def by_ratio(rows: list[dict[str, Any]], order: list[str] | None = None) -> str:
         pairs.setdefault((env, budget), {})[arm] = {r["seed"]: r for r in runs}
     for (env, budget), arms in pairs.items():
         if len(arms) != 2:
-            raise TwoArmsNeeded(f"view=ratio needs two arms of {env}, not {len(arms)}")
+            raise TwoArmsNeeded(env, len(arms))
         names = sorted(arms, key=lambda arm: order.index(arm)) if order else list(arms)
         (first, ours), (second, theirs) = ((name, arms[name]) for name in names)
         label = f"{env} ({_budget(budget)})"

@@ -372,7 +372,7 @@ def cmd_table(args: argparse.Namespace) -> int:
     try:
         print(results_store.table_of(rows, args.view, args.arm))
     except results_store.TwoArmsNeeded as err:
-        raise queue_.QueueError(f"--view ratio: {err.args[0].removeprefix('view=ratio ')}; give --arm A B") from None
+        raise queue_.QueueError(f"--view ratio: {err.what}; give --arm A B") from None
     return 0
 
 
