@@ -90,6 +90,8 @@ def test_the_exported_policy_acts_as_agent_act_on_1000_observations(which, fmt, 
 def test_the_distribution_parameters_come_out_on_request(cartpole, pendulum, fmt, tmp_path):
     if fmt == "onnx":
         pytest.importorskip("onnxruntime")
+    cartpole.observation_space.seed(0)  # (the same observations on every run)
+    pendulum.observation_space.seed(0)
     obs = np.stack([cartpole.observation_space.sample() for _ in range(32)])
     action, logits = run_exported(cartpole.export(tmp_path / "c", fmt, with_dist_params=True), fmt, obs)
     with torch.no_grad():
@@ -135,6 +137,7 @@ def test_box_actions_at_float64_bounds_stay_inside_the_space(fmt, tmp_path):
         pytest.importorskip("onnxruntime")
     config = Config(env="envs/Spaces-v0", env_kwargs={"action": "box64"})
     agent = a3c.load(untrained_run(tmp_path / "run", config, scale=2.0))  # (strong weights: means past both bounds)
+    agent.observation_space.seed(0)  # (the same observations on every run: this test is not a draw)
     obs = np.stack([agent.observation_space.sample() for _ in range(256)])
     (action,) = run_exported(agent.export(tmp_path / f"box64.{fmt}", fmt), fmt, obs)
     expected = agent.act(obs)
@@ -142,8 +145,10 @@ def test_box_actions_at_float64_bounds_stay_inside_the_space(fmt, tmp_path):
     at_bounds = (expected == 0.3) | (expected == -0.1)
     assert at_bounds.any() and (~at_bounds).any()  # (both kinds: clipped, and inside)
     assert np.array_equal(action[at_bounds], expected[at_bounds])  # the bounds themselves, exactly
-    # inside: the same floats from TorchScript (the same kernels), onnxruntime's own float kernels near them
-    assert np.allclose(action, expected, rtol=0, atol=0 if fmt == "torchscript" else 1e-5)
+    # inside: the same floats from TorchScript (the same kernels), onnxruntime's own float kernels near them. Weights
+    # drawn ~ N(0, 2) make each mean a float32 sum of terms ~100 in size, where one rounding is ~1e-5 and onnxruntime
+    # sums in its own order: 2.6e-5 at most over 3,000 draws of 256 observations (CI once drew one past 1e-5)
+    assert np.allclose(action, expected, rtol=0, atol=0 if fmt == "torchscript" else 1e-4)
     assert all(agent.action_space.contains(row) for row in action)
 
 
@@ -156,6 +161,7 @@ def test_frames_go_in_as_the_env_gives_them(fmt, tmp_path):
     for name, kwargs in (("bool", {}), ("uint8", {"dtype": "uint8"})):
         config = Config(env="envs/Catch-v0", env_kwargs=kwargs)
         agent = a3c.load(untrained_run(tmp_path / name, config, scale=0.3))
+        agent.observation_space.seed(0)  # (the same frames on every run)
         obs = np.stack([agent.observation_space.sample() for _ in range(64)])
         assert obs.dtype == (np.bool_ if name == "bool" else np.uint8)
         (action,) = run_exported(agent.export(tmp_path / f"{name}.{fmt}", fmt), fmt, obs)
