@@ -21,7 +21,8 @@ rest of the env step (preprocessing, wrappers), acting's forward passes, action 
 gradient, its backward, the optimizer step (push), the weight pull, and the rest of the loop (bookkeeping, publish,
 the Python between the parts), each as a share of the loop's time. CPU time, not wall time: on a shared machine a
 part's wall time includes the time its process waited for a core, and ale-vector's emulator runs on a thread of its
-own, whose CPU time the process's clock counts and a thread's would not.
+own, whose CPU time the process's clock counts and a thread's would not. Where the process's clock moves only on the
+scheduler's tick (a CPU-time limit, ``ulimit -t``), it times with this thread's clock and says so.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if not __package__:  # run as a file (python scripts/NAME.py): the repository's 
 
 import argparse
 import cProfile
+import itertools
 import pstats
 import statistics
 import time
@@ -179,26 +181,40 @@ def time_phases(worker: Worker, iterations: int, warm_up: int = 300) -> None:
     )
 
 
-class _TimedEmulator:
-    """An ALE interface whose ``act`` (the emulator's frames) adds its time to ``spent["emulator"]`` and whose
-    ``getScreenGrayscale`` (a screen read through the palette) to ``spent["screens"]``."""
+def cpu_clock() -> tuple[Callable[[], float], str | None]:
+    """The clock ``time_parts`` times with, and a note to print where it is not the usual one: the process's CPU clock
+    (every thread's time: ale-vector's emulator thread too), unless it advances only on the scheduler's tick here.
+    Linux accounts it that way for a process under a CPU-time limit (``ulimit -t``; SLURM sets one): consecutive reads
+    are then equal, and a part of a few microseconds reads 0. There, this thread's CPU clock, exact still."""
+    reads = [time.process_time() for _ in range(1000)]
+    if sum(a == b for a, b in itertools.pairwise(reads)) < len(reads) // 2:  # (an exact clock moves read to read)
+        return time.process_time, None
+    return time.thread_time, (
+        "note: this process's CPU clock advances only every few milliseconds here (a CPU-time limit: ulimit -t); the "
+        "parts are timed with this thread's CPU clock, which leaves out other threads' time (ale-vector's emulator)"
+    )
 
-    def __init__(self, ale: Any, spent: dict[str, float]) -> None:
-        self._ale, self._spent = ale, spent
+
+class _TimedEmulator:
+    """An ALE interface whose ``act`` (the emulator's frames) adds its time on ``clock`` to ``spent["emulator"]`` and
+    whose ``getScreenGrayscale`` (a screen read through the palette) to ``spent["screens"]``."""
+
+    def __init__(self, ale: Any, spent: dict[str, float], clock: Callable[[], float]) -> None:
+        self._ale, self._spent, self._clock = ale, spent, clock
 
     def act(self, *args: Any) -> Any:
-        t = time.process_time()
+        t = self._clock()
         try:
             return self._ale.act(*args)
         finally:
-            self._spent["emulator"] += time.process_time() - t
+            self._spent["emulator"] += self._clock() - t
 
     def getScreenGrayscale(self, *args: Any) -> Any:  # noqa: N802  (ALE's name)
-        t = time.process_time()
+        t = self._clock()
         try:
             return self._ale.getScreenGrayscale(*args)
         finally:
-            self._spent["screens"] += time.process_time() - t
+            self._spent["screens"] += self._clock() - t
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ale, name)
@@ -207,7 +223,9 @@ class _TimedEmulator:
 def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, float]:
     """The loop of Worker.step with each part timed (the module docstring); prints each part's share of the loop and
     its microseconds per agent step, and returns the shares."""
-    clock = time.process_time  # the CPU time of all the process's threads (the module docstring)
+    clock, note = cpu_clock()  # the CPU time of all the process's threads (the module docstring), where exact
+    if note:
+        print(note)
     names = ["env", "emulator", "acting forward", "sampling", "update forward", "loss gradient", "update backward"]
     spent: dict[str, float] = dict.fromkeys([*names, "screens", "resize", "optimizer step (push)", "pull"], 0.0)
 
@@ -227,7 +245,7 @@ def time_parts(worker: Worker, iterations: int, warm_up: int = 50) -> dict[str, 
     for env in getattr(envs, "envs", []):  # the gymnasium backend's Atari envs: AtariFrames under LifeLossTerminal
         frames = getattr(env, "env", None)
         if hasattr(frames, "ale") and hasattr(frames, "noop_count"):
-            frames.ale = _TimedEmulator(frames.ale, spent)
+            frames.ale = _TimedEmulator(frames.ale, spent, clock)
             frames._resize = timed("resize", frames._resize)  # OpenCV's INTER_AREA, 210x160 -> 84x84
     # the learner's parts (a3c.learn.objectives), whichever objective: A3C's bound steps, PPO's network pass and
     # surrogate gradient; acting through the worker's own reference to act

@@ -2,16 +2,14 @@
 buffers, and the Categorical distribution."""
 
 import copy
-import json
 import math
-import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
+import a3c
 from a3c.learn.distributions import Categorical, make_distribution
 from a3c.learn.model import (
     CnnTorso,
@@ -342,17 +340,17 @@ def test_normalised_uint8_observations_are_not_scaled_by_1_255_again(shape):
     torch.testing.assert_close(torso(x), reference(x * 255))
 
 
-@pytest.mark.parametrize("torso", [[], ["--shared-torso"]], ids=["separate", "shared"])
-def test_both_torsos_learn_cartpole(tmp_path, torso):
-    """A short CartPole run with each architecture gets well above random play (a mean return of about 22): the flat
-    parameter buffer and the closed-form loss gradient train both. The serial backend makes the run reproducible
-    (the asynchronous one, 2 worker processes, gave 47 to 130 for the same seed, with the machine's load); with
-    these settings seed 1 ends at a 100-episode mean of 139 (separate) and 119 (shared)."""
-    run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--preset", "none", "--backend", "serial"]
-    cmd += ["--workers", "2", "--envs-per-worker", "4", "--total-steps", "25000", "--lr", "3e-3", "--seed", "1"]
-    cmd += ["--checkpoint-every", "0", "--run-dir", str(run_dir), *torso]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    mean = json.loads((run_dir / "summary.json").read_text())["mean_return_100"]
-    assert mean >= 60, f"100-episode mean return {mean} after 25k steps: not learning"
+@pytest.mark.parametrize("shared_torso", [False, True], ids=["separate", "shared"])
+def test_both_torsos_learn_cartpole(tmp_path, shared_torso):
+    """Short CartPole runs with each architecture get well above random play (a mean return of about 22): the flat
+    parameter buffer and the closed-form loss gradient train both. The serial backend makes a run reproducible on one
+    CPU, but another CPU's float kernels take it down another path, as another seed would: over seeds 1-16 one
+    separate-torso run ended at 37 (the rest 61-204; shared 76-120), so the test holds the mean of three seeds, not one
+    seed's draw (here seeds 1-3 end at 162, 91 and 88 separate, 112, 96 and 110 shared)."""
+    settings = {"env": "CartPole-v1", "preset": "none", "backend": "serial", "workers": 2, "envs_per_worker": 4}
+    settings |= {"total_steps": 25000, "lr": 3e-3, "checkpoint_every": 0, "eval_every": 0, "shared_torso": shared_torso}
+    means = [
+        a3c.train(seed=seed, run_dir=str(tmp_path / f"run{seed}"), **settings).summary["mean_return_100"]
+        for seed in (1, 2, 3)
+    ]
+    assert sum(means) / 3 >= 60, f"100-episode mean returns {means} after 25k steps: not learning"

@@ -38,6 +38,8 @@ def run_dir_of(agent: Agent):
 
 # -- predict's protocol ---------------------------------------------------------------------------------------------
 def test_predict_takes_one_observation_or_a_batch_as_sb3_does(cartpole, pendulum):
+    cartpole.observation_space.seed(0)  # (the same observations on every run)
+    pendulum.observation_space.seed(0)
     obs = np.stack([cartpole.observation_space.sample() for _ in range(16)])
     actions, state = cartpole.predict(obs, deterministic=True)
     assert state is None and actions.shape == (16,) and actions.dtype == np.int64

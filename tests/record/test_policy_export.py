@@ -200,6 +200,7 @@ def test_what_is_not_exported_is_refused_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"a --bf16 agent .* export it with --format torchscript"):
         bf16.export(tmp_path / "x.onnx", "onnx")
     assert not (tmp_path / "x.onnx").exists()
+    bf16.observation_space.seed(0)  # (the same frames on every run)
     obs = np.stack([bf16.observation_space.sample() for _ in range(8)])
     (action,) = run_exported(bf16.export(tmp_path / "x.pt", "torchscript"), "torchscript", obs)
     assert np.array_equal(action, bf16.act(obs))  # (TorchScript records the bfloat16 casts)
