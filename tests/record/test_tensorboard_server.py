@@ -23,6 +23,7 @@ from pathlib import Path
 import gymnasium
 import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
+from procs import PATIENCE
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from a3c.record.tensorboard_server import TensorBoardServer, check_port, named_logdir, remove_named_logdir, run_name
@@ -52,7 +53,7 @@ def get(url: str, path: str, params: dict | None = None, body: dict | None = Non
     full = url.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(full, data=data, headers={"Content-Type": "application/json"} if body else {})
-    with urllib.request.urlopen(request, timeout=10) as response:
+    with urllib.request.urlopen(request, timeout=10 * PATIENCE) as response:  # (a reply: an event, however slow)
         payload = response.read()
     return payload if raw else json.loads(payload)
 

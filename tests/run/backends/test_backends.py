@@ -14,6 +14,7 @@ import pytest
 import torch
 from procs import (
     DESIGN_TAGS,
+    PATIENCE,
     episode_rows,
     indexes_contiguous,
     run_backends,
@@ -172,7 +173,7 @@ def test_sigterm_lets_a_worker_finish_its_update_and_exit_cleanly():
         assert wait_for(lambda: coord.stats()[0, Stat.UPDATES] >= 1, timeout=60)
         time.sleep(0.1)  # inside the next rollout (20 steps x 20 ms)
         launcher.procs[0].process.terminate()
-        launcher.procs[0].process.join(timeout=10)
+        launcher.procs[0].process.join(timeout=10 * PATIENCE)  # (an event: the process's exit)
         assert launcher.exitcode(0) == 128 + signal.SIGTERM
         assert int(coord.optimizer.steps[0]) == int(coord.stats()[0, Stat.UPDATES])
     finally:
