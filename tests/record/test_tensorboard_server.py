@@ -23,7 +23,6 @@ from pathlib import Path
 import gymnasium
 import pytest
 from gymnasium.envs.classic_control import CartPoleEnv
-from procs import PATIENCE
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from a3c.record.tensorboard_server import TensorBoardServer, check_port, named_logdir, remove_named_logdir, run_name
@@ -50,6 +49,8 @@ if "SlowCartPoleTB-v0" not in gymnasium.registry:
 
 
 def get(url: str, path: str, params: dict | None = None, body: dict | None = None, raw: bool = False):
+    from procs import PATIENCE  # (here, not at the top: worker processes import this module as their env's)
+
     full = url.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(full, data=data, headers={"Content-Type": "application/json"} if body else {})
@@ -127,7 +128,10 @@ def test_live_run_is_served_and_everything_is_served_after_it(tmp_path):
         train = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env, cwd=HERE.parents[1])
     try:
         # 1. the run announces its server; the server's point count grows while the run is alive
-        found = wait_for(lambda: re.search(r"TensorBoard at (http://127\.0\.0\.1:(\d+)/)", log.read_text()), 60)
+        announced = re.compile(r"TensorBoard at (http://127\.0\.0\.1:(\d+)/)")
+        # (the wait ends too when the run exits: a run that failed to start fails the test at once, not in 600 s)
+        wait_for(lambda: announced.search(log.read_text()) or train.poll() is not None, 60)
+        found = announced.search(log.read_text())
         assert found, log.read_text()
         url, port = found.group(1), int(found.group(2))
         from procs import PATIENCE
