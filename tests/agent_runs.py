@@ -1,10 +1,13 @@
 """Agents for the tests of a3c.record.agent and a3c.record.policy_export: a run directory holding an untrained model
-(``untrained_run``), or a short serial training run (``trained``)."""
+(``untrained_run``), or a short serial training run (``trained``); and observations to compare them on, the same on
+every run (``sampled``)."""
 
 from __future__ import annotations
 
 import json
 
+import gymnasium as gym
+import numpy as np
 import torch
 
 import a3c
@@ -35,3 +38,10 @@ def trained(tmp_path_factory, name: str, **settings) -> a3c.Agent:
     run_dir = tmp_path_factory.mktemp(name) / "run"
     settings = {"workers": 1, "envs_per_worker": 4, "checkpoint_every": 0, "eval_every": 0, **settings}
     return a3c.train(backend="serial", run_dir=str(run_dir), **settings).agent
+
+
+def sampled(space: gym.Space, count: int) -> np.ndarray:
+    """``count`` observations drawn from ``space``, stacked: the same ones on every run (its sampler seeded with 0), so
+    that a test that compares two paths on them is not a draw."""
+    space.seed(0)
+    return np.stack([space.sample() for _ in range(count)])

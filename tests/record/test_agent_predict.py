@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from agent_runs import trained, untrained_run
+from agent_runs import sampled, trained, untrained_run
 
 import a3c
 from a3c.evaluate import evaluate
@@ -38,9 +38,7 @@ def run_dir_of(agent: Agent):
 
 # -- predict's protocol ---------------------------------------------------------------------------------------------
 def test_predict_takes_one_observation_or_a_batch_as_sb3_does(cartpole, pendulum):
-    cartpole.observation_space.seed(0)  # (the same observations on every run)
-    pendulum.observation_space.seed(0)
-    obs = np.stack([cartpole.observation_space.sample() for _ in range(16)])
+    obs = sampled(cartpole.observation_space, 16)
     actions, state = cartpole.predict(obs, deterministic=True)
     assert state is None and actions.shape == (16,) and actions.dtype == np.int64
     assert np.array_equal(actions, cartpole.act(obs))  # deterministic: act's argmax
@@ -48,7 +46,7 @@ def test_predict_takes_one_observation_or_a_batch_as_sb3_does(cartpole, pendulum
     assert state is None and np.shape(one) == () and one == cartpole.act(obs[3])
     assert cartpole.action_space.contains(int(one))
 
-    x = np.stack([pendulum.observation_space.sample() for _ in range(16)])
+    x = sampled(pendulum.observation_space, 16)
     actions, _ = pendulum.predict(x, deterministic=True)
     assert actions.shape == (16, 1) and actions.dtype == np.float32
     assert np.array_equal(actions, pendulum.act(x))  # the mean, clipped to the bounds, of normalised observations

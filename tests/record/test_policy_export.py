@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from agent_runs import trained, untrained_run
+from agent_runs import sampled, trained, untrained_run
 
 import a3c
 from a3c.record import policy_export
@@ -90,15 +90,13 @@ def test_the_exported_policy_acts_as_agent_act_on_1000_observations(which, fmt, 
 def test_the_distribution_parameters_come_out_on_request(cartpole, pendulum, fmt, tmp_path):
     if fmt == "onnx":
         pytest.importorskip("onnxruntime")
-    cartpole.observation_space.seed(0)  # (the same observations on every run)
-    pendulum.observation_space.seed(0)
-    obs = np.stack([cartpole.observation_space.sample() for _ in range(32)])
+    obs = sampled(cartpole.observation_space, 32)
     action, logits = run_exported(cartpole.export(tmp_path / "c", fmt, with_dist_params=True), fmt, obs)
     with torch.no_grad():
         expected = cartpole.model.policy(torch.from_numpy(obs))[0].numpy()
     assert np.allclose(logits, expected, atol=1e-5) and np.array_equal(action, logits.argmax(-1))
 
-    x = np.stack([pendulum.observation_space.sample() for _ in range(32)])
+    x = sampled(pendulum.observation_space, 32)
     action, mean, log_std = run_exported(pendulum.export(tmp_path / "p", fmt, with_dist_params=True), fmt, x)
     assert pendulum.config.gsde  # (the preset's: the std is a function of the state)
     with torch.no_grad():
@@ -137,8 +135,7 @@ def test_box_actions_at_float64_bounds_stay_inside_the_space(fmt, tmp_path):
         pytest.importorskip("onnxruntime")
     config = Config(env="envs/Spaces-v0", env_kwargs={"action": "box64"})
     agent = a3c.load(untrained_run(tmp_path / "run", config, scale=2.0))  # (strong weights: means past both bounds)
-    agent.observation_space.seed(0)  # (the same observations on every run: this test is not a draw)
-    obs = np.stack([agent.observation_space.sample() for _ in range(256)])
+    obs = sampled(agent.observation_space, 256)
     (action,) = run_exported(agent.export(tmp_path / f"box64.{fmt}", fmt), fmt, obs)
     expected = agent.act(obs)
     assert action.dtype == np.float64
@@ -161,8 +158,7 @@ def test_frames_go_in_as_the_env_gives_them(fmt, tmp_path):
     for name, kwargs in (("bool", {}), ("uint8", {"dtype": "uint8"})):
         config = Config(env="envs/Catch-v0", env_kwargs=kwargs)
         agent = a3c.load(untrained_run(tmp_path / name, config, scale=0.3))
-        agent.observation_space.seed(0)  # (the same frames on every run)
-        obs = np.stack([agent.observation_space.sample() for _ in range(64)])
+        obs = sampled(agent.observation_space, 64)
         assert obs.dtype == (np.bool_ if name == "bool" else np.uint8)
         (action,) = run_exported(agent.export(tmp_path / f"{name}.{fmt}", fmt), fmt, obs)
         assert np.array_equal(action, agent.act(obs))
@@ -200,8 +196,7 @@ def test_what_is_not_exported_is_refused_in_one_line(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"a --bf16 agent .* export it with --format torchscript"):
         bf16.export(tmp_path / "x.onnx", "onnx")
     assert not (tmp_path / "x.onnx").exists()
-    bf16.observation_space.seed(0)  # (the same frames on every run)
-    obs = np.stack([bf16.observation_space.sample() for _ in range(8)])
+    obs = sampled(bf16.observation_space, 8)
     (action,) = run_exported(bf16.export(tmp_path / "x.pt", "torchscript"), "torchscript", obs)
     assert np.array_equal(action, bf16.act(obs))  # (TorchScript records the bfloat16 casts)
 
